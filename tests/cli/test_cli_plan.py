@@ -1,0 +1,114 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import RECIPES, REPO
+
+
+def test_plan_writes_files(cli, tmp_path):
+    out = tmp_path / "plan"
+    r = cli("plan", "--target", "llama-3.1-8b-instruct", "--drafter", "eagle3", "--gpu", "h100",
+            "--batch-sizes", "1,8,64", "--isl", "1024", "--osl", "512", "--out", out)
+    assert r.exit_code == 0, r.output
+    for f in ("plan.json", "plan.md", "provenance.json", "speedup_vs_draft_len.png", "pareto_frontier.png",
+              "step_time_breakdown.png"):
+        assert (out / f).is_file(), f
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["target"]["group_size"] == 4
+    assert [g["id"] for g in plan["guidelines"]] == [1, 2, 3, 4, 5]
+    assert all({"id", "title", "draft_len", "reason"} <= set(g) for g in plan["guidelines"])
+    keys = {"draft_len", "batch_size", "acceptance_length", "step_time_s", "tpot_s", "tokens_per_s_per_user",
+            "tokens_per_s_per_gpu", "speedup"}
+    assert all(keys <= set(c) for c in plan["candidates"])
+    assert any(c["draft_len"] == 0 for c in plan["candidates"])
+    rec = plan["recommendation"]
+    assert rec["max_draft_len"] >= 1 and plan["frontier"] and plan["assumptions"]
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["recipe"]["target"]["model"] == "llama-3.1-8b-instruct" and "plan" in prov["command"]
+    assert "eagle3" in (out / "plan.md").read_text()
+
+
+def test_plan_json_stdout_and_acceptance(cli, tmp_path):
+    acc = tmp_path / "acc.json"
+    acc.write_text(json.dumps({"conditional_rates": [0.9, 0.9, 0.9, 0.9]}))
+    r = cli("plan", "--target", "qwen3-8b", "--drafter", "eagle3", "--gpu", "b200", "--batch-sizes", "1",
+            "--acceptance", acc, "--json", "--no-compare")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    assert plan["drafter"]["acceptance"]["measured"] is True
+    assert {c["mechanism"] for c in plan["candidates"]} == {"eagle3"}
+    assert plan["recommendation"]["max_draft_len"] <= 4  # never planned beyond the measured positions
+
+
+def test_plan_from_recipe_with_overrides(cli, tmp_path):
+    r = cli("plan", "--recipe", RECIPES / "llama-3.3-70b-eagle3-h200-tp4.yaml", "--set", "workload.isl=8192",
+            "--json")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    assert plan["workload"]["isl"] == 8192 and plan["parallelism"]["tp"] == 4
+    assert plan["target"]["group_size"] == 8
+
+
+def test_plan_drafter_flag_replaces_recipe_drafter(cli):
+    r = cli("plan", "--recipe", RECIPES / "llama-3.1-8b-eagle3-h100.yaml", "--drafter", "ngram", "--json",
+            "--no-compare")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["drafter"]["type"] == "ngram"
+
+
+def test_plan_every_recipe(cli):
+    for path in sorted(RECIPES.glob("*.yaml")):
+        r = cli("plan", "--recipe", path, "--json")
+        assert r.exit_code == 0, (path, r.output)
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--target", "llama-9b"], "Presets:"),
+    (["--target", "qwen3-8b", "--gpu", "h300"], "unknown GPU 'h300'"),
+    (["--target", "qwen3-8b", "--batch-sizes", "1,x"], "comma-separated"),
+    (["--target", "qwen3-8b", "--batch-sizes", "0"], "batch sizes must be"),
+    (["--target", "qwen3-8b", "--max-draft-len", "99"], "max_draft_len"),
+    (["--target", "qwen3-8b", "--tp", "2"], "exceeds num_gpus"),
+    (["--target", "qwen3-8b", "--gpu", "a100", "--dtype", "fp8"], "fp8 tensor cores"),
+    (["--target", "qwen3-8b", "--drafter", "draft_model"], "drafter.model: required"),
+    (["--target", "qwen3-8b", "--drafter", "draft_model", "--draft-model", "llama-3.2-1b-instruct"], "vocab"),
+    (["--target", "qwen3-8b", "--set", "workload.isll=3"], "did you mean 'isl'"),
+    ([], "needs --target"),
+])
+def test_plan_bad_input(cli, tmp_path, args, match):
+    out = tmp_path / "out"
+    r = cli("plan", *args, "--out", out)
+    assert r.exit_code == 2, r.output
+    assert match in r.output
+    assert "Traceback" not in r.output
+    assert not out.exists()
+    assert not list(tmp_path.glob(".out.*")), "no temporary folder left behind"
+
+
+def test_plan_bad_acceptance_file(cli, tmp_path):
+    acc = tmp_path / "acc.json"
+    acc.write_text(json.dumps({"conditional_rates": [1.5]}))
+    r = cli("plan", "--target", "qwen3-8b", "--acceptance", acc, "--out", tmp_path / "o")
+    assert r.exit_code == 2 and "conditional_rates[0] = 1.5" in r.output
+
+
+def test_plan_refuses_existing_output(cli, tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    r = cli("plan", "--target", "qwen3-8b", "--out", out)
+    assert r.exit_code == 2 and "--force" in r.output
+    assert (out / "keep.txt").read_text() == "mine"
+    r = cli("plan", "--target", "qwen3-8b", "--out", out, "--force")
+    assert r.exit_code == 0 and not (out / "keep.txt").exists() and (out / "plan.json").exists()
+
+
+def test_plan_does_not_import_torch(tmp_path):
+    code = ("import sys; from trtllm_spec.cli import main\n"
+            "try:\n    main(['plan', '--target', 'qwen3-8b', '--json'], standalone_mode=False)\n"
+            "except SystemExit: pass\n"
+            "assert 'torch' not in sys.modules and 'modelopt' not in sys.modules, 'heavy import on plan'\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,11 @@
+"""The ``trtllm-spec`` command line. The only place that prints, exits or knows about terminals.
+
+Each command module registers its commands on ``main``; heavy imports happen inside the commands.
+"""
+
+from __future__ import annotations
+
+from trtllm_spec.cli import hw, plan, recipe  # noqa: E402,F401  (registers the commands)
+from trtllm_spec.cli.common import main
+
+__all__ = ["main"]

@@ -1,0 +1,68 @@
+"""The root group, error handling and shared helpers for commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from trtllm_spec import __version__
+from trtllm_spec.errors import TrtllmSpecError
+
+
+class Group(click.Group):
+    """Maps our errors to exit codes (2 bad input, 1 check failed) with one clean message, no traceback."""
+
+    def main(self, args=None, *a, **kw):
+        from trtllm_spec.core.provenance import set_command
+
+        set_command([str(x) for x in (sys.argv[1:] if args is None else args)])
+        return super().main(args, *a, **kw)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except TrtllmSpecError as exc:
+            for i, line in enumerate(str(exc).splitlines() or [type(exc).__name__]):
+                click.echo(("error: " if i == 0 else "       ") + line, err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted: nothing half-written was kept; rerun to resume", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="trtllm-spec")
+def main() -> None:
+    """Speculative decoding for TensorRT-LLM without guesswork.
+
+    A recipe names a target, a drafter (EAGLE-3, MTP, DFlash/DSpark, a draft model, n-gram), the hardware and
+    the workload; trtllm-spec plans the draft length D from a roofline model and the five co-design guidelines,
+    trains/exports the drafter, measures acceptance, and writes a TensorRT-LLM bundle.
+    """
+
+
+def echo_json(data) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+def parse_int_list(value: str | None, name: str) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        out = [int(x) for x in value.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers, e.g. 1,8,64",
+                                 param_hint=name) from None
+    if not out:
+        raise click.BadParameter("give at least one value, e.g. 1,8,64", param_hint=name)
+    return out
+
+
+def stderr_is_tty() -> bool:
+    return sys.stderr.isatty()
+
+
+set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                          help="Override a recipe field, e.g. --set workload.isl=4096 (repeatable).")

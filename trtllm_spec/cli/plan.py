@@ -1,0 +1,109 @@
+"""``trtllm-spec plan``: draft length D and draft_len_schedule from the roofline and the five guidelines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trtllm_spec.cli.common import echo_json, main, parse_int_list, set_option
+from trtllm_spec.core.recipe import DRAFTER_TYPES
+
+FLAG_FIELDS = {
+    "target": "target.model", "drafter": "drafter.type", "drafter_layers": "drafter.num_layers",
+    "draft_vocab_size": "drafter.draft_vocab_size", "draft_model": "drafter.model", "gpu": "hardware.gpu",
+    "num_gpus": "hardware.num_gpus", "tp": "hardware.tp", "pp": "hardware.pp", "ep": "hardware.ep",
+    "batch_sizes": "workload.batch_sizes", "isl": "workload.isl", "osl": "workload.osl",
+    "latency_target_ms": "workload.latency_target_ms", "acceptance": "planner.acceptance",
+    "max_draft_len": "planner.max_draft_len", "draft_len": "draft_len", "trtllm_version": "engine.trtllm_version",
+    "kv_dtype": "quantization.kv_cache_dtype",
+}
+
+
+def apply_flags(data: dict, flags: dict) -> dict:
+    """Each plan flag is a recipe field: flags win over --recipe (and --set wins over flags)."""
+    from trtllm_spec.core.recipe import set_path
+
+    for key, path in FLAG_FIELDS.items():
+        value = flags.get(key)
+        if value is None:
+            continue
+        if key in ("acceptance", "target", "gpu") and Path(str(value)).exists():
+            value = str(Path(value).resolve())  # flags are relative to the working directory
+        set_path(data, path.split("."), value, f"--{key.replace('_', '-')}")
+    dtype = flags.get("dtype")
+    if dtype in ("fp8", "nvfp4", "int4_awq"):
+        set_path(data, ["quantization", "method"], dtype, "--dtype")
+    elif dtype is not None:
+        set_path(data, ["quantization", "method"], "none", "--dtype")
+        set_path(data, ["target", "dtype"], dtype, "--dtype")
+    if flags.get("no_compare"):
+        set_path(data, ["planner", "compare_mechanisms"], False, "--no-compare")
+    return data
+
+
+@main.command("plan")
+@click.option("--recipe", "recipe_file", type=click.Path(path_type=Path), help="Start from this recipe.")
+@click.option("--target", help="HF checkpoint folder or config.json, preset name, or fetched asset.")
+@click.option("--drafter", type=click.Choice(DRAFTER_TYPES), help="Drafting mechanism (default: the recipe's, "
+              "else eagle3).")
+@click.option("--gpu", help="GPU name (see 'trtllm-spec hw list') or a file from 'trtllm-spec hw probe'.")
+@click.option("--num-gpus", type=int)
+@click.option("--tp", type=int, help="Tensor-parallel size.")
+@click.option("--pp", type=int, help="Pipeline-parallel size.")
+@click.option("--ep", type=int, help="MoE expert-parallel size.")
+@click.option("--batch-sizes", help="Comma-separated, e.g. 1,8,64.")
+@click.option("--isl", type=int, help="Input length (tokens).")
+@click.option("--osl", type=int, help="Output length (tokens).")
+@click.option("--latency-target-ms", type=float, help="Time-per-output-token target.")
+@click.option("--acceptance", type=click.Path(path_type=Path),
+              help='JSON: {"conditional_rates": [...]}, {"acceptance_length": {"1": 1.8}} or a speculation profile.')
+@click.option("--category", help="With a speculation profile: plan with this category instead of 'overall'.")
+@click.option("--drafter-layers", type=int, help="Drafter decoder layers.")
+@click.option("--draft-vocab-size", type=int, help="EAGLE-3 draft vocabulary size.")
+@click.option("--draft-model", help="Draft model (path/preset) for --drafter draft_model.")
+@click.option("--max-draft-len", type=int, help="Largest D to consider (default 8).")
+@click.option("--draft-len", type=int, help="Fix D instead of choosing it.")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32", "fp8", "nvfp4", "int4_awq"]),
+              help="Target weight precision (default: the checkpoint's).")
+@click.option("--kv-dtype", type=click.Choice(["auto", "bf16", "fp8"]))
+@click.option("--trtllm-version", type=click.Choice(["auto", "1.2", "1.3"]), help="Schedule rules of this release.")
+@click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
+@set_option
+@click.option("--out", type=click.Path(path_type=Path), help="Write plan.json, plan.md and plots here.")
+@click.option("--force", is_flag=True, help="Replace a non-empty --out folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print plan.json to stdout.")
+def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | None, force: bool,
+             as_json: bool, category: str | None, **flags) -> None:
+    """Choose D (and a draft_len_schedule per batch size) for a target, drafter, GPU and workload.
+
+    Example: trtllm-spec plan --target llama-3.1-8b-instruct --drafter eagle3 --gpu h100 --batch-sizes 1,8,64
+    --isl 1024 --osl 512 --out plan/
+    """
+    from trtllm_spec.core.recipe import apply_overrides, load_recipe, recipe_from_dict, recipe_to_dict
+    from trtllm_spec.errors import UserError
+
+    flags["batch_sizes"] = parse_int_list(flags.get("batch_sizes"), "--batch-sizes")
+    if out is None and not as_json:
+        raise UserError("plan needs --out DIR (files) or --json (stdout), or both")
+    if recipe_file is None and flags.get("target") is None:
+        raise UserError("plan needs --target (path, preset or asset) or --recipe FILE")
+    if recipe_file is not None:
+        base = recipe_to_dict(load_recipe(recipe_file))
+    else:
+        base = {"name": "plan", "target": {"model": flags["target"]}, "drafter": {"type": "eagle3"}}
+    data = apply_overrides(apply_flags(base, flags), overrides)
+    recipe = recipe_from_dict(data, str(recipe_file or "plan flags"))
+    if recipe_file is not None:
+        recipe._base_dir = recipe_file.resolve().parent
+    from trtllm_spec.plan_stage import run_plan
+
+    result = run_plan(recipe, out, force=force, category=category)
+    if as_json:
+        echo_json(result.plan)
+    if out is not None:
+        rec = result.plan["recommendation"]
+        sched = rec["draft_len_schedule"]
+        click.echo(f"{rec['mechanism']}: max_draft_len {rec['max_draft_len']}"
+                   + (f", draft_len_schedule {sched}" if sched else "")
+                   + f"  ->  {out}/plan.md", err=as_json)

@@ -1,0 +1,1 @@
+"""Pure data: schemas, recipe, model shapes, hardware. No torch here."""

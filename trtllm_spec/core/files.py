@@ -1,0 +1,153 @@
+"""Reading user files defensively and writing outputs atomically.
+
+Bad input never produces a traceback or a half-written output: readers raise ``UserError`` naming the file;
+writers build in a temporary sibling and rename at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from trtllm_spec.errors import OutputExistsError, UserError
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+MAX_YAML_ALIASES = 64
+MAX_NESTING = 32
+
+
+def read_text(path: Path, what: str, error: type[UserError] = UserError, max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    if not path.exists():
+        raise error(f"{what} {path} does not exist; check the path")
+    if path.is_dir():
+        raise error(f"{what} {path} is a directory; give a file")
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise error(f"{what} {path} is {size} bytes, more than the {max_bytes} allowed; is it the right file?")
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise error(f"{what} {path} cannot be read: {exc.strerror}") from None
+
+
+def read_structured(path: Path, what: str, error: type[UserError] = UserError) -> Any:
+    """Parse a JSON or YAML file (by suffix; YAML otherwise) with limits on aliases and depth."""
+    text = read_text(path, what, error)
+    if not text.strip():
+        raise error(f"{what} {path} is empty")
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise error(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    else:
+        data = parse_yaml(text, f"{what} {path}", error)
+    _check_depth(data, f"{what} {path}", error)
+    return data
+
+
+def parse_yaml(text: str, where: str, error: type[UserError] = UserError) -> Any:
+    import yaml
+
+    try:
+        aliases = sum(1 for ev in yaml.parse(text, Loader=yaml.SafeLoader) if isinstance(ev, yaml.AliasEvent))
+        if aliases > MAX_YAML_ALIASES:
+            raise error(f"{where} uses {aliases} YAML aliases (limit {MAX_YAML_ALIASES}); expand them by hand")
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise error(f"{where} is not valid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise error(f"{where} is nested too deeply to parse") from None
+
+
+def _check_depth(data: Any, where: str, error: type[UserError]) -> None:
+    stack = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise error(f"{where} is nested more than {MAX_NESTING} levels deep; that is not a valid file here")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(chunk)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def check_output_dir(out: Path, force: bool, inputs: tuple[Path, ...] = ()) -> None:
+    """Refuse an existing output (unless ``force``), an output inside an input, or an unwritable parent."""
+    out_abs = out.resolve()
+    for src in inputs:
+        src_abs = Path(src).resolve()
+        if src_abs.is_dir() and (out_abs == src_abs or src_abs in out_abs.parents):
+            raise UserError(f"output folder {out} is inside the input {src}; choose a folder outside it")
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"output {out} exists and is not a folder; choose another --out")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise OutputExistsError(f"output folder {out} exists and is not empty; pass --force to replace it")
+    parent = out_abs.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"cannot write under {parent} (permission denied); choose another --out")
+
+
+@contextlib.contextmanager
+def atomic_dir(out: Path, force: bool = False, inputs: tuple[Path, ...] = ()) -> Iterator[Path]:
+    """Yield a temporary folder next to ``out``; on success it replaces ``out``, on failure it vanishes."""
+    check_output_dir(out, force, inputs)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a bundle gets the user's usual permissions
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

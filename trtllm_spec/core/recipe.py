@@ -1,0 +1,369 @@
+"""The recipe: one YAML file naming a target, a drafter, hardware and workload.
+
+Strict pydantic models (unknown keys fail naming the nearest valid key), one tagged union for drafters,
+``--set a.b=value`` overrides applied before validation, and ``extends: base.yaml`` for shared defaults.
+Paths inside a recipe are relative to the recipe file.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from trtllm_spec.core.files import parse_yaml, read_structured
+from trtllm_spec.core.schema import StrictModel, format_validation_error
+from trtllm_spec.errors import RecipeError
+
+DRAFTER_TYPES = ("eagle3", "mtp", "dflash", "dspark", "draft_model", "ngram")
+TRTLLM_PROFILES = ("1.2", "1.3")
+# DFlash/DSpark decoding configs first appear in TensorRT-LLM 1.3 (1.3.0rc docs: DFlashDecodingConfig)
+MIN_TRTLLM = {"dflash": "1.3", "dspark": "1.3"}
+MAX_DRAFT_LEN_LIMIT = 64
+
+
+# ---- drafter training --------------------------------------------------------------------------------
+
+class DataConfig(StrictModel):
+    """Training conversations, built from packaged prompts (never the measurement suite)."""
+
+    sources: list[str] = Field(default_factory=lambda: ["mtbench", "humaneval", "mmath", "writingbench",
+                                                        "hotpotqa", "squad", "multilingual"])
+    num_conversations: int = Field(512, ge=1, le=1_000_000)
+    regenerate: bool = Field(True, description="the target writes the assistant turns itself")
+    regen_max_new_tokens: int = Field(256, ge=1, le=32768)
+    regen_batch_size: int = Field(8, ge=1, le=4096)
+    eval_fraction: float = Field(0.05, ge=0, lt=1)
+    seed: int = 0
+
+
+class DistributedConfig(StrictModel):
+    strategy: Literal["none", "ddp", "fsdp"] = "none"
+    nproc_per_node: int = Field(1, ge=1, le=64)
+    nnodes: int = Field(1, ge=1, le=4096)
+
+
+class TrainingConfig(StrictModel):
+    max_steps: int = Field(300, ge=1, le=10_000_000)
+    time_budget_minutes: float | None = Field(None, gt=0)
+    batch_size: int = Field(4, ge=1, le=4096)
+    grad_accum: int = Field(1, ge=1, le=1024)
+    seq_len: int = Field(512, ge=16, le=131072)
+    lr: float = Field(3e-4, gt=0, le=1)
+    weight_decay: float = Field(0.0, ge=0, le=1)
+    warmup_steps: int = Field(20, ge=0)
+    checkpoint_every: int = Field(100, ge=1)
+    seed: int = 0
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    init_from_target: bool = Field(True, description="start the drafter layer from the target's last layer")
+    ttt_steps: int | None = Field(None, ge=1, le=16, description="EAGLE test-time-training steps")
+    data: DataConfig = DataConfig()
+    distributed: DistributedConfig = DistributedConfig()
+
+
+class ConvertSource(StrictModel):
+    """A third-party drafter checkpoint to convert into our (TensorRT-LLM) layout."""
+
+    format: Literal["eagle", "speculators"]
+    path: str
+
+
+# ---- drafters (tagged union on `type`) -------------------------------------------------------------
+
+class _Drafter(StrictModel):
+    checkpoint: str | None = Field(None, description="an exported drafter folder to reuse as is")
+
+
+class _Trained(_Drafter):
+    num_layers: int = Field(1, ge=1, le=64)
+    training: TrainingConfig = TrainingConfig()
+
+
+class Eagle3Drafter(_Trained):
+    type: Literal["eagle3"] = "eagle3"
+    draft_vocab_size: int | None = Field(None, ge=1, description="None = the target's full vocabulary")
+    layers_to_capture: list[int] | None = None
+    convert_from: ConvertSource | None = None
+
+
+class MTPDrafter(_Trained):
+    type: Literal["mtp"] = "mtp"
+    num_layers: int | None = Field(None, ge=1, le=64, description="None: the target's native MTP layers, else 1")
+
+
+class DFlashDrafter(_Trained):
+    type: Literal["dflash"] = "dflash"
+    num_layers: int = Field(2, ge=1, le=64)
+    block_size: int = Field(16, ge=2, le=64)
+    mask_token: str | int | None = Field(None, description="token (or id) the block is filled with")
+    target_layer_ids: list[int] | None = None
+
+
+class DSparkDrafter(DFlashDrafter):
+    type: Literal["dspark"] = "dspark"
+    markov_head_type: Literal["vanilla", "gated", "rnn"] = "vanilla"
+
+
+class DraftModelDrafter(_Drafter):
+    type: Literal["draft_model"] = "draft_model"
+    model: str = Field(description="path, preset name or fetched asset of a small LLM with the same tokenizer")
+
+
+class NGramDrafter(_Drafter):
+    type: Literal["ngram"] = "ngram"
+    max_matching_ngram_size: int = Field(3, ge=1, le=64)
+    is_keep_all: bool = True
+    is_use_oldest: bool = True
+    is_public_pool: bool = True
+
+
+DrafterConfig = Annotated[
+    Eagle3Drafter | MTPDrafter | DFlashDrafter | DSparkDrafter | DraftModelDrafter | NGramDrafter,
+    Field(discriminator="type"),
+]
+
+
+# ---- the other sections -----------------------------------------------------------------------------
+
+class TargetConfig(StrictModel):
+    model: str = Field(description="HF checkpoint folder or config.json, preset name, or fetched asset")
+    hf_id: str | None = Field(None, description="model id TensorRT-LLM serves when the folder is not shipped")
+    dtype: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    trust_remote_code: bool = False
+    chat_template: str | None = Field(None, description="a Jinja file when the tokenizer has none")
+
+
+class HardwareConfig(StrictModel):
+    gpu: str = Field("h100-sxm", description="catalogue name or a file written by 'hw probe'")
+    num_gpus: int = Field(1, ge=1, le=100_000)
+    tp: int = Field(1, ge=1, le=1024)
+    pp: int = Field(1, ge=1, le=1024)
+    ep: int = Field(1, ge=1, le=1024)
+    gpus_per_node: int = Field(8, ge=1, le=1024)
+    overrides: dict[str, Any] = Field(default_factory=dict, description="any Hardware field, e.g. efficiency.gemm")
+
+    @model_validator(mode="after")
+    def _parallelism(self) -> HardwareConfig:
+        if self.tp * self.pp > self.num_gpus:
+            raise ValueError(f"tp*pp = {self.tp * self.pp} exceeds num_gpus = {self.num_gpus}; "
+                             "raise num_gpus or lower tp/pp")
+        if self.num_gpus % (self.tp * self.pp):
+            raise ValueError(f"num_gpus = {self.num_gpus} is not a multiple of tp*pp = {self.tp * self.pp}")
+        if self.ep > 1 and self.tp % self.ep:
+            raise ValueError(f"ep = {self.ep} must divide tp = {self.tp} (TensorRT-LLM splits MoE tp into ep x tp)")
+        return self
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.tp * self.pp // self.gpus_per_node)
+
+
+class WorkloadConfig(StrictModel):
+    batch_sizes: list[int] = Field(default_factory=lambda: [1, 8, 32, 64])
+    concurrency: int | None = Field(None, ge=1, le=1_000_000, description="added to batch_sizes")
+    isl: int = Field(1024, ge=1, le=10_000_000, description="input (prompt) length in tokens")
+    osl: int = Field(512, ge=1, le=10_000_000, description="output length in tokens")
+    latency_target_ms: float | None = Field(None, gt=0, description="time per output token target")
+    temperature: float = Field(0.0, ge=0, le=10)
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _batches(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("batch_sizes is empty; give at least one batch size, e.g. [1, 8, 64]")
+        bad = [b for b in v if b < 1 or b > 1_000_000]
+        if bad:
+            raise ValueError(f"batch sizes must be in 1..1000000, not {bad}")
+        return sorted(set(v))
+
+    def all_batch_sizes(self) -> list[int]:
+        return sorted(set(self.batch_sizes) | ({self.concurrency} if self.concurrency else set()))
+
+
+class QuantizationConfig(StrictModel):
+    method: Literal["none", "fp8", "int4_awq", "nvfp4"] = "none"
+    kv_cache_dtype: Literal["auto", "bf16", "fp8"] = "auto"
+    calib_size: int = Field(64, ge=1, le=100_000)
+
+
+class EngineConfig(StrictModel):
+    trtllm_version: Literal["auto", "1.2", "1.3"] = Field(
+        "auto", description="TensorRT-LLM profile; auto = 1.2, or 1.3 for drafters that need it")
+    backend: Literal["pytorch", "tensorrt"] = "pytorch"
+    free_gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
+    enable_block_reuse: bool = True
+    max_batch_size: int | None = Field(None, ge=1)
+    max_seq_len: int | None = Field(None, ge=1)
+    cuda_graphs: bool = True
+
+
+class PlannerConfig(StrictModel):
+    max_draft_len: int = Field(8, ge=1, le=MAX_DRAFT_LEN_LIMIT, description="largest D the search considers")
+    acceptance: str | None = Field(None, description="acceptance / speculation_profile.json to plan with")
+    compare_mechanisms: bool = Field(True, description="also evaluate the other mechanisms (guideline 5)")
+
+
+class MeasureConfig(StrictModel):
+    suite: Literal["speed-lite"] = "speed-lite"
+    categories: list[str] | None = None
+    num_prompts: int = Field(10, ge=1, le=10_000)
+    max_new_tokens: int = Field(128, ge=1, le=100_000)
+    temperature: float = Field(0.0, ge=0, le=10)
+    dtype: Literal["fp32", "bf16"] = "fp32"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = 0
+    profile: str | None = Field(None, description="a measured speculation_profile.json: skip measuring")
+
+
+class OutputConfig(StrictModel):
+    dir: str | None = None
+
+
+class Recipe(StrictModel):
+    name: str = "recipe"
+    description: str = ""
+    target: TargetConfig
+    drafter: DrafterConfig
+    draft_len: Literal["auto"] | int = "auto"
+    hardware: HardwareConfig = HardwareConfig()
+    workload: WorkloadConfig = WorkloadConfig()
+    quantization: QuantizationConfig = QuantizationConfig()
+    engine: EngineConfig = EngineConfig()
+    planner: PlannerConfig = PlannerConfig()
+    measure: MeasureConfig = MeasureConfig()
+    output: OutputConfig = OutputConfig()
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @field_validator("draft_len", mode="before")
+    @classmethod
+    def _draft_len(cls, v: Any) -> Any:
+        ok = v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_DRAFT_LEN_LIMIT)
+        if not ok:
+            raise ValueError(f"draft_len must be 'auto' or an integer in 1..{MAX_DRAFT_LEN_LIMIT}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistency(self) -> Recipe:
+        d = self.drafter
+        if isinstance(self.draft_len, int) and self.draft_len > self.planner.max_draft_len:
+            raise ValueError(f"draft_len = {self.draft_len} exceeds planner.max_draft_len = "
+                             f"{self.planner.max_draft_len}; raise planner.max_draft_len")
+        if isinstance(d, DFlashDrafter):
+            if isinstance(self.draft_len, int) and self.draft_len > d.block_size - 1:
+                raise ValueError(f"draft_len = {self.draft_len} exceeds what a block of {d.block_size} drafts "
+                                 f"(block_size - 1 = {d.block_size - 1}); raise drafter.block_size")
+            if d.training.seq_len % d.block_size:
+                raise ValueError(f"drafter.training.seq_len = {d.training.seq_len} is not divisible by "
+                                 f"drafter.block_size = {d.block_size}; DFlash trains on whole blocks")
+        need = MIN_TRTLLM.get(d.type)
+        if need and self.engine.trtllm_version not in ("auto", need):
+            raise ValueError(f"drafter {d.type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}); "
+                             f"set engine.trtllm_version: '{need}'")
+        if self.engine.backend == "tensorrt" and d.type != "draft_model":
+            raise ValueError(f"engine.backend 'tensorrt' does not run {d.type} (EAGLE-3, MTP, n-gram and DFlash are "
+                             "PyTorch-backend only); use engine.backend: pytorch")
+        return self
+
+    @property
+    def trtllm_profile(self) -> str:
+        if self.engine.trtllm_version != "auto":
+            return self.engine.trtllm_version
+        return MIN_TRTLLM.get(self.drafter.type, "1.2")
+
+    @property
+    def base_dir(self) -> Path:
+        return self._base_dir
+
+    def resolve_path(self, value: str | None) -> Path | None:
+        """A recipe path: absolute, relative to the recipe file, or relative to the working directory."""
+        if value is None:
+            return None
+        p = Path(value).expanduser()
+        if p.is_absolute():
+            return p
+        candidate = self._base_dir / p
+        return candidate if candidate.exists() or not p.exists() else p
+
+
+# ---- loading ------------------------------------------------------------------------------------------
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a", "b", "c"], yaml-parsed value)."""
+    if "=" not in item:
+        raise RecipeError(f"--set {item!r}: expected KEY=VALUE, e.g. --set workload.isl=2048")
+    key, raw = item.split("=", 1)
+    parts = [p for p in key.strip().split(".")]
+    if not key.strip() or any(not p for p in parts):
+        raise RecipeError(f"--set {item!r}: the key path is empty or has an empty part")
+    value = parse_yaml(raw, f"--set {key}", RecipeError) if raw.strip() else ""
+    return parts, value
+
+
+def set_path(data: dict, parts: list[str], value: Any, what: str) -> None:
+    """Set ``data[a][b][c] = value`` creating sections; a new drafter type replaces the drafter section."""
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise RecipeError(f"{what}: '{'.'.join(parts[:i + 1])}' is a value, not a section")
+        node = nxt
+    if parts == ["drafter", "type"] and node.get("type") not in (None, value):
+        node.clear()
+    node[parts[-1]] = value
+
+
+def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
+    data = copy.deepcopy(data)
+    for item in overrides:
+        parts, value = parse_override(item)
+        set_path(data, parts, value, f"--set {item!r}")
+    return data
+
+
+def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    data = read_structured(path, "recipe", RecipeError)
+    if not isinstance(data, dict):
+        raise RecipeError(f"recipe {path} must be a YAML mapping (sections target, drafter, ...), "
+                          f"got {type(data).__name__}")
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    base_path = (path.parent / str(base)).resolve()
+    if base_path in seen:
+        raise RecipeError(f"recipe {path}: 'extends' forms a cycle through {base_path}")
+    return deep_merge(_load_raw(base_path, (*seen, base_path)), data)
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and not (k == "drafter" and "type" in v
+                                                                          and v["type"] != out[k].get("type")):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
+    p = Path(path)
+    data = apply_overrides(_load_raw(p.resolve() if p.exists() else p, (p.resolve(),)), overrides)
+    recipe = recipe_from_dict(data, str(p))
+    recipe._base_dir = p.resolve().parent
+    return recipe
+
+
+def recipe_from_dict(data: dict, source: str = "recipe") -> Recipe:
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as exc:
+        raise RecipeError(format_validation_error(exc, Recipe, source)) from None
+
+
+def recipe_to_dict(recipe: Recipe) -> dict:
+    return recipe.model_dump(mode="json")

@@ -1,0 +1,296 @@
+"""Model shape from an HF ``config.json``: the numbers the cost model needs, and what follows from them.
+
+Families: Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, Mixtral, DeepSeek-V3 (MLA + MoE + MTP), gpt-oss
+(MoE + alternating sliding-window layers), Gemma 3 (5 local : 1 global sliding-window pattern).
+Parameter counts are per layer and in elements; bytes follow from a weight dtype.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import Field
+
+from trtllm_spec.core.files import read_text
+from trtllm_spec.core.schema import StrictModel
+from trtllm_spec.errors import ShapeError
+
+# bytes per weight element, including block scales (nvfp4: fp8 scale per 16; int4_awq: fp16 scale per 128;
+# mxfp4: e8m0 scale per 32)
+WEIGHT_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int4_awq": 0.5 + 2 / 128,
+                "nvfp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}
+KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "nvfp4": 0.5 + 1 / 16}
+
+FAMILIES = {
+    "llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama",
+    "qwen3_moe": "moe", "mixtral": "moe", "deepseek_v3": "deepseek", "gpt_oss": "moe",
+    "gemma3": "gemma3", "gemma3_text": "gemma3",
+}
+_ARCH_TO_TYPE = {
+    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "MixtralForCausalLM": "mixtral",
+    "DeepseekV3ForCausalLM": "deepseek_v3", "GptOssForCausalLM": "gpt_oss",
+    "Gemma3ForCausalLM": "gemma3_text", "Gemma3ForConditionalGeneration": "gemma3",
+}
+
+
+class MoE(StrictModel):
+    num_experts: int = Field(ge=1)
+    top_k: int = Field(ge=1)
+    num_shared_experts: int = Field(0, ge=0)
+    expert_intermediate_size: int = Field(ge=1)
+    num_moe_layers: int = Field(ge=0)
+
+
+class MLA(StrictModel):
+    """DeepSeek-V3 multi-head latent attention; decode uses absorbed weights over one shared latent."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+class ModelShape(StrictModel):
+    name: str
+    model_type: str
+    num_layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    num_heads: int = Field(ge=1)
+    num_kv_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=1)
+    intermediate_size: int = Field(ge=1, description="dense FFN width (dense layers)")
+    vocab_size: int = Field(ge=1)
+    tied_embeddings: bool = False
+    moe: MoE | None = None
+    mla: MLA | None = None
+    mtp_layers: int = Field(0, ge=0, description="native multi-token-prediction layers")
+    sliding_window: int | None = None
+    num_sliding_layers: int = Field(0, ge=0)
+    native_weight_dtype: str = "bf16"
+    max_position_embeddings: int | None = None
+    source: str = ""
+
+    # ---- derived -------------------------------------------------------------------------------------
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - (self.moe.num_moe_layers if self.moe else 0)
+
+    def group_size(self, tp: int = 1) -> int:
+        """G = query heads per KV head on one GPU. MLA decode with absorbed weights: all heads share one latent."""
+        heads = max(1, self.num_heads // tp)
+        if self.mla is not None:
+            return heads
+        kv = max(1, self.num_kv_heads // tp)
+        return max(1, heads // kv)
+
+    def kv_heads_per_gpu(self, tp: int = 1) -> int:
+        return 1 if self.mla is not None else max(1, self.num_kv_heads // tp)
+
+    def attn_params_per_layer(self) -> int:
+        h = self.hidden_size
+        if self.mla is not None:
+            m = self.mla
+            qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+            q = (h * m.q_lora_rank + m.q_lora_rank * self.num_heads * qk) if m.q_lora_rank else h * self.num_heads * qk
+            kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim)
+            kv_b = m.kv_lora_rank * self.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
+            o = self.num_heads * m.v_head_dim * h
+            return q + kv_a + kv_b + o
+        q = h * self.num_heads * self.head_dim
+        kv = 2 * h * self.num_kv_heads * self.head_dim
+        o = self.num_heads * self.head_dim * h
+        return q + kv + o
+
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden_size * self.intermediate_size  # gated FFN: gate, up, down
+
+    def expert_params(self) -> int:
+        assert self.moe is not None
+        return 3 * self.hidden_size * self.moe.expert_intermediate_size
+
+    def shared_expert_params(self) -> int:
+        return self.expert_params() * self.moe.num_shared_experts if self.moe else 0
+
+    def router_params(self) -> int:
+        return self.hidden_size * self.moe.num_experts if self.moe else 0
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    def total_params(self) -> int:
+        """Stored parameters (embeddings counted once when tied; MTP layers excluded)."""
+        n = self.num_layers * self.attn_params_per_layer() + self.num_dense_layers * self.dense_mlp_params()
+        if self.moe:
+            n += self.moe.num_moe_layers * (self.moe.num_experts * self.expert_params()
+                                            + self.shared_expert_params() + self.router_params())
+        n += self.embedding_params() * (1 if self.tied_embeddings else 2)
+        return n
+
+    def active_params_per_token(self) -> int:
+        """Parameters one token multiplies through (embedding lookup excluded, lm_head included)."""
+        n = self.num_layers * self.attn_params_per_layer() + self.num_dense_layers * self.dense_mlp_params()
+        if self.moe:
+            n += self.moe.num_moe_layers * (self.moe.top_k * self.expert_params()
+                                            + self.shared_expert_params() + self.router_params())
+        return n + self.embedding_params()
+
+    def kv_elems_per_token_layer(self) -> int:
+        """KV-cache elements one token stores in one layer (K and V; MLA: latent + rope key)."""
+        if self.mla is not None:
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        return 2 * self.num_kv_heads * self.head_dim
+
+    def kv_bytes_per_token(self, kv_dtype: str = "bf16", context_len: int | None = None) -> float:
+        """KV bytes per token averaged over a sequence of ``context_len`` (sliding layers keep a window)."""
+        per_layer = self.kv_elems_per_token_layer() * KV_BYTES[kv_dtype]
+        full = self.num_layers - self.num_sliding_layers
+        if self.num_sliding_layers and self.sliding_window and context_len:
+            frac = min(1.0, self.sliding_window / max(1, context_len))
+            return per_layer * (full + self.num_sliding_layers * frac)
+        return per_layer * self.num_layers
+
+    def flops_per_token(self, context_len: int = 0) -> float:
+        """2 FLOPs per active weight plus attention (QK^T and PV) over ``context_len``."""
+        return 2.0 * self.active_params_per_token() + self.attention_flops_per_token(context_len)
+
+    def attention_flops_per_token(self, context_len: int) -> float:
+        if self.mla is not None:  # absorbed: scores and values over the latent (+rope) per head
+            per_head = 2 * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) + 2 * self.mla.kv_lora_rank
+        else:
+            per_head = 4 * self.head_dim
+        total = 0.0
+        for n_layers, ctx in self.layer_contexts(context_len):
+            total += n_layers * self.num_heads * per_head * ctx
+        return total
+
+    def layer_contexts(self, context_len: int) -> list[tuple[int, int]]:
+        """(number of layers, attended context) pairs: sliding layers see at most their window."""
+        full = self.num_layers - self.num_sliding_layers
+        out = [(full, context_len)] if full else []
+        if self.num_sliding_layers:
+            out.append((self.num_sliding_layers, min(context_len, self.sliding_window or context_len)))
+        return out
+
+
+# ---- reading config.json ---------------------------------------------------------------------------
+
+def load_config_json(path: str | Path) -> tuple[dict, Path]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+        if not p.exists():
+            raise ShapeError(f"{p.parent} has no config.json; point --target at an HF checkpoint folder, a "
+                             "config.json, or a preset name")
+    try:
+        data = json.loads(read_text(p, "config file", ShapeError))
+    except json.JSONDecodeError as exc:
+        raise ShapeError(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, dict):
+        raise ShapeError(f"{p} must hold a JSON object (an HF config.json)")
+    return data, p
+
+
+def shape_from_config(cfg: dict, name: str = "model", source: str = "") -> ModelShape:
+    """Read an HF config dict into a ModelShape; errors name the missing field and the file."""
+    where = source or name
+    model_type = cfg.get("model_type") or next(
+        (_ARCH_TO_TYPE[a] for a in cfg.get("architectures") or [] if a in _ARCH_TO_TYPE), None)
+    if model_type == "gemma3" and isinstance(cfg.get("text_config"), dict):
+        cfg = {**_GEMMA3_TEXT_DEFAULTS, **cfg["text_config"], "model_type": "gemma3_text"}
+        model_type = "gemma3_text"
+    elif model_type == "gemma3_text":
+        cfg = {**_GEMMA3_TEXT_DEFAULTS, **cfg}
+    if model_type not in FAMILIES:
+        raise ShapeError(f"{where}: model_type {model_type!r} is not supported; supported families: "
+                         f"{', '.join(sorted(FAMILIES))}. Use a preset or a config.json of one of these")
+
+    def need(key: str, *alts: str):
+        for k in (key, *alts):
+            if cfg.get(k) is not None:
+                return cfg[k]
+        raise ShapeError(f"{where}: config.json lacks '{key}' (needed for a {model_type} shape); "
+                         "is this the model's full config.json?")
+
+    layers, hidden, heads = int(need("num_hidden_layers")), int(need("hidden_size")), int(need("num_attention_heads"))
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    fields = dict(
+        name=name, model_type=model_type, num_layers=layers, hidden_size=hidden, num_heads=heads,
+        num_kv_heads=kv_heads, head_dim=head_dim, vocab_size=int(need("vocab_size")),
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type.startswith("gemma3"))),
+        max_position_embeddings=cfg.get("max_position_embeddings"), source=source,
+    )
+    family = FAMILIES[model_type]
+    if family == "deepseek":
+        fields.update(_deepseek(cfg, need, layers))
+    elif family == "moe":
+        fields.update(_moe(cfg, need, model_type, layers))
+    else:
+        fields["intermediate_size"] = int(need("intermediate_size"))
+    fields.update(_sliding(cfg, model_type, layers))
+    qc = cfg.get("quantization_config") or {}
+    method = str(qc.get("quant_method", "")).lower()
+    fields["native_weight_dtype"] = {"fp8": "fp8", "mxfp4": "mxfp4"}.get(method, "bf16")
+    try:
+        return ModelShape(**fields)
+    except ValueError as exc:
+        raise ShapeError(f"{where}: config.json values are invalid: {exc}") from None
+
+
+def _deepseek(cfg: dict, need, layers: int) -> dict:
+    dense = int(cfg.get("first_k_dense_replace", 0))
+    return dict(
+        intermediate_size=int(need("intermediate_size")),
+        moe=MoE(num_experts=int(need("n_routed_experts")), top_k=int(need("num_experts_per_tok")),
+                num_shared_experts=int(cfg.get("n_shared_experts") or 0),
+                expert_intermediate_size=int(need("moe_intermediate_size")), num_moe_layers=layers - dense),
+        mla=MLA(q_lora_rank=cfg.get("q_lora_rank"), kv_lora_rank=int(need("kv_lora_rank")),
+                qk_nope_head_dim=int(need("qk_nope_head_dim")), qk_rope_head_dim=int(need("qk_rope_head_dim")),
+                v_head_dim=int(need("v_head_dim"))),
+        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+    )
+
+
+def _moe(cfg: dict, need, model_type: str, layers: int) -> dict:
+    if model_type == "qwen3_moe":
+        step = int(cfg.get("decoder_sparse_step") or 1)
+        dense_only = set(cfg.get("mlp_only_layers") or [])
+        moe_layers = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % step == 0)
+        expert = int(need("moe_intermediate_size"))
+        experts = int(need("num_experts"))
+        dense_width = int(cfg.get("intermediate_size") or expert)
+    else:  # mixtral, gpt_oss: every layer is MoE, intermediate_size is the expert width
+        moe_layers = layers
+        expert = int(need("intermediate_size"))
+        experts = int(need("num_local_experts", "num_experts"))
+        dense_width = expert
+    top_k = int(need("num_experts_per_tok", "experts_per_token"))
+    return dict(intermediate_size=dense_width,
+                moe=MoE(num_experts=experts, top_k=top_k, expert_intermediate_size=expert,
+                        num_shared_experts=0, num_moe_layers=moe_layers))
+
+
+def _sliding(cfg: dict, model_type: str, layers: int) -> dict:
+    types = cfg.get("layer_types")
+    window = cfg.get("sliding_window")
+    if isinstance(types, list) and types:
+        n = sum(1 for t in types if "sliding" in str(t))
+        return {"sliding_window": window, "num_sliding_layers": n} if n and window else {}
+    if model_type.startswith("gemma3") and window:
+        pattern = int(cfg.get("sliding_window_pattern") or 6)  # 5 local : 1 global
+        n_global = layers // pattern
+        return {"sliding_window": int(window), "num_sliding_layers": layers - n_global}
+    if model_type in ("qwen2", "qwen3", "qwen3_moe") and not cfg.get("use_sliding_window"):
+        return {}
+    if window and model_type in ("mistral", "mixtral", "qwen2", "qwen3"):
+        return {"sliding_window": int(window), "num_sliding_layers": layers}
+    return {}
+
+
+# Gemma3TextConfig defaults (transformers), needed because gemma-3 configs list only non-default keys.
+_GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "head_dim": 256, "num_key_value_heads": 4,
+                         "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
+                         "max_position_embeddings": 131072}

@@ -1,0 +1,102 @@
+"""Resolve what a recipe or flag calls a target: a checkpoint path, a fetched asset, or a preset.
+
+Order: an existing path (as given, then relative to the recipe), a fetched asset in the cache
+(``trtllm-spec assets fetch``), a built-in preset name or its HF id. Presets are shape data only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from trtllm_spec.core.shape import ModelShape, load_config_json, shape_from_config
+from trtllm_spec.errors import ShapeError
+
+
+def cache_dir() -> Path:
+    """Where assets live: ``$TRTLLM_SPEC_CACHE`` or ``~/.cache/trtllm-spec``."""
+    return Path(os.environ.get("TRTLLM_SPEC_CACHE") or Path.home() / ".cache" / "trtllm-spec").expanduser()
+
+
+@dataclass(frozen=True)
+class ResolvedTarget:
+    spec: str
+    kind: str  # "path" | "asset" | "preset"
+    shape: ModelShape
+    path: Path | None  # the HF folder (or config.json) for "path" and "asset"
+    hf_id: str | None
+    config: dict
+
+    @property
+    def has_weights(self) -> bool:
+        return self.path is not None and self.path.is_dir() and any(self.path.glob("*.safetensors"))
+
+
+@lru_cache(maxsize=1)
+def _presets() -> dict[str, dict]:
+    out = {}
+    folder = resources.files("trtllm_spec.core") / "presets"
+    for entry in folder.iterdir():
+        if entry.name.endswith(".json"):
+            data = json.loads(entry.read_text(encoding="utf-8"))
+            out[data["_preset"]["name"]] = data
+    return out
+
+
+def preset_names() -> list[str]:
+    return sorted(_presets())
+
+
+def preset_config(name: str) -> dict | None:
+    presets = _presets()
+    key = name.lower()
+    if key in presets:
+        return presets[key]
+    for data in presets.values():
+        if data["_preset"]["hf_id"].lower() == key:
+            return data
+    # short aliases: a name that is the prefix of exactly one preset
+    matches = [k for k in presets if k.startswith(key)]
+    return presets[matches[0]] if len(matches) == 1 else None
+
+
+def asset_dir(name: str) -> Path | None:
+    """The HF folder of a fetched model asset, if present."""
+    folder = cache_dir() / "models" / name / "hf"
+    return folder if (folder / "config.json").is_file() else None
+
+
+def resolve_target(spec: str, base_dir: Path | None = None) -> ResolvedTarget:
+    p = Path(spec).expanduser()
+    candidates = [p] if p.is_absolute() else [p, *([base_dir / p] if base_dir else [])]
+    for c in candidates:
+        if c.exists():
+            cfg, cfg_path = load_config_json(c)
+            shape = shape_from_config(cfg, name=c.name if c.is_dir() else c.parent.name, source=str(cfg_path))
+            return ResolvedTarget(spec, "path", shape, c, cfg.get("_name_or_path"), cfg)
+    asset = asset_dir(spec)
+    if asset is not None:
+        cfg, cfg_path = load_config_json(asset)
+        return ResolvedTarget(spec, "asset", shape_from_config(cfg, name=spec, source=str(cfg_path)), asset,
+                              cfg.get("_name_or_path"), cfg)
+    data = preset_config(spec)
+    if data is not None:
+        meta = data["_preset"]
+        cfg = {k: v for k, v in data.items() if k != "_preset"}
+        shape = shape_from_config(cfg, name=meta["name"], source=f"preset {meta['name']} ({meta['source']})")
+        return ResolvedTarget(spec, "preset", shape, None, meta["hf_id"], cfg)
+    looks_like_path = spec.startswith((".", "/", "~")) or spec.endswith(".json") or spec.count("/") > 1
+    near = difflib.get_close_matches(spec.lower(), preset_names(), n=1, cutoff=0.5)
+    hint = f" Did you mean '{near[0]}'?" if near else ""
+    what = f"path {spec} does not exist" if looks_like_path else f"{spec!r} is not a path, fetched asset or preset"
+    raise ShapeError(f"target: {what}. Presets: {', '.join(preset_names())}; fetched assets: "
+                     f"'trtllm-spec assets list'.{hint}")
+
+
+def resolve_shape(spec: str, base_dir: Path | None = None) -> ModelShape:
+    return resolve_target(spec, base_dir).shape

@@ -1,0 +1,1 @@
+"""One descriptor per drafting mechanism; the registry is the single source of names."""

@@ -1,0 +1,55 @@
+"""An external draft model: a small LLM with the same tokenizer, D sequential steps of its own shape."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trtllm_spec.core.recipe import DraftModelDrafter
+from trtllm_spec.core.shape import ModelShape
+from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism
+from trtllm_spec.planner.acceptance import AcceptanceModel, chain
+
+# Assumption: no first-hand per-position acceptance found for Llama-3.2-1B drafting for Llama-3.1-8B/70B;
+# 0.75 flat is consistent with the >3x TensorRT-LLM reports for Llama-3.1-405B + Llama-3.2-1B on 4xH200
+# (NVIDIA blog "TensorRT-LLM Speculative Decoding Boosts Inference Throughput by up to 3.6x").
+DRAFT_MODEL_RATES = [0.75] * 64
+DRAFT_MODEL_SOURCE = "assumption: 0.75 flat conditional acceptance for a same-family small draft model"
+
+
+class DraftModel(Mechanism):
+    name = "draft_model"
+    title = "draft model"
+    acceptance_kind = "chain"
+    summary = "a small independent LLM with the same tokenizer drafts D tokens sequentially"
+
+    def __init__(self, resolve_shape: Callable[[str], ModelShape] | None = None) -> None:
+        self._resolve = resolve_shape
+
+    def default_config(self) -> DraftModelDrafter | None:
+        return None  # needs a model name: only planned when the recipe or --draft-model names one
+
+    def default_acceptance(self, target: ModelShape, cfg: DraftModelDrafter) -> AcceptanceModel:
+        return chain(DRAFT_MODEL_RATES, DRAFT_MODEL_SOURCE)
+
+    def draft_shape(self, cfg: DraftModelDrafter) -> ModelShape:
+        if self._resolve is None:
+            from trtllm_spec.core.targets import resolve_shape
+
+            return resolve_shape(cfg.model)
+        return self._resolve(cfg.model)
+
+    def unavailable_reason(self, target: ModelShape, cfg: DraftModelDrafter) -> str | None:
+        draft = self.draft_shape(cfg)
+        if draft.vocab_size != target.vocab_size:
+            return (f"draft model {cfg.model} has vocab {draft.vocab_size}, the target {target.vocab_size}; "
+                    "a draft model needs the target's tokenizer")
+        return None
+
+    def cost(self, target: ModelShape, cfg: DraftModelDrafter) -> DraftCost:
+        draft = self.draft_shape(cfg)
+        return DraftCost(
+            passes=(DraftPass(draft, per_token=True),),
+            drafter_layers=draft.num_layers,
+            weight_params=draft.total_params(),
+            kv_shape=draft,
+        )

@@ -1,0 +1,45 @@
+"""EAGLE-3: one (or a few) decoder layers over the concatenation of three target hidden states."""
+
+from __future__ import annotations
+
+from trtllm_spec.core.recipe import Eagle3Drafter
+from trtllm_spec.core.shape import ModelShape
+from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism, dense_layer_shape, extended
+from trtllm_spec.planner.acceptance import AcceptanceModel, chain
+
+# ggml-org/llama.cpp PR #24536 logs an EAGLE-3 run at D=3: "mean acceptance length = 2.92, acceptance rate
+# per position = (0.805, 0.632, 0.483)" -- marginal rates, i.e. conditional 0.805, 0.785, 0.764.
+# Positions 4+ are extrapolated (-0.02 each, floor 0.5): an assumption, to be replaced by `measure`.
+EAGLE3_RATES = extended([0.805, 0.632 / 0.805, 0.483 / 0.632], 64, 0.02, 0.5)
+EAGLE3_SOURCE = ("assumption: llama.cpp PR #24536 EAGLE-3 per-position acceptance (0.805, 0.632, 0.483 at "
+                 "D=3), positions 4+ extrapolated at -0.02 each")
+
+
+class Eagle3(Mechanism):
+    name = "eagle3"
+    title = "EAGLE-3"
+    acceptance_kind = "chain"
+    needs_training = True
+    summary = "1+ decoder layer + fc over 3 captured target hidden states; D sequential draft steps"
+
+    def default_config(self) -> Eagle3Drafter:
+        return Eagle3Drafter()
+
+    def default_acceptance(self, target: ModelShape, cfg: Eagle3Drafter) -> AcceptanceModel:
+        return chain(EAGLE3_RATES, EAGLE3_SOURCE)
+
+    def cost(self, target: ModelShape, cfg: Eagle3Drafter) -> DraftCost:
+        h = target.hidden_size
+        vocab = cfg.draft_vocab_size or target.vocab_size
+        layers = dense_layer_shape(target, cfg.num_layers, vocab, "eagle3-drafter")
+        # the first layer's q/k/v read [embedding; hidden] = 2H inputs: H extra rows of q, k and v
+        qkv_extra = h * (target.num_heads + 2 * target.num_kv_heads) * target.head_dim
+        fc = 3 * h * h  # fuses three captured target layers, once per iteration over the verified tokens
+        return DraftCost(
+            passes=(DraftPass(layers, per_token=True, lm_head_vocab=vocab, extra_params=qkv_extra),
+                    DraftPass(None, per_token=False, extra_params=fc)),
+            drafter_layers=cfg.num_layers,
+            weight_params=layers.num_layers * (layers.attn_params_per_layer() + layers.dense_mlp_params())
+            + qkv_extra + fc + vocab * h,
+            kv_shape=layers,
+        )

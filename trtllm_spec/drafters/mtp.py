@@ -1,0 +1,52 @@
+"""MTP: the target's own multi-token-prediction module(s) (DeepSeek-V3/R1), or a trained EAGLE-MTP head."""
+
+from __future__ import annotations
+
+from trtllm_spec.core.recipe import MTPDrafter
+from trtllm_spec.core.shape import ModelShape
+from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism, dense_layer_shape
+from trtllm_spec.planner.acceptance import AcceptanceModel, table
+
+# TensorRT-LLM tech blog 1 (docs/source/blogs/tech_blog/blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-
+# R1_Performance_on_NVIDIA_B200_GPUs.md), DeepSeek-R1 FP4 on 8xB200, batch 1, one MTP module reused
+# autoregressively: acceptance length by number of MTP draft tokens.
+MTP_AL = {1: 1.92, 2: 2.58, 3: 2.82, 4: 2.99, 5: 3.01}
+MTP_SOURCE = ("TensorRT-LLM blog 1: DeepSeek-R1 FP4, 8xB200, bs1, MTP reused autoregressively "
+              "(AL 1.92/2.58/2.82/2.99/3.01 at D=1..5)")
+
+
+class MTP(Mechanism):
+    name = "mtp"
+    title = "MTP"
+    acceptance_kind = "chain"
+    summary = "native multi-token-prediction layer(s) over the target's last hidden state; sequential"
+
+    def default_config(self) -> MTPDrafter:
+        return MTPDrafter()
+
+    def default_acceptance(self, target: ModelShape, cfg: MTPDrafter) -> AcceptanceModel:
+        return table(MTP_AL, MTP_SOURCE + ("" if target.mtp_layers else "; assumed for a trained MTP head"))
+
+    def _layers(self, target: ModelShape, cfg: MTPDrafter) -> int:
+        return cfg.num_layers or target.mtp_layers or 1
+
+    def cost(self, target: ModelShape, cfg: MTPDrafter) -> DraftCost:
+        h = target.hidden_size
+        if target.mtp_layers:
+            # one MTP module = one full decoder layer of the target (MLA + MoE for DeepSeek) + eh_proj (2H -> H);
+            # embeddings and lm_head are shared with the target
+            moe = target.moe.model_copy(update={"num_moe_layers": 1}) if target.moe else None
+            module = target.model_copy(update={"num_layers": 1, "moe": moe, "mtp_layers": 0, "num_sliding_layers": 0,
+                                               "name": "mtp-module"})
+        else:
+            module = dense_layer_shape(target, 1, target.vocab_size, "mtp-head")
+        eh_proj = 2 * h * h
+        per_module = module.attn_params_per_layer() + (module.dense_mlp_params() if not module.moe else
+                                                      module.moe.num_experts * module.expert_params()
+                                                      + module.shared_expert_params())
+        return DraftCost(
+            passes=(DraftPass(module, per_token=True, lm_head_vocab=target.vocab_size, extra_params=eh_proj),),
+            drafter_layers=1,  # modules are run one per draft step
+            weight_params=self._layers(target, cfg) * (per_module + eh_proj),
+            kv_shape=module,
+        )

@@ -1,0 +1,32 @@
+"""N-gram / prompt lookup: string matching over the prompt and the generated stream; no model."""
+
+from __future__ import annotations
+
+from trtllm_spec.core.recipe import NGramDrafter
+from trtllm_spec.core.shape import ModelShape
+from trtllm_spec.drafters.base import DraftCost, Mechanism
+from trtllm_spec.planner.acceptance import AcceptanceModel, chain
+
+# TensorRT-LLM tech blog 7 (blog7_NGram_performance_Analysis_And_Auto_Enablement.md): "Average accepted
+# length (AL) is ~1.3 in generic chat (MT-Bench, Magpie ...) and can exceed 4.0 on highly repetitive data";
+# Magpie turn 1 at max_draft_len 5: AL 1.37-1.40. These rates give AL(5) = 1.40: a rare first match, then
+# likely continuation.
+NGRAM_RATES = [0.22, 0.45] + [0.5] * 62
+NGRAM_SOURCE = "TensorRT-LLM blog 7: n-gram AL ~1.3-1.4 on generic chat (Magpie turn 1, max_draft_len 5)"
+
+
+class NGram(Mechanism):
+    name = "ngram"
+    title = "n-gram"
+    acceptance_kind = "chain"
+    summary = "prompt lookup: drafts the continuation of the last matching n-gram; no model, ~free"
+
+    def default_config(self) -> NGramDrafter:
+        return NGramDrafter()
+
+    def default_acceptance(self, target: ModelShape, cfg: NGramDrafter) -> AcceptanceModel:
+        return chain(NGRAM_RATES, NGRAM_SOURCE)
+
+    def cost(self, target: ModelShape, cfg: NGramDrafter) -> DraftCost:
+        # matching runs on the host once per iteration (TensorRT-LLM blog 7: "<15% of iteration latency")
+        return DraftCost(passes=(), drafter_layers=0, weight_params=0.0, kv_shape=None, sequential=False)

@@ -1,0 +1,77 @@
+"""Turn a recipe into planner inputs: target shape, hardware, parallelism, precision, acceptance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtllm_spec.core.hardware import Hardware, load_hardware
+from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.core.targets import ResolvedTarget, resolve_target
+from trtllm_spec.errors import UserError
+from trtllm_spec.planner.acceptance import AcceptanceModel, load_acceptance
+from trtllm_spec.planner.cost import Parallelism, Precision
+from trtllm_spec.planner.plan import PlanRequest
+from trtllm_spec.planner.search import Workload
+
+
+@dataclass
+class PlanInputs:
+    request: PlanRequest
+    target: ResolvedTarget
+    input_files: list[Path]
+
+
+def precision_for(recipe: Recipe, target: ResolvedTarget, hw: Hardware) -> Precision:
+    method = recipe.quantization.method
+    if method != "none":
+        weight = method
+    elif recipe.target.dtype in ("fp32", "fp16", "bf16"):
+        weight = recipe.target.dtype
+    else:
+        weight = "fp32" if hw.kind == "cpu" and "bf16" not in hw.peak_flops_per_s else target.shape.native_weight_dtype
+    if weight in ("fp8",) and "fp8" not in hw.peak_flops_per_s:
+        raise UserError(f"quantization fp8 needs fp8 tensor cores; {hw.name} has none "
+                        f"({', '.join(hw.peak_flops_per_s)}); choose another GPU or quantization.method: none")
+    if weight == "nvfp4" and "fp4" not in hw.peak_flops_per_s:
+        raise UserError(f"quantization nvfp4 needs fp4 tensor cores (Blackwell); {hw.name} has none; "
+                        "use fp8 or int4_awq")
+    kv = recipe.quantization.kv_cache_dtype
+    if kv == "auto":
+        kv = "fp32" if weight == "fp32" else "bf16"
+    act = 4.0 if weight == "fp32" else 2.0
+    return Precision(weight=weight, kv=kv, act_bytes=act)
+
+
+def plan_inputs(recipe: Recipe, category: str | None = None) -> PlanInputs:
+    files: list[Path] = []
+    target = resolve_target(recipe.target.model, recipe.base_dir)
+    if target.path is not None:
+        files.append(target.path / "config.json" if target.path.is_dir() else target.path)
+    gpu = recipe.hardware.gpu
+    gpu_path = recipe.resolve_path(gpu)
+    if gpu_path is not None and (gpu_path.suffix.lower() in (".json", ".yaml", ".yml") or gpu_path.is_file()):
+        files.append(gpu_path)
+        hw = load_hardware(gpu_path, recipe.hardware.overrides)
+    else:
+        hw = load_hardware(gpu, recipe.hardware.overrides)
+    acceptance: AcceptanceModel | None = None
+    acc_path = recipe.resolve_path(recipe.planner.acceptance)
+    if acc_path is not None:
+        acceptance = load_acceptance(acc_path, category)
+        files.append(acc_path)
+    h = recipe.hardware
+    if h.tp > 1 and hw.interconnect_bytes_per_s <= 0:
+        raise UserError(f"hardware.tp = {h.tp} needs an interconnect; {hw.name} has none; set hardware.tp: 1")
+    req = PlanRequest(
+        target=target.shape, hardware=hw, drafter=recipe.drafter,
+        workload=Workload(tuple(recipe.workload.all_batch_sizes()), recipe.workload.isl, recipe.workload.osl),
+        par=Parallelism(h.tp, h.pp, h.ep), num_gpus=h.num_gpus, precision=precision_for(recipe, target, hw),
+        acceptance=acceptance, max_draft_len=recipe.planner.max_draft_len,
+        fixed_draft_len=recipe.draft_len if isinstance(recipe.draft_len, int) else None,
+        compare=recipe.planner.compare_mechanisms,
+        free_gpu_memory_fraction=recipe.engine.free_gpu_memory_fraction,
+        trtllm_profile=recipe.trtllm_profile, max_batch_size=recipe.engine.max_batch_size,
+        latency_target_ms=recipe.workload.latency_target_ms, target_id=target.hf_id or recipe.target.model,
+    )
+    return PlanInputs(req, target, files)

@@ -1,0 +1,178 @@
+"""Assemble a plan: the search, the five guidelines, the recommendation and the schedule, as plan.json data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trtllm_spec import __version__
+from trtllm_spec.core.hardware import Hardware
+from trtllm_spec.core.shape import ModelShape
+from trtllm_spec.drafters import registry
+from trtllm_spec.planner import guidelines as gl
+from trtllm_spec.planner.acceptance import AcceptanceModel
+from trtllm_spec.planner.cost import Parallelism, Precision, kv_bytes_per_token_per_gpu
+from trtllm_spec.planner.schedule import check_schedule, render_schedule
+from trtllm_spec.planner.search import (
+    Candidate,
+    CostContext,
+    MechanismPlan,
+    Workload,
+    best_by_batch,
+    evaluate,
+    pareto_frontier,
+)
+
+PLAN_SCHEMA = "trtllm-spec/plan/v1"
+
+
+@dataclass
+class PlanRequest:
+    target: ModelShape
+    hardware: Hardware
+    drafter: object  # a recipe drafter config (Eagle3Drafter, ...)
+    workload: Workload
+    par: Parallelism = Parallelism()
+    num_gpus: int = 1
+    precision: Precision = Precision()
+    acceptance: AcceptanceModel | None = None
+    max_draft_len: int = 8
+    fixed_draft_len: int | None = None
+    compare: bool = True
+    free_gpu_memory_fraction: float = 0.9
+    trtllm_profile: str = "1.2"
+    max_batch_size: int | None = None
+    latency_target_ms: float | None = None
+    target_id: str = ""
+
+
+def mechanism_plan(req: PlanRequest, name: str, cfg, acceptance: AcceptanceModel | None) -> MechanismPlan:
+    mech = registry.get(name)
+    own_max = mech.max_draft_len(req.target, cfg)
+    d_max = min(req.max_draft_len, own_max) if own_max else req.max_draft_len
+    return MechanismPlan(mech, cfg, acceptance or mech.default_acceptance(req.target, cfg),
+                         mech.cost(req.target, cfg), d_max)
+
+
+def build_plans(req: PlanRequest) -> tuple[list[MechanismPlan], list[str]]:
+    """The recipe's mechanism first, then (with ``compare``) every other mechanism that can serve the target."""
+    main_name = req.drafter.type
+    reason = registry.get(main_name).unavailable_reason(req.target, req.drafter)
+    if reason:
+        from trtllm_spec.errors import UserError
+
+        raise UserError(f"drafter {main_name}: {reason}")
+    plans = [mechanism_plan(req, main_name, req.drafter, req.acceptance)]
+    skipped: list[str] = []
+    if req.compare:
+        for name, mech in registry.MECHANISMS.items():
+            if name == main_name:
+                continue
+            cfg = mech.default_config()
+            if cfg is None:
+                skipped.append(f"{name}: needs a model to compare (set drafter.model)")
+                continue
+            why = mech.unavailable_reason(req.target, cfg)
+            if why:
+                skipped.append(f"{name}: {why}")
+                continue
+            plans.append(mechanism_plan(req, name, cfg, None))
+    return plans, skipped
+
+
+def make_plan(req: PlanRequest) -> dict:
+    ctx = CostContext(req.target, req.hardware, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
+    plans, skipped = build_plans(req)
+    cands = evaluate(ctx, plans)
+    main = plans[0]
+    guides = [gl.g1_compute_bound(ctx, main, cands), gl.g2_attention(ctx, main), gl.g3_tiles(ctx, main),
+              gl.g4_low_latency(ctx, main), gl.g5_mechanism(ctx, plans, cands)]
+    return {
+        "schema": PLAN_SCHEMA,
+        "trtllm_spec_version": __version__,
+        "target": target_summary(req),
+        "hardware": req.hardware.model_dump(mode="json"),
+        "parallelism": {"tp": req.par.tp, "pp": req.par.pp, "ep": req.par.ep, "num_gpus": req.num_gpus},
+        "precision": {"weights": req.precision.weight, "kv_cache": req.precision.kv},
+        "workload": {"batch_sizes": list(req.workload.batch_sizes), "isl": req.workload.isl,
+                     "osl": req.workload.osl, "mean_context": req.workload.mean_context,
+                     "latency_target_ms": req.latency_target_ms},
+        "drafter": {"type": main.mechanism.name, "title": main.mechanism.title,
+                    "config": req.drafter.model_dump(mode="json"), "acceptance": main.acceptance.to_json(),
+                    "acceptance_kind": main.mechanism.acceptance_kind,
+                    "rho": main.cost.drafter_layers / req.target.num_layers, "max_draft_len": main.max_draft_len},
+        "guidelines": [g.as_dict() for g in guides],
+        "candidates": [c.as_dict() for c in cands],
+        "recommendation": recommend(req, ctx, main, cands),
+        "frontier": [{k: v for k, v in c.as_dict().items() if k != "breakdown"} for c in pareto_frontier(cands)],
+        "assumptions": assumptions(req, plans, skipped),
+    }
+
+
+def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: list[Candidate]) -> dict:
+    best = best_by_batch(cands, main.mechanism.name, req.fixed_draft_len)
+    draft_by_batch = {b: c.draft_len for b, c in best.items()}
+    infeasible = [b for b in req.workload.batch_sizes if b not in best]
+    max_batch = req.max_batch_size or max(req.workload.batch_sizes)
+    max_d, schedule = render_schedule(draft_by_batch, req.trtllm_profile, max_batch)
+    if req.fixed_draft_len is not None and max_d:
+        max_d = req.fixed_draft_len
+        schedule = {k: min(v, max_d) for k, v in schedule.items()} if schedule else None
+        if schedule:
+            schedule[min(schedule)] = max_d
+    check_schedule(schedule, max_d, req.trtllm_profile)
+    rows = [{"batch_size": b, "draft_len": c.draft_len, "speedup": round(c.speedup, 4),
+             "acceptance_length": round(c.acceptance_length, 4), "tpot_s": c.tpot_s,
+             "tokens_per_s_per_user": c.tokens_per_s_per_user, "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu}
+            for b, c in sorted(best.items())]
+    out = {
+        "mechanism": main.mechanism.name,
+        "max_draft_len": max_d,
+        "draft_len_schedule": {str(k): v for k, v in schedule.items()} if schedule else None,
+        "trtllm_profile": req.trtllm_profile,
+        "speculation_recommended": max_d > 0,
+        "by_batch": rows,
+        "infeasible_batch_sizes": infeasible,
+        "largest_feasible_batch": {str(d): next(c.max_batch_size for c in cands if c.mechanism ==
+                                                main.mechanism.name and c.draft_len == d)
+                                   for d in sorted({0, max_d})},
+    }
+    if req.latency_target_ms:
+        meets = [r for r in rows if r["tpot_s"] * 1e3 <= req.latency_target_ms]
+        out["latency_target"] = {"tpot_ms": req.latency_target_ms,
+                                 "largest_batch_meeting_it": max((r["batch_size"] for r in meets), default=None)}
+    if max_d == 0:
+        out["note"] = ("speculation does not pay at any planned batch size with this acceptance and cost; "
+                       "serve without a speculative_config, or improve the drafter and re-measure")
+    return out
+
+
+def target_summary(req: PlanRequest) -> dict:
+    s, par = req.target, req.par
+    return {
+        "name": s.name, "id": req.target_id or s.name, "source": s.source, "model_type": s.model_type,
+        "num_layers": s.num_layers, "hidden_size": s.hidden_size, "num_heads": s.num_heads,
+        "num_kv_heads": s.num_kv_heads, "head_dim": s.head_dim, "vocab_size": s.vocab_size,
+        "group_size": s.group_size(par.tp), "group_size_model": s.group_size(1),
+        "params": s.total_params(), "active_params_per_token": s.active_params_per_token(),
+        "kv_bytes_per_token_per_gpu": kv_bytes_per_token_per_gpu(s, req.precision, par, req.workload.mean_context),
+        "moe": s.moe.model_dump() if s.moe else None, "mla": s.mla.model_dump() if s.mla else None,
+        "mtp_layers": s.mtp_layers, "sliding_window": s.sliding_window, "num_sliding_layers": s.num_sliding_layers,
+    }
+
+
+def assumptions(req: PlanRequest, plans: list[MechanismPlan], skipped: list[str]) -> list[str]:
+    hw = req.hardware
+    out = [
+        f"decode context = isl + osl/2 = {req.workload.mean_context} tokens (mean over the generation)",
+        f"achievable fractions: GEMM {hw.efficiency.gemm}, attention {hw.efficiency.attention}, memory "
+        f"{hw.efficiency.memory}, interconnect {hw.efficiency.interconnect}"
+        + (" (GEMM from the probed curve)" if hw.gemm_flops_by_m else ""),
+        f"overheads: {hw.overheads.iteration_s * 1e3:.3f} ms per iteration, {hw.overheads.per_layer_s * 1e6:.1f} us "
+        f"per layer per forward, {hw.overheads.draft_step_s * 1e6:.1f} us per draft step",
+        f"attention tile = {hw.attention_tile_rows} query rows per KV head",
+    ]
+    for mp in plans:
+        how = "measured" if mp.acceptance.measured else "assumed"
+        out.append(f"{mp.mechanism.name} acceptance ({how}): {mp.acceptance.source}")
+    out += [f"not compared: {s}" for s in skipped]
+    return out

@@ -1,0 +1,1 @@
+"""Markdown / JSON / PNG rendering shared by plan, measure and build."""

@@ -1,0 +1,120 @@
+"""plan.md and the plan's plots."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from trtllm_spec.report.plots import pyplot, save
+
+
+def _fmt_ms(s: float) -> str:
+    return f"{s * 1e3:.3f}"
+
+
+def render_markdown(plan: dict) -> str:
+    t, hw, rec, dr = plan["target"], plan["hardware"], plan["recommendation"], plan["drafter"]
+    par = plan["parallelism"]
+    lines = [
+        f"# Speculative decoding plan: {t['id']} + {dr['title']} on {par['num_gpus']}x {hw['name']}",
+        "",
+        f"- target: {t['model_type']}, {t['num_layers']} layers, hidden {t['hidden_size']}, "
+        f"{t['num_heads']} heads / {t['num_kv_heads']} KV heads, G = {t['group_size']} per GPU, "
+        f"{t['params'] / 1e9:.2f} B params ({t['active_params_per_token'] / 1e9:.2f} B active per token)",
+        f"- hardware: {hw['description'] or hw['name']}; tp {par['tp']}, pp {par['pp']}, ep {par['ep']}; "
+        f"weights {plan['precision']['weights']}, KV cache {plan['precision']['kv_cache']}",
+        f"- workload: batch sizes {plan['workload']['batch_sizes']}, isl {plan['workload']['isl']}, "
+        f"osl {plan['workload']['osl']}",
+        "",
+        "## Recommendation",
+        "",
+    ]
+    if rec["speculation_recommended"]:
+        lines += [f"**{rec['mechanism']}**, `max_draft_len: {rec['max_draft_len']}`"
+                  + (f", `draft_len_schedule: {rec['draft_len_schedule']}` (TensorRT-LLM {rec['trtllm_profile']} rules)"
+                     if rec["draft_len_schedule"] else " at every batch size"), ""]
+    else:
+        lines += [f"**No speculation.** {rec.get('note', '')}", ""]
+    lines += ["| batch | D | AL | speedup | TPOT ms | tok/s/user | tok/s/GPU |", "|---|---|---|---|---|---|---|"]
+    for r in rec["by_batch"]:
+        lines.append(f"| {r['batch_size']} | {r['draft_len']} | {r['acceptance_length']:.2f} | {r['speedup']:.2f}x | "
+                     f"{_fmt_ms(r['tpot_s'])} | {r['tokens_per_s_per_user']:.1f} | {r['tokens_per_s_per_gpu']:.1f} |")
+    if rec["infeasible_batch_sizes"]:
+        lines += ["", f"Batch sizes that do not fit in memory: {rec['infeasible_batch_sizes']} "
+                      f"(largest feasible by D: {rec['largest_feasible_batch']})"]
+    if rec.get("latency_target"):
+        lt = rec["latency_target"]
+        lines += ["", f"Latency target {lt['tpot_ms']} ms/token: largest batch meeting it: "
+                      f"{lt['largest_batch_meeting_it']}"]
+    lines += ["", "## The five guidelines", ""]
+    for g in plan["guidelines"]:
+        d = "no constraint" if g["draft_len"] is None else f"D = {g['draft_len']}"
+        lines += [f"{g['id']}. **{g['title']}** -> {d}. {g['reason']}", ""]
+    lines += ["## Step time at the smallest batch (ms)", "",
+              "| D | target GEMM | attention | comm | overhead | drafting | step | AL | speedup |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    b0 = plan["workload"]["batch_sizes"][0]
+    for c in plan["candidates"]:
+        if c["mechanism"] == dr["type"] and c["batch_size"] == b0:
+            tb, db = c["breakdown"]["target"], c["breakdown"]["draft"]
+            lines.append(f"| {c['draft_len']} | {_fmt_ms(tb['gemm_s'])} | {_fmt_ms(tb['attention_s'])} | "
+                         f"{_fmt_ms(tb['comm_s'])} | {_fmt_ms(tb['overhead_s'])} | {_fmt_ms(db['total_s'])} | "
+                         f"{_fmt_ms(c['step_time_s'])} | {c['acceptance_length']:.2f} | {c['speedup']:.2f}x |")
+    lines += ["", "## Assumptions", ""] + [f"- {a}" for a in plan["assumptions"]]
+    lines += ["", "Plots: `speedup_vs_draft_len.png`, `pareto_frontier.png`, `step_time_breakdown.png`.", ""]
+    return "\n".join(lines)
+
+
+def write_plots(plan: dict, out: Path) -> list[Path]:
+    plt = pyplot()
+    main = plan["drafter"]["type"]
+    paths = []
+    by_batch: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for c in plan["candidates"]:
+        if c["mechanism"] == main:
+            by_batch[c["batch_size"]].append((c["draft_len"], c["speedup"]))
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for b, pts in sorted(by_batch.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"B={b}")
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set(xlabel="draft length D", ylabel="predicted speedup vs D=0", title=f"{main}: speedup vs draft length")
+    ax.legend(fontsize=8)
+    paths.append(out / "speedup_vs_draft_len.png")
+    save(fig, paths[-1])
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    mechs = sorted({c["mechanism"] for c in plan["candidates"]})
+    for m in mechs:
+        pts = [c for c in plan["candidates"] if c["mechanism"] == m and c["feasible"]]
+        ax.scatter([c["tokens_per_s_per_user"] for c in pts], [c["tokens_per_s_per_gpu"] for c in pts], s=10,
+                   alpha=0.5, label=m)
+    fr = sorted(plan["frontier"], key=lambda c: c["tokens_per_s_per_user"])
+    ax.plot([c["tokens_per_s_per_user"] for c in fr], [c["tokens_per_s_per_gpu"] for c in fr], color="black",
+            lw=1.2, label="Pareto frontier")
+    ax.set(xlabel="tokens/s per user", ylabel="tokens/s per GPU", title="Per-user speed vs per-GPU throughput")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    paths.append(out / "pareto_frontier.png")
+    save(fig, paths[-1])
+
+    b0 = plan["workload"]["batch_sizes"][0]
+    rows = sorted((c for c in plan["candidates"] if c["mechanism"] == main and c["batch_size"] == b0),
+                  key=lambda c: c["draft_len"])
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    xs = [c["draft_len"] for c in rows]
+    bottom = [0.0] * len(rows)
+    parts = [("target GEMM", lambda c: c["breakdown"]["target"]["gemm_s"]),
+             ("attention", lambda c: c["breakdown"]["target"]["attention_s"]),
+             ("communication", lambda c: c["breakdown"]["target"]["comm_s"]),
+             ("overhead", lambda c: c["breakdown"]["target"]["overhead_s"]),
+             ("drafting", lambda c: c["breakdown"]["draft"]["total_s"])]
+    for label, get in parts:
+        vals = [get(c) * 1e3 for c in rows]
+        ax.bar(xs, vals, bottom=bottom, label=label)
+        bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
+    ax.set(xlabel="draft length D", ylabel="ms per iteration", title=f"Step-time breakdown at B={b0} ({main})")
+    ax.legend(fontsize=8)
+    paths.append(out / "step_time_breakdown.png")
+    save(fig, paths[-1])
+    return paths

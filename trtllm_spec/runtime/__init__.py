@@ -1,0 +1,1 @@
+"""PyTorch execution: the reference speculative decoder and the hardware probe. Imports torch."""
