@@ -52,3 +52,23 @@ def test_best_d_is_in_the_measured_plateau(plan):
 def test_base_step_time_within_15_percent(plan):
     base = next(c for c in plan["candidates"] if c["draft_len"] == 0)
     assert base["step_time_s"] == pytest.approx(MEASURED_BASE_STEP_S, rel=0.15)
+
+
+# NVIDIA/TensorRT-LLM PR #5146 (Eagle3 one-model, 8x H200 TP8, concurrency 4, aa_gen_16k_1k, D = 3):
+# Llama-3.3-70B BF16 AL 1.83 -> 1.26x tokens/s per user; Llama-4-Maverick FP8 AL 2.90 -> 1.67x.
+# The planner is optimistic on these (+23% / +16%: the run disabled the overlap scheduler, 2025 kernels);
+# the tolerance says so rather than hiding it.
+@pytest.mark.parametrize("target,weights,al,measured", [
+    ("llama-3.3-70b-instruct", "bf16", 1.83, 1.26),
+    ("llama-4-maverick-17b-128e-instruct", "fp8", 2.90, 1.67),
+])
+def test_eagle3_h200_tp8_conc4(target, weights, al, measured):
+    from trtllm_spec.core.recipe import Eagle3Drafter
+
+    req = PlanRequest(
+        target=resolve_shape(target), hardware=load_hardware("h200"), drafter=Eagle3Drafter(draft_vocab_size=32000),
+        workload=Workload((4,), 16384, 1024), par=Parallelism(tp=8), num_gpus=8, precision=Precision(weight=weights),
+        acceptance=table({3: al}, "PR #5146", measured=True), max_draft_len=3, compare=False,
+    )
+    pred = next(c["speedup"] for c in make_plan(req)["candidates"] if c["draft_len"] == 3)
+    assert -0.10 <= pred / measured - 1 <= 0.30

@@ -1,7 +1,8 @@
 """Model shape from an HF ``config.json``: the numbers the cost model needs, and what follows from them.
 
 Families: Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, Mixtral, DeepSeek-V3 (MLA + MoE + MTP), gpt-oss
-(MoE + alternating sliding-window layers), Gemma 3 (5 local : 1 global sliding-window pattern).
+(MoE + alternating sliding-window layers), Gemma 3 (5 local : 1 global sliding-window pattern), Llama 4
+(interleaved MoE with a shared expert, chunked attention).
 Parameter counts are per layer and in elements; bytes follow from a weight dtype.
 """
 
@@ -25,13 +26,14 @@ KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "nvfp4": 0.5 + 1 
 FAMILIES = {
     "llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama",
     "qwen3_moe": "moe", "mixtral": "moe", "deepseek_v3": "deepseek", "gpt_oss": "moe",
-    "gemma3": "gemma3", "gemma3_text": "gemma3",
+    "gemma3": "gemma3", "gemma3_text": "gemma3", "llama4": "llama4", "llama4_text": "llama4",
 }
 _ARCH_TO_TYPE = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "MixtralForCausalLM": "mixtral",
     "DeepseekV3ForCausalLM": "deepseek_v3", "GptOssForCausalLM": "gpt_oss",
     "Gemma3ForCausalLM": "gemma3_text", "Gemma3ForConditionalGeneration": "gemma3",
+    "Llama4ForConditionalGeneration": "llama4", "Llama4ForCausalLM": "llama4_text",
 }
 
 
@@ -198,6 +200,10 @@ def shape_from_config(cfg: dict, name: str = "model", source: str = "") -> Model
     where = source or name
     model_type = cfg.get("model_type") or next(
         (_ARCH_TO_TYPE[a] for a in cfg.get("architectures") or [] if a in _ARCH_TO_TYPE), None)
+    if model_type == "llama4" and isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg["text_config"], "model_type": "llama4_text",
+               "quantization_config": cfg.get("quantization_config")}
+        model_type = "llama4_text"
     if model_type == "gemma3" and isinstance(cfg.get("text_config"), dict):
         cfg = {**_GEMMA3_TEXT_DEFAULTS, **cfg["text_config"], "model_type": "gemma3_text"}
         model_type = "gemma3_text"
@@ -226,11 +232,14 @@ def shape_from_config(cfg: dict, name: str = "model", source: str = "") -> Model
     family = FAMILIES[model_type]
     if family == "deepseek":
         fields.update(_deepseek(cfg, need, layers))
+    elif family == "llama4":
+        fields.update(_llama4(cfg, need, layers))
     elif family == "moe":
         fields.update(_moe(cfg, need, model_type, layers))
     else:
         fields["intermediate_size"] = int(need("intermediate_size"))
-    fields.update(_sliding(cfg, model_type, layers))
+    if family != "llama4":
+        fields.update(_sliding(cfg, model_type, layers))
     qc = cfg.get("quantization_config") or {}
     method = str(qc.get("quant_method", "")).lower()
     fields["native_weight_dtype"] = {"fp8": "fp8", "mxfp4": "mxfp4"}.get(method, "bf16")
@@ -271,6 +280,26 @@ def _moe(cfg: dict, need, model_type: str, layers: int) -> dict:
     return dict(intermediate_size=dense_width,
                 moe=MoE(num_experts=experts, top_k=top_k, expert_intermediate_size=expert,
                         num_shared_experts=0, num_moe_layers=moe_layers))
+
+
+def _llama4(cfg: dict, need, layers: int) -> dict:
+    """Llama 4: MoE every ``interleave_moe_layer_step`` layers (top-1 routed + one shared expert); dense layers
+    use ``intermediate_size_mlp``; 3 of 4 layers use chunked attention (``attention_chunk_size``), modelled
+    as a sliding window of the chunk size (an upper bound on what they attend)."""
+    step = int(cfg.get("interleave_moe_layer_step") or 1)
+    moe_layers = sum(1 for i in range(layers) if (i + 1) % step == 0)
+    out = dict(
+        intermediate_size=int(cfg.get("intermediate_size_mlp") or need("intermediate_size")),
+        moe=MoE(num_experts=int(need("num_local_experts")), top_k=int(need("num_experts_per_tok")),
+                num_shared_experts=1, expert_intermediate_size=int(need("intermediate_size")),
+                num_moe_layers=moe_layers),
+    )
+    chunk = cfg.get("attention_chunk_size")
+    if chunk:
+        nope = cfg.get("no_rope_layers")
+        chunked = sum(1 for x in nope if x) if isinstance(nope, list) and nope else layers - layers // 4
+        out.update(sliding_window=int(chunk), num_sliding_layers=chunked)
+    return out
 
 
 def _sliding(cfg: dict, model_type: str, layers: int) -> dict:

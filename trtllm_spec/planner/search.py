@@ -96,7 +96,7 @@ class CostContext:
 def target_step(ctx: CostContext, batch: int, draft_len: int) -> Breakdown:
     """Verification pass over 1 + D tokens per sequence, plus the per-iteration overhead."""
     b = forward_time(ctx.target, ctx.hw, ctx.prec, ctx.par, batch, 1 + draft_len, ctx.workload.mean_context)
-    b.overhead_s += ctx.hw.overheads.iteration_s
+    b.overhead_s += ctx.hw.overheads.iteration_s + (ctx.hw.overheads.spec_iteration_s if draft_len else 0.0)
     return b
 
 

@@ -96,7 +96,7 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
     started = time.perf_counter()
     gpu = device == "cuda"
     ms = [1, 4, 16, 64, 256] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
-    k = n = (8192 if gpu else 2048) if not quick else (2048 if gpu else 1024)
+    k = n = (8192 if gpu else 4096) if not quick else (2048 if gpu else 1024)  # > L3: weights stream from DRAM
     reps = 3 if quick else 7
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16} | ({"fp16": torch.float16} if gpu else {})
     curves = {}

@@ -1,0 +1,1 @@
+"""Prompt data shipped inside PyPI wheels and the ``speed-lite`` measurement suite built from it."""
