@@ -61,6 +61,13 @@ class Mechanism:
         """Why this mechanism cannot serve this target (None when it can)."""
         return None
 
+    def trtllm_speculative_config(self, cfg, *, profile: str, max_draft_len: int, speculative_model: str | None,
+                                  **extra) -> dict:
+        """The TensorRT-LLM LLM API ``speculative_config`` for this mechanism under release ``profile``
+        ("1.2" / "1.3"); keys and tags as mirrored in ``trtllm_spec.build.trtllm_schema``. ``extra`` carries
+        values found at build time (e.g. ``eagle3_layers_to_capture``, ``dflash_mask_token_id``)."""
+        raise NotImplementedError
+
 
 def dense_layer_shape(target: ModelShape, num_layers: int, vocab: int, name: str) -> ModelShape:
     """A dense Llama-style decoder stack with the target's attention dims (drafter layers)."""

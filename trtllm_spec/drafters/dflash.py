@@ -52,6 +52,21 @@ class DFlash(Mechanism):
     def _head_params(self, target: ModelShape) -> float:
         return 0.0
 
+    def trtllm_speculative_config(self, cfg: DFlashDrafter, *, profile: str, max_draft_len: int,
+                                  speculative_model: str | None, dflash_mask_token_id: int | None = None,
+                                  dflash_target_layer_ids=None, **extra) -> dict:
+        # DFlashDecodingConfig (TensorRT-LLM 1.3+): mask_token_id / target_layer_ids default to the drafter's
+        # config.json dflash_config, so they are written only when known here
+        out: dict = {"decoding_type": "DFlash", "max_draft_len": max_draft_len,
+                     "speculative_model": speculative_model}
+        mask = dflash_mask_token_id if dflash_mask_token_id is not None else cfg.mask_token
+        if isinstance(mask, int) and not isinstance(mask, bool):
+            out["mask_token_id"] = mask
+        layers = dflash_target_layer_ids or cfg.target_layer_ids
+        if layers:
+            out["target_layer_ids"] = [int(i) for i in layers]
+        return out
+
 
 class DSpark(DFlash):
     name = "dspark"
@@ -64,3 +79,11 @@ class DSpark(DFlash):
     def _head_params(self, target: ModelShape) -> float:
         return 2 * target.hidden_size * target.hidden_size  # assumption: a small gated head, ~2 H x H
 
+    def trtllm_speculative_config(self, cfg: DSparkDrafter, *, profile: str, max_draft_len: int,
+                                  speculative_model: str | None, **extra) -> dict:
+        # DSparkDecodingConfig (1.3+) shares DFlash's fields; block_size and markov_head_type default to the
+        # checkpoint's values, so they are not written
+        out = super().trtllm_speculative_config(cfg, profile=profile, max_draft_len=max_draft_len,
+                                                speculative_model=speculative_model, **extra)
+        out["decoding_type"] = "DSpark"
+        return out

@@ -53,3 +53,9 @@ class DraftModel(Mechanism):
             weight_params=draft.total_params(),
             kv_shape=draft,
         )
+
+    def trtllm_speculative_config(self, cfg: DraftModelDrafter, *, profile: str, max_draft_len: int,
+                                  speculative_model: str | None, **extra) -> dict:
+        # the pydantic Literal is "Draft_Target" (docs spell "DraftTarget"; not verified to be accepted)
+        return {"decoding_type": "Draft_Target", "max_draft_len": max_draft_len,
+                "speculative_model": speculative_model}

@@ -43,3 +43,14 @@ class Eagle3(Mechanism):
             + qkv_extra + fc + vocab * h,
             kv_shape=layers,
         )
+
+    def trtllm_speculative_config(self, cfg: Eagle3Drafter, *, profile: str, max_draft_len: int,
+                                  speculative_model: str | None, eagle3_layers_to_capture=None, **extra) -> dict:
+        # decoding_type "Eagle3" is a Literal in both the 1.2-era and main llm_args.py (NVIDIA/TensorRT-LLM
+        # tensorrt_llm/llmapi/llm_args.py, Eagle3DecodingConfig); "Eagle" is only a legacy alias on PyTorch.
+        out: dict = {"decoding_type": "Eagle3", "max_draft_len": max_draft_len,
+                     "speculative_model": speculative_model}
+        layers = eagle3_layers_to_capture or cfg.layers_to_capture
+        if layers:
+            out["eagle3_layers_to_capture"] = sorted(int(i) for i in layers)
+        return out

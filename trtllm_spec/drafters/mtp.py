@@ -50,3 +50,16 @@ class MTP(Mechanism):
             weight_params=self._layers(target, cfg) * (per_module + eh_proj),
             kv_shape=module,
         )
+
+    def trtllm_speculative_config(self, cfg: MTPDrafter, *, profile: str, max_draft_len: int,
+                                  speculative_model: str | None, **extra) -> dict:
+        # 1.2: num_nextn_predict_layers sets max_draft_len (its validator overwrites max_draft_len); 1.3 main:
+        # max_draft_len is the knob and num_nextn_predict_layers is internal (llm_args.py MTPDecodingConfig).
+        out: dict = {"decoding_type": "MTP"}
+        if profile == "1.2":
+            out["num_nextn_predict_layers"] = max_draft_len
+        else:
+            out["max_draft_len"] = max_draft_len
+        if speculative_model is not None:
+            out["speculative_model"] = speculative_model  # a separately trained MTP head
+        return out

@@ -30,3 +30,10 @@ class NGram(Mechanism):
     def cost(self, target: ModelShape, cfg: NGramDrafter) -> DraftCost:
         # matching runs on the host once per iteration (TensorRT-LLM blog 7: "<15% of iteration latency")
         return DraftCost(passes=(), drafter_layers=0, weight_params=0.0, kv_shape=None, sequential=False)
+
+    def trtllm_speculative_config(self, cfg: NGramDrafter, *, profile: str, max_draft_len: int,
+                                  speculative_model: str | None, **extra) -> dict:
+        # NGramDecodingConfig fields, identical in 1.2 and 1.3 (llm_args.py)
+        return {"decoding_type": "NGram", "max_draft_len": max_draft_len,
+                "max_matching_ngram_size": cfg.max_matching_ngram_size, "is_keep_all": cfg.is_keep_all,
+                "is_use_oldest": cfg.is_use_oldest, "is_public_pool": cfg.is_public_pool}

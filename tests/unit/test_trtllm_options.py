@@ -1,0 +1,237 @@
+"""TensorRT-LLM LLM API options: golden YAML per drafter and release profile, and the strict mirror's rejections.
+
+Regenerate the golden files after an intended change: ``UPDATE_GOLDEN=1 pytest tests/unit/test_trtllm_options.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trtllm_spec.build.trtllm_options import make_llm_api_options, render_yaml
+from trtllm_spec.build.trtllm_schema import (
+    DECODING_TAGS,
+    LlmApiOptions13,
+    validate_options,
+    validate_with_tensorrt_llm,
+)
+from trtllm_spec.core.recipe import (
+    DFlashDrafter,
+    DraftModelDrafter,
+    DSparkDrafter,
+    Eagle3Drafter,
+    MTPDrafter,
+    NGramDrafter,
+)
+from trtllm_spec.drafters.registry import MECHANISMS
+from trtllm_spec.errors import UserError
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "trtllm"
+
+BASE = dict(tp=1, pp=1, ep=1, max_batch_size=64, max_seq_len=4096, batch_sizes=[1, 8, 32, 64],
+            free_gpu_memory_fraction=0.9, enable_block_reuse=True, kv_cache_dtype="auto", cuda_graphs=True,
+            draft_len_schedule=None)
+
+CASES = {
+    "eagle3_1.2": dict(profile="1.2", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
+                       speculative_model="drafter", max_draft_len=4, draft_len_schedule={1: 4, 32: 2}, tp=2,
+                       eagle3_layers_to_capture=[1, 15, 28]),
+    "eagle3_1.3": dict(profile="1.3", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
+                       speculative_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", max_draft_len=4,
+                       draft_len_schedule={8: 4, 64: 2}),
+    "mtp_1.2": dict(profile="1.2", drafter_type="mtp", drafter_config=MTPDrafter(), speculative_model=None,
+                    max_draft_len=3, tp=8, ep=8, max_batch_size=256, batch_sizes=[1, 16, 64, 256],
+                    kv_cache_dtype="fp8", trust_remote_code=True),
+    "mtp_1.3": dict(profile="1.3", drafter_type="mtp", drafter_config=MTPDrafter(), speculative_model=None,
+                    max_draft_len=3, tp=8, ep=8, max_batch_size=256, batch_sizes=[1, 16, 64, 256],
+                    kv_cache_dtype="fp8", draft_len_schedule={16: 3, 256: 1}),
+    "ngram_1.2": dict(profile="1.2", drafter_type="ngram", drafter_config=NGramDrafter(), speculative_model=None,
+                      max_draft_len=5, disable_overlap_scheduler=True),
+    "ngram_1.3": dict(profile="1.3", drafter_type="ngram", drafter_config=NGramDrafter(max_matching_ngram_size=4),
+                      speculative_model=None, max_draft_len=5),
+    "draft_model_1.2": dict(profile="1.2", drafter_type="draft_model",
+                            drafter_config=DraftModelDrafter(model="meta-llama/Llama-3.2-1B-Instruct"),
+                            speculative_model="draft", max_draft_len=4, cuda_graphs=False),
+    "draft_model_1.3": dict(profile="1.3", drafter_type="draft_model",
+                            drafter_config=DraftModelDrafter(model="meta-llama/Llama-3.2-1B-Instruct"),
+                            speculative_model="draft", max_draft_len=4, kv_cache_dtype="bf16"),
+    "dflash_1.3": dict(profile="1.3", drafter_type="dflash", drafter_config=DFlashDrafter(), speculative_model="drafter",
+                       max_draft_len=15, dflash_mask_token_id=151669, dflash_target_layer_ids=[1, 9, 17, 25, 33],
+                       draft_len_schedule={8: 15, 32: 7, 64: 3}),
+    "dspark_1.3": dict(profile="1.3", drafter_type="dspark", drafter_config=DSparkDrafter(target_layer_ids=[2, 18, 34]),
+                       speculative_model="drafter", max_draft_len=7, dflash_mask_token_id=151669),
+    "no_speculation_1.2": dict(profile="1.2", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
+                               speculative_model=None, max_draft_len=0, draft_len_schedule={1: 4, 8: 0},
+                               max_seq_len=None),
+}
+
+
+def build(name: str) -> dict:
+    return make_llm_api_options(**{**BASE, **CASES[name]})
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_yaml(name):
+    profile = CASES[name]["profile"]
+    text = render_yaml(build(name), profile=profile)
+    path = GOLDEN / f"{name}.yaml"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name}: output differs from {path}; if intended, rerun with UPDATE_GOLDEN=1"
+    reread = yaml.safe_load(text)
+    validate_options(reread, profile)  # what TensorRT-LLM reads back from the file validates too
+    assert text.startswith("# TensorRT-LLM")
+
+
+def test_every_drafter_and_profile_is_covered():
+    covered = {(c["drafter_type"], c["profile"]) for c in CASES.values() if c["max_draft_len"]}
+    for name, mechanism in MECHANISMS.items():
+        for profile in DECODING_TAGS:
+            if profile >= mechanism.min_trtllm:
+                assert (name, profile) in covered, f"no golden for {name} on TensorRT-LLM {profile}"
+
+
+def test_release_differences():
+    assert build("mtp_1.2")["speculative_config"] == {"decoding_type": "MTP", "num_nextn_predict_layers": 3}
+    assert build("mtp_1.3")["speculative_config"]["max_draft_len"] == 3
+    assert "num_nextn_predict_layers" not in build("mtp_1.3")["speculative_config"]
+    assert build("draft_model_1.2")["speculative_config"]["decoding_type"] == "Draft_Target"
+    assert build("draft_model_1.2")["cuda_graph_config"] is None
+    assert build("draft_model_1.3")["kv_cache_config"]["dtype"] == "bfloat16"
+
+
+def test_no_speculation_without_draft_len():
+    options = build("no_speculation_1.2")
+    assert "speculative_config" not in options
+    assert options["cuda_graph_config"]["batch_sizes"] == [1, 8, 32, 64]  # the schedule adds no sizes
+
+
+def test_schedule_keys_become_cuda_graph_sizes():
+    options = build("dflash_1.3")
+    assert options["cuda_graph_config"] == {"batch_sizes": [1, 8, 32, 64], "max_batch_size": 64,
+                                            "enable_padding": True}
+    options = make_llm_api_options(**{**BASE, **CASES["eagle3_1.3"], "draft_len_schedule": {12: 4, 64: 2}})
+    assert 12 in options["cuda_graph_config"]["batch_sizes"]
+
+
+def test_speculative_config_comes_from_the_descriptor():
+    spec = MECHANISMS["eagle3"].trtllm_speculative_config(
+        Eagle3Drafter(layers_to_capture=[28, 1, 15]), profile="1.2", max_draft_len=3, speculative_model="d")
+    assert spec == {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": "d",
+                    "eagle3_layers_to_capture": [1, 15, 28]}
+    spec = MECHANISMS["dflash"].trtllm_speculative_config(
+        DFlashDrafter(mask_token=7), profile="1.3", max_draft_len=3, speculative_model="d")
+    assert spec["mask_token_id"] == 7 and "target_layer_ids" not in spec
+
+
+# ---- rejections ---------------------------------------------------------------------------------------
+
+def test_unknown_key_rejected_with_path_and_hint():
+    options = build("eagle3_1.2")
+    options["speculative_config"]["max_draft_length"] = 4
+    with pytest.raises(UserError, match=r"unknown key 'speculative_config.max_draft_length'; did you mean "
+                                        r"'max_draft_len'"):
+        validate_options(options, "1.2")
+    with pytest.raises(UserError, match=r"unknown key 'kv_cache_config.free_gpu_mem_fraction'"):
+        validate_options({"kv_cache_config": {"free_gpu_mem_fraction": 0.5}}, "1.3")
+    with pytest.raises(UserError, match=r"unknown key 'tensor_paralel_size'; did you mean 'tensor_parallel_size'"):
+        validate_options({"tensor_paralel_size": 2}, "1.2")
+
+
+def test_dflash_needs_13():
+    with pytest.raises(UserError, match=r"'DFlash' is not in TensorRT-LLM 1.2; it arrives in TensorRT-LLM 1.3"):
+        make_llm_api_options(**{**BASE, **CASES["dflash_1.3"], "profile": "1.2", "draft_len_schedule": None})
+    with pytest.raises(UserError, match=r"'DSpark' .* 1\.3"):
+        validate_options({"speculative_config": {"decoding_type": "DSpark", "max_draft_len": 3}}, "1.2")
+
+
+@pytest.mark.parametrize("profile,schedule,match", [
+    ("1.2", {4: 4, 32: 2}, "must include batch size 1"),
+    ("1.2", {1: 3, 32: 2}, r"draft_len_schedule\[1\] = 3 must equal max_draft_len = 4"),
+    ("1.3", {8: 4, 32: 5}, r"draft_len_schedule\[32\] = 5 exceeds max_draft_len = 4"),
+    ("1.3", {8: 2, 32: 1}, r"draft_len_schedule\[8\] = 2 must equal max_draft_len"),
+    ("1.3", {0: 4}, "must be a batch size >= 1"),
+])
+def test_schedule_violations(profile, schedule, match):
+    case = {**BASE, **CASES[f"eagle3_{profile}"], "draft_len_schedule": schedule}
+    with pytest.raises(UserError, match=match):
+        make_llm_api_options(**case)
+
+
+def test_mechanism_validators():
+    with pytest.raises(UserError, match="speculative_model .* is required for Eagle3"):
+        make_llm_api_options(**{**BASE, **CASES["eagle3_1.3"], "speculative_model": None})
+    with pytest.raises(UserError, match="speculative_model .* is required for Draft_Target"):
+        make_llm_api_options(**{**BASE, **CASES["draft_model_1.2"], "speculative_model": None})
+    with pytest.raises(UserError, match=r"max_draft_len must be > 0 for NGram"):
+        validate_options({"speculative_config": {"decoding_type": "NGram", "max_draft_len": 0}}, "1.2")
+    with pytest.raises(UserError, match="num_nextn_predict_layers"):
+        validate_options({"speculative_config": {"decoding_type": "MTP", "num_nextn_predict_layers": 3}}, "1.3")
+    with pytest.raises(UserError, match="overrides max_draft_len"):
+        validate_options({"speculative_config": {"decoding_type": "MTP", "num_nextn_predict_layers": 3,
+                                                 "max_draft_len": 2}}, "1.2")
+    with pytest.raises(UserError, match="spell it 'Draft_Target'"):
+        validate_options({"speculative_config": {"decoding_type": "DraftTarget", "max_draft_len": 2}}, "1.3")
+    with pytest.raises(UserError, match="decoding_type is missing"):
+        validate_options({"speculative_config": {"max_draft_len": 2}}, "1.3")
+    with pytest.raises(UserError, match="moe_expert_parallel_size = 3 must divide"):
+        validate_options({"tensor_parallel_size": 4, "moe_expert_parallel_size": 3}, "1.2")
+
+
+def test_acceptance_fields_renamed_between_releases():
+    ngram = {"decoding_type": "NGram", "max_draft_len": 3}
+    validate_options({"speculative_config": {**ngram, "acceptance_window": 100,
+                                             "acceptance_length_threshold": 1.3}}, "1.2")
+    validate_options({"speculative_config": {**ngram, "acceptance_rate_window_size": 100,
+                                             "acceptance_rate_threshold": 0.2}}, "1.3")
+    with pytest.raises(UserError, match="did you mean 'acceptance_rate_window_size'"):
+        validate_options({"speculative_config": {**ngram, "acceptance_window": 100}}, "1.3")
+    with pytest.raises(UserError, match="acceptance_rate_threshold"):
+        validate_options({"speculative_config": {**ngram, "acceptance_rate_threshold": 1.5}}, "1.3")
+
+
+def test_legacy_alias_and_eagle_tag_accepted():
+    spec = {"decoding_type": "Eagle", "max_draft_len": 3, "speculative_model_dir": "drafter"}
+    validate_options({"speculative_config": spec}, "1.2")
+
+
+def test_bad_inputs():
+    with pytest.raises(UserError, match="unknown TensorRT-LLM profile '1.1'"):
+        validate_options({}, "1.1")
+    with pytest.raises(UserError, match="absolute path"):
+        make_llm_api_options(**{**BASE, **CASES["eagle3_1.2"], "speculative_model": "/home/me/drafter"})
+    with pytest.raises(UserError, match="kv_cache_dtype 'int8'"):
+        make_llm_api_options(**{**BASE, **CASES["eagle3_1.2"], "kv_cache_dtype": "int8"})
+    with pytest.raises(UserError, match=r"free_gpu_memory_fraction: Input should be less than or equal to 1"):
+        make_llm_api_options(**{**BASE, **CASES["eagle3_1.2"], "free_gpu_memory_fraction": 1.5})
+
+
+# ---- the real-TensorRT-LLM path -----------------------------------------------------------------------
+
+def test_validate_with_tensorrt_llm_is_deferred_here():
+    note = validate_with_tensorrt_llm(build("eagle3_1.3"))
+    assert note is not None and note.startswith("deferred")
+
+
+def test_validate_with_tensorrt_llm_uses_the_real_classes(monkeypatch):
+    # A fake: TensorRT-LLM cannot be installed here. Built from the documented interface
+    # (tensorrt_llm.llmapi.llm_args.TorchLlmArgs, a pydantic model whose fields are the YAML keys); our 1.3
+    # mirror stands in for its field types.
+    llm_args = types.ModuleType("tensorrt_llm.llmapi.llm_args")
+    llm_args.TorchLlmArgs = LlmApiOptions13
+    for name, module in (("tensorrt_llm", types.ModuleType("tensorrt_llm")),
+                         ("tensorrt_llm.llmapi", types.ModuleType("tensorrt_llm.llmapi")),
+                         ("tensorrt_llm.llmapi.llm_args", llm_args)):
+        monkeypatch.setitem(sys.modules, name, module)
+    assert validate_with_tensorrt_llm(build("eagle3_1.3")) is None
+    with pytest.raises(UserError, match="unknown key 'enable_magic'"):
+        validate_with_tensorrt_llm({"enable_magic": True})
+    with pytest.raises(UserError, match="kv_cache_config.free_gpu_memory_fraction"):
+        validate_with_tensorrt_llm({"kv_cache_config": {"free_gpu_memory_fraction": 2}})

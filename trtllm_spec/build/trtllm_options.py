@@ -1,0 +1,104 @@
+"""The TensorRT-LLM LLM API options a bundle serves with.
+
+One dict, written as ``llm_api_options.yaml``: the file passed to ``trtllm-serve MODEL
+--extra_llm_api_options`` and ``trtllm-bench ... throughput --extra_llm_api_options``, and (plus ``model`` and
+``triton_config``) Triton's llmapi ``model.yaml``. The per-mechanism ``speculative_config`` comes from the
+drafter descriptor (principle 3); everything produced here is checked with ``validate_options``.
+
+Settings live only in this file, never also as CLI flags: precedence between the two changed between
+releases (1.2: the YAML wins; main: explicit CLI flags win; notes §1.0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from trtllm_spec.build.trtllm_schema import validate_options
+from trtllm_spec.drafters import registry
+from trtllm_spec.errors import UserError
+
+# recipe quantization.kv_cache_dtype -> KvCacheConfig.dtype ("auto" | "fp8" | torch dtype name)
+KV_CACHE_DTYPES = {"auto": "auto", "fp8": "fp8", "bf16": "bfloat16", "bfloat16": "bfloat16",
+                   "fp16": "float16", "float16": "float16"}
+
+
+def _cuda_graph_config(batch_sizes: Iterable[int], schedule: dict[int, int] | None,
+                       max_batch_size: int | None) -> dict:
+    """Graphs for the planned batch sizes plus the schedule's thresholds, with padding on.
+
+    Padding rounds a batch up to the next captured size ("usually a net win", CudaGraphConfig); 1.3 forces
+    ``enable_padding`` and merges the schedule keys into ``batch_sizes`` itself (MAIN
+    ``TorchLlmArgs.validate_speculative_config``), so both are written explicitly here for every release.
+    """
+    sizes = {int(b) for b in batch_sizes}
+    if not sizes or min(sizes) < 1:
+        raise UserError(f"cuda_graph_config.batch_sizes must be batch sizes >= 1, got {sorted(sizes)}")
+    sizes |= {k for k in schedule or {} if k >= 1}  # a bad key is reported by the schedule's own check
+    if max_batch_size:
+        sizes = {b for b in sizes if b <= max_batch_size} | {max_batch_size}
+    ordered = sorted(sizes)
+    return {"batch_sizes": ordered, "max_batch_size": ordered[-1], "enable_padding": True}
+
+
+def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, speculative_model: str | None,
+                         max_draft_len: int, draft_len_schedule: dict | None, tp: int, pp: int, ep: int,
+                         max_batch_size: int | None, max_seq_len: int | None, batch_sizes: Iterable[int],
+                         free_gpu_memory_fraction: float, enable_block_reuse: bool, kv_cache_dtype: str,
+                         cuda_graphs: bool, eagle3_layers_to_capture=None, dflash_mask_token_id: int | None = None,
+                         dflash_target_layer_ids=None, max_num_tokens: int | None = None,
+                         trust_remote_code: bool = False, disable_overlap_scheduler: bool | None = None) -> dict:
+    """The LLM API options for one bundle; ``max_draft_len == 0`` means no speculation (no
+    ``speculative_config``). Paths (``speculative_model``) are relative to the bundle root, where the
+    generated scripts run; an HF id is passed through. Raises ``UserError`` if the result does not
+    validate for ``profile``."""
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise UserError(f"kv_cache_dtype {kv_cache_dtype!r} is not supported; valid: {', '.join(KV_CACHE_DTYPES)}")
+    if max_draft_len < 0:
+        raise UserError(f"max_draft_len = {max_draft_len} must be >= 0 (0 turns speculation off)")
+    if speculative_model is not None and speculative_model.startswith(("/", "~")):
+        raise UserError(f"speculative_model {speculative_model!r} is an absolute path; give it relative to the "
+                        "bundle root (or an HF id) so the bundle can move")
+    schedule = {int(k): int(v) for k, v in draft_len_schedule.items()} if draft_len_schedule else None
+
+    options: dict = {"tensor_parallel_size": tp, "pipeline_parallel_size": pp}
+    if ep > 1:
+        options["moe_expert_parallel_size"] = ep
+    if max_batch_size:
+        options["max_batch_size"] = max_batch_size
+    if max_num_tokens:
+        options["max_num_tokens"] = max_num_tokens
+    if max_seq_len:
+        options["max_seq_len"] = max_seq_len
+    if trust_remote_code:
+        options["trust_remote_code"] = True
+    options["kv_cache_config"] = {"free_gpu_memory_fraction": free_gpu_memory_fraction,
+                                  "enable_block_reuse": enable_block_reuse,
+                                  "dtype": KV_CACHE_DTYPES[kv_cache_dtype]}
+    graph_sizes = schedule if max_draft_len > 0 else None
+    options["cuda_graph_config"] = (_cuda_graph_config(batch_sizes, graph_sizes, max_batch_size)
+                                    if cuda_graphs else None)
+    if disable_overlap_scheduler is not None:
+        options["disable_overlap_scheduler"] = disable_overlap_scheduler
+    options["enable_iter_perf_stats"] = True  # specDecodingStats in /metrics and llm.get_stats()
+
+    if max_draft_len > 0:
+        mechanism = registry.get(drafter_type)
+        spec = mechanism.trtllm_speculative_config(
+            drafter_config, profile=profile, max_draft_len=max_draft_len, speculative_model=speculative_model,
+            eagle3_layers_to_capture=eagle3_layers_to_capture, dflash_mask_token_id=dflash_mask_token_id,
+            dflash_target_layer_ids=dflash_target_layer_ids)
+        if schedule:
+            spec["draft_len_schedule"] = dict(sorted(schedule.items()))
+        options["speculative_config"] = spec
+    validate_options(options, profile)
+    return options
+
+
+def render_yaml(options: dict, *, profile: str | None = None) -> str:
+    """``options`` as YAML with a short header naming what reads it."""
+    import yaml
+
+    release = f" {profile}" if profile else ""
+    header = (f"# TensorRT-LLM{release} LLM API options (trtllm-serve/trtllm-bench --extra_llm_api_options); "
+              "generated by trtllm-spec\n")
+    return header + yaml.safe_dump(options, sort_keys=False, default_flow_style=False)

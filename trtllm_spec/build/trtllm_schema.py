@@ -1,0 +1,374 @@
+"""A strict, versioned mirror of the TensorRT-LLM LLM API fields we emit (``TorchLlmArgs``).
+
+``tensorrt_llm`` cannot be imported here (no GPU, no wheel: docs/REFERENCE.md §1), so the options YAML we
+write for ``trtllm-serve --extra_llm_api_options``, ``trtllm-bench`` and Triton's llmapi ``model.yaml`` is
+validated against this mirror instead: unknown keys fail (upstream's ``StrictBaseModel`` is
+``extra="forbid"``), tags and renamed fields follow each release, and the validators we depend on are
+restated. Only fields we emit are mirrored. Where ``tensorrt_llm`` imports (NVIDIA's container),
+``validate_with_tensorrt_llm`` also checks against the real classes.
+
+Sources (see /work/notes/research_trtllm_triton.md §0-§1):
+- R12: a 1.2-era ``tensorrt_llm/llmapi/llm_args.py`` (late 2025, TRT backend still present; index id
+  7019226376): the "1.2" profile (TensorRT-LLM 1.2.1, nvcr.io/nvidia/tensorrt-llm/release:1.2.1).
+- MAIN: ``NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py`` @0004396720054fd8e205cbf616f21f0b57c6b412
+  (post 1.3.0rc2x main) and the 1.3.0rc27 API reference pages: the "1.3" profile.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    AliasChoices,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+    create_model,
+    model_validator,
+)
+
+from trtllm_spec.core.schema import StrictModel, format_validation_error
+from trtllm_spec.errors import UserError
+from trtllm_spec.planner.schedule import check_schedule
+
+PROFILES = ("1.2", "1.3")
+# decoding_type Literal values per release (R12 / MAIN SpeculativeConfig unions; we emit a subset of them)
+DECODING_TAGS = {
+    "1.2": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target"),
+    "1.3": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target", "DFlash", "DSpark"),
+}
+# first release whose union has the tag (DFlash/DSpark absent from R12, present in MAIN and 1.3.0rc27 docs)
+TAG_SINCE = {"DFlash": "1.3", "DSpark": "1.3"}
+# spellings seen in docs that are not the pydantic Literal (docs/source/features/speculative-decoding.md)
+TAG_SPELLINGS = {"DraftTarget": "Draft_Target"}
+
+
+# ---- shared sub-configs ---------------------------------------------------------------------------
+
+class KvCacheConfig(StrictModel):
+    # KvCacheConfig (R12 and MAIN): free_gpu_memory_fraction Optional[float]=0.9 in [0, 1]
+    free_gpu_memory_fraction: float | None = Field(None, ge=0, le=1)
+    enable_block_reuse: bool | None = None  # default True
+    # dtype: str="auto"; MAIN validates auto|fp8|fp8_ds_mla|nvfp4 or a torch dtype name, R12 syncs only fp8
+    dtype: Literal["auto", "fp8", "bfloat16", "float16"] | None = None
+
+
+class CudaGraphConfig(StrictModel):
+    # CudaGraphConfig (R12 and MAIN): batch_sizes Optional[List[int]], max_batch_size NonNegativeInt=0,
+    # enable_padding bool=False
+    batch_sizes: list[PositiveInt] | None = None
+    max_batch_size: NonNegativeInt = 0
+    enable_padding: bool = False
+
+    @model_validator(mode="after")
+    def _max_matches_sizes(self) -> CudaGraphConfig:
+        # upstream validate_cuda_graph_config: with both given, max_batch_size must equal max(batch_sizes)
+        if self.batch_sizes and self.max_batch_size and self.max_batch_size != max(self.batch_sizes):
+            raise ValueError(f"max_batch_size = {self.max_batch_size} must equal "
+                             f"max(batch_sizes) = {max(self.batch_sizes)}; set it to 0 or to the largest size")
+        return self
+
+
+# ---- speculative configs: common base and per-release acceptance fields ------------------------------
+
+class _Decoding(StrictModel):
+    """DecodingBaseConfig fields we emit (R12 and MAIN agree)."""
+
+    profile: ClassVar[str]
+    max_draft_len: NonNegativeInt | None = None
+    # speculative_model: HF id or local dir; alias speculative_model_dir (the 1.0/1.1 name) in both releases
+    speculative_model: str | None = Field(
+        None, validation_alias=AliasChoices("speculative_model", "speculative_model_dir"))
+    draft_len_schedule: dict[int, int] | None = None
+
+    def effective_max_draft_len(self) -> int | None:
+        return self.max_draft_len
+
+    @model_validator(mode="after")
+    def _schedule(self) -> _Decoding:
+        # 1.2: key 1 required and maps to max_draft_len; 1.3 (PR #10860): the smallest key does; both:
+        # values in [0, max_draft_len] (validate_draft_len_schedule_and_sort); rules in planner.schedule
+        if self.draft_len_schedule is not None:
+            d = self.effective_max_draft_len()
+            if d is None and self.draft_len_schedule:
+                d = self.draft_len_schedule[min(self.draft_len_schedule)]
+            try:
+                check_schedule(self.draft_len_schedule, d or 0, self.profile)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+
+class _Acceptance12(StrictModel):
+    # R12 DecodingBaseConfig: window over completed requests, threshold on acceptance *length*
+    acceptance_window: NonNegativeInt | None = None
+    acceptance_length_threshold: NonNegativeFloat | None = None
+
+
+class _Acceptance13(StrictModel):
+    # MAIN renamed them: window over speculation iterations, threshold on acceptance *rate* in [0, 1]
+    acceptance_rate_window_size: NonNegativeInt | None = None
+    acceptance_rate_threshold: float | None = Field(None, ge=0, le=1)
+
+
+class _Base12(_Decoding, _Acceptance12):
+    profile = "1.2"
+
+
+class _Base13(_Decoding, _Acceptance13):
+    profile = "1.3"
+
+
+def _positive_draft_len(cfg: _Decoding, who: str) -> None:
+    if not cfg.max_draft_len:
+        raise ValueError(f"max_draft_len must be > 0 for {who} (got {cfg.max_draft_len})")
+
+
+# ---- per-mechanism fields and validators (mixins) --------------------------------------------------
+
+class _EagleFields(StrictModel):
+    # EagleDecodingConfig: eagle3_layers_to_capture Optional[Set[int]] (default {1, L//2-1, L-4})
+    eagle3_layers_to_capture: list[int] | None = None
+
+    @model_validator(mode="after")
+    def _eagle(self) -> _EagleFields:
+        # validate_eagle_config: "max_draft_len must be > 0 for Eagle"; validate_speculative_model: "Draft
+        # model must be provided for EAGLE" (R12 and MAIN)
+        _positive_draft_len(self, "Eagle")  # type: ignore[arg-type]
+        if self.speculative_model is None:  # type: ignore[attr-defined]
+            raise ValueError("speculative_model (the EAGLE-3 drafter folder or HF id) is required for Eagle3")
+        return self
+
+
+class _NGramFields(StrictModel):
+    # NGramDecodingConfig (identical in R12 and MAIN); validate_ngram_config: max_draft_len > 0
+    max_matching_ngram_size: PositiveInt = 2
+    is_keep_all: bool = True
+    is_use_oldest: bool = True
+    is_public_pool: bool = True
+
+    @model_validator(mode="after")
+    def _ngram(self) -> _NGramFields:
+        _positive_draft_len(self, "NGram")  # type: ignore[arg-type]
+        return self
+
+
+class _DraftTargetFields(StrictModel):
+    # DraftTargetDecodingConfig.validate_draft_target_config: max_draft_len > 0 and speculative_model set
+    @model_validator(mode="after")
+    def _draft_target(self) -> _DraftTargetFields:
+        _positive_draft_len(self, "Draft_Target")  # type: ignore[arg-type]
+        if self.speculative_model is None:  # type: ignore[attr-defined]
+            raise ValueError("speculative_model (the draft model folder or HF id) is required for Draft_Target")
+        return self
+
+
+class _BlockFields(StrictModel):
+    # DFlashDecodingConfig / DSparkDecodingConfig (MAIN, docs 1.3.0rc27): mask_token_id and
+    # target_layer_ids default to the drafter's config.json; TorchLlmArgs asserts max_draft_len > 0
+    mask_token_id: NonNegativeInt | None = None
+    target_layer_ids: list[int] | None = None
+
+    @model_validator(mode="after")
+    def _block(self) -> _BlockFields:
+        _positive_draft_len(self, self.decoding_type)  # type: ignore[arg-type, attr-defined]
+        return self
+
+
+# ---- 1.2 ---------------------------------------------------------------------------------------------
+
+class Eagle12(_Base12, _EagleFields):
+    decoding_type: Literal["Eagle"] = "Eagle"  # legacy tag; PyTorch converts it to Eagle3 with a warning
+
+
+class Eagle3_12(_Base12, _EagleFields):
+    decoding_type: Literal["Eagle3"] = "Eagle3"
+
+
+class MTP12(_Base12):
+    decoding_type: Literal["MTP"] = "MTP"
+    # R12 MTPDecodingConfig: num_nextn_predict_layers PositiveInt=1; its validator sets max_draft_len to it
+    num_nextn_predict_layers: PositiveInt = 1
+
+    def effective_max_draft_len(self) -> int | None:
+        return self.num_nextn_predict_layers
+
+    @model_validator(mode="after")
+    def _layers_set_draft_len(self) -> MTP12:
+        if self.max_draft_len is not None and self.max_draft_len != self.num_nextn_predict_layers:
+            raise ValueError(f"in TensorRT-LLM 1.2 num_nextn_predict_layers ({self.num_nextn_predict_layers}) "
+                             f"overrides max_draft_len ({self.max_draft_len}); give num_nextn_predict_layers only")
+        return self
+
+
+class NGram12(_Base12, _NGramFields):
+    decoding_type: Literal["NGram"] = "NGram"
+
+
+class DraftTarget12(_Base12, _DraftTargetFields):
+    decoding_type: Literal["Draft_Target"] = "Draft_Target"
+
+
+# ---- 1.3 ---------------------------------------------------------------------------------------------
+
+class Eagle13(_Base13, _EagleFields):
+    decoding_type: Literal["Eagle"] = "Eagle"
+
+
+class Eagle3_13(_Base13, _EagleFields):
+    decoding_type: Literal["Eagle3"] = "Eagle3"
+
+
+class MTP13(_Base13):
+    # MAIN: max_draft_len is the knob (None = from the checkpoint); num_nextn_predict_layers is init=False
+    # (a YAML value is remapped with a deprecation warning), so we never emit it for 1.3
+    decoding_type: Literal["MTP"] = "MTP"
+
+
+class NGram13(_Base13, _NGramFields):
+    decoding_type: Literal["NGram"] = "NGram"
+
+
+class DraftTarget13(_Base13, _DraftTargetFields):
+    decoding_type: Literal["Draft_Target"] = "Draft_Target"
+
+
+class DFlash13(_Base13, _BlockFields):
+    decoding_type: Literal["DFlash"] = "DFlash"
+
+
+class DSpark13(_Base13, _BlockFields):
+    decoding_type: Literal["DSpark"] = "DSpark"
+
+
+DECODING_CLASSES: dict[str, dict[str, type[_Decoding]]] = {
+    "1.2": {"Eagle": Eagle12, "Eagle3": Eagle3_12, "MTP": MTP12, "NGram": NGram12, "Draft_Target": DraftTarget12},
+    "1.3": {"Eagle": Eagle13, "Eagle3": Eagle3_13, "MTP": MTP13, "NGram": NGram13, "Draft_Target": DraftTarget13,
+            "DFlash": DFlash13, "DSpark": DSpark13},
+}
+assert {p: tuple(c) for p, c in DECODING_CLASSES.items()} == DECODING_TAGS
+
+SpeculativeConfig12 = Annotated[Eagle12 | Eagle3_12 | MTP12 | NGram12 | DraftTarget12,
+                                Field(discriminator="decoding_type")]
+SpeculativeConfig13 = Annotated[Eagle13 | Eagle3_13 | MTP13 | NGram13 | DraftTarget13 | DFlash13 | DSpark13,
+                                Field(discriminator="decoding_type")]
+
+
+# ---- top level (TorchLlmArgs) -------------------------------------------------------------------------
+
+class _LlmApiOptions(StrictModel):
+    # BaseLlmArgs / TorchLlmArgs fields (R12 and MAIN; notes §1.10)
+    model: str | None = None  # required by LLM(); only in Triton's model.yaml (trtllm-serve takes it as argument)
+    backend: Literal["pytorch"] | None = None  # TorchLlmArgs.backend: Literal["pytorch"]
+    trust_remote_code: bool | None = None
+    tensor_parallel_size: PositiveInt | None = None
+    pipeline_parallel_size: PositiveInt | None = None
+    moe_expert_parallel_size: PositiveInt | None = None
+    max_batch_size: PositiveInt | None = None
+    max_num_tokens: PositiveInt | None = None
+    max_seq_len: PositiveInt | None = None
+    kv_cache_config: KvCacheConfig | None = None
+    cuda_graph_config: CudaGraphConfig | None = None  # default on (default_factory); null turns graphs off
+    disable_overlap_scheduler: bool | None = None
+    enable_iter_perf_stats: bool | None = None  # needed for llm.get_stats() / trtllm-serve /metrics
+
+    @model_validator(mode="after")
+    def _expert_parallel(self) -> _LlmApiOptions:
+        # Mapping splits the MoE tensor-parallel group as moe_tp x moe_ep = tp (inferred from Mapping)
+        tp, ep = self.tensor_parallel_size or 1, self.moe_expert_parallel_size
+        if ep is not None and tp % ep:
+            raise ValueError(f"moe_expert_parallel_size = {ep} must divide tensor_parallel_size = {tp}")
+        return self
+
+
+class LlmApiOptions12(_LlmApiOptions):
+    speculative_config: SpeculativeConfig12 | None = None
+
+
+class LlmApiOptions13(_LlmApiOptions):
+    speculative_config: SpeculativeConfig13 | None = None
+
+
+OPTIONS_MODELS: dict[str, type[_LlmApiOptions]] = {"1.2": LlmApiOptions12, "1.3": LlmApiOptions13}
+
+
+@functools.cache
+def _options_model(profile: str, tag: str | None) -> type[_LlmApiOptions]:
+    """The profile's model with ``speculative_config`` narrowed to one class, so that errors name plain key
+    paths (``speculative_config.max_draft_len``) and the valid keys of that class."""
+    base = OPTIONS_MODELS[profile]
+    if tag is None:
+        return base
+    spec = DECODING_CLASSES[profile][tag]
+    return create_model(f"{base.__name__}_{tag}", __base__=base, speculative_config=(spec | None, None))
+
+
+def _check_decoding_type(options: dict, profile: str) -> str | None:
+    spec = options.get("speculative_config")
+    if not isinstance(spec, dict):
+        return None
+    valid = ", ".join(DECODING_TAGS[profile])
+    if "decoding_type" not in spec:
+        raise UserError(f"TensorRT-LLM {profile} options: speculative_config.decoding_type is missing; "
+                        f"set one of {valid}")
+    tag = spec["decoding_type"]
+    if tag in DECODING_TAGS[profile]:
+        return tag
+    if tag in TAG_SINCE:
+        raise UserError(f"TensorRT-LLM {profile} options: speculative_config.decoding_type {tag!r} is not in "
+                        f"TensorRT-LLM {profile}; it arrives in TensorRT-LLM {TAG_SINCE[tag]}: use profile "
+                        f"{TAG_SINCE[tag]} (recipe engine.trtllm_version: '{TAG_SINCE[tag]}')")
+    hint = f"; spell it {TAG_SPELLINGS[tag]!r}" if tag in TAG_SPELLINGS else ""
+    raise UserError(f"TensorRT-LLM {profile} options: speculative_config.decoding_type {tag!r} is unknown"
+                    f"{hint}; valid: {valid}")
+
+
+def validate_options(options: dict, profile: str) -> None:
+    """Raise ``UserError`` naming the key path if ``options`` would not validate in TensorRT-LLM ``profile``."""
+    if profile not in PROFILES:
+        raise UserError(f"unknown TensorRT-LLM profile {profile!r}; valid: {', '.join(PROFILES)}")
+    if not isinstance(options, dict):
+        raise UserError(f"TensorRT-LLM {profile} options must be a mapping, got {type(options).__name__}")
+    tag = _check_decoding_type(options, profile)
+    model = _options_model(profile, tag)
+    try:
+        model.model_validate(options)
+    except ValidationError as exc:
+        raise UserError(format_validation_error(exc, model, f"TensorRT-LLM {profile} options")) from None
+
+
+def validate_with_tensorrt_llm(options: dict) -> str | None:
+    """Check ``options`` against the installed TensorRT-LLM's own ``TorchLlmArgs`` field types.
+
+    Returns None when checked, or a note saying the check is deferred when ``tensorrt_llm`` does not import
+    (always the case off NVIDIA's container). Raises ``UserError`` when the real classes reject a key.
+    Cross-field validators of ``TorchLlmArgs`` itself are not run: constructing it needs a loadable model.
+    """
+    try:
+        from tensorrt_llm.llmapi.llm_args import TorchLlmArgs  # lazy: heavy, GPU-only
+    except Exception as exc:  # ImportError, or CUDA/driver errors raised while importing
+        return (f"deferred: tensorrt_llm is not importable here ({type(exc).__name__}); the options were checked "
+                "against trtllm-spec's mirror and are checked by TensorRT-LLM itself when the bundle starts")
+    from pydantic import TypeAdapter
+
+    fields = TorchLlmArgs.model_fields
+    by_name = {name: name for name in fields}
+    for name, field in fields.items():
+        for alias in getattr(field.validation_alias, "choices", None) or [field.alias]:
+            if isinstance(alias, str):
+                by_name.setdefault(alias, name)
+    for key, value in options.items():
+        if key == "triton_config" or value is None:
+            continue
+        if key not in by_name:
+            raise UserError(f"TensorRT-LLM (installed) options: unknown key {key!r}")
+        try:
+            TypeAdapter(fields[by_name[key]].annotation).validate_python(value)
+        except ValidationError as exc:
+            first: dict[str, Any] = exc.errors()[0]
+            where = ".".join(str(p) for p in (key, *first.get("loc", ())))
+            raise UserError(f"TensorRT-LLM (installed) options: {where}: {first.get('msg')}") from None
+    return None
