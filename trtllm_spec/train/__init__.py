@@ -1,0 +1,1 @@
+"""Drafter training, export and conversion (heavy dependencies are imported by the submodules only)."""
