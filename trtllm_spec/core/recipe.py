@@ -29,10 +29,13 @@ MAX_DRAFT_LEN_LIMIT = 64
 class DataConfig(StrictModel):
     """Training conversations, built from packaged prompts (never the measurement suite)."""
 
-    sources: list[str] = Field(default_factory=lambda: ["mtbench", "humaneval", "mmath", "writingbench",
-                                                        "hotpotqa", "squad", "multilingual"])
+    sources: list[str] = Field(default_factory=lambda: ["humaneval", "mmath", "squad", "hotpotqa", "writingbench",
+                                                        "dataset_build"],
+                               description="prompt sources (train pools only; MT-Bench is evaluation-only)")
     num_conversations: int = Field(512, ge=1, le=1_000_000)
     regenerate: bool = Field(True, description="the target writes the assistant turns itself")
+    path: str | None = Field(None, description="your own conversations (JSONL of {id, messages}) instead")
+    max_prompt_tokens: int = Field(256, ge=8, le=131072, description="skip prompts longer than this")
     regen_max_new_tokens: int = Field(256, ge=1, le=32768)
     regen_batch_size: int = Field(8, ge=1, le=4096)
     eval_fraction: float = Field(0.05, ge=0, lt=1)

@@ -130,7 +130,8 @@ class Attention:
         self.kv_size = cfg.num_kv_heads * cfg.head_dim
 
     def __call__(self, x: torch.Tensor, cos, sin, cache_k: torch.Tensor, cache_v: torch.Tensor,
-                 start: torch.Tensor, mask: torch.Tensor | None, kv_len: int) -> torch.Tensor:
+                 start: torch.Tensor, s0: int | None, mask: torch.Tensor | None, kv_len: int) -> torch.Tensor:
+        """``s0``: the common start position when every row starts at the same place (slice writes)."""
         cfg = self.cfg
         b, t, _ = x.shape
         qkv = F.linear(x, self.qkv, self.qkv_bias)
@@ -142,19 +143,34 @@ class Attention:
             q = rms_norm(q, self.q_norm, cfg.rms_norm_eps)
             k = rms_norm(k, self.k_norm, cfg.rms_norm_eps)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if b == 1:
-            s = int(start[0])
-            cache_k[:, :, s:s + t] = k
-            cache_v[:, :, s:s + t] = v
+        if s0 is not None:
+            cache_k[:, :, s0:s0 + t] = k
+            cache_v[:, :, s0:s0 + t] = v
         else:
             idx = (start[:, None] + torch.arange(t, device=x.device))[:, None, :, None]
             idx = idx.expand(b, cfg.num_kv_heads, t, cfg.head_dim)
             cache_k.scatter_(2, idx, k)
             cache_v.scatter_(2, idx, v)
-        keys, values = cache_k[:, :, :kv_len], cache_v[:, :, :kv_len]
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
-                                             enable_gqa=cfg.num_heads != cfg.num_kv_heads)
+        out = attend(q, cache_k[:, :, :kv_len], cache_v[:, :, :kv_len], mask)
         return F.linear(out.transpose(1, 2).reshape(b, t, self.q_size), self.o)
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v with grouped KV heads. q [B, H, T, d]; k, v [B, KVH, S, d]; mask bool
+    [B, 1, T, S]. Few queries (decode, verification): one batched GEMM per KV head group, no K/V copies.
+    Many queries (prefill): PyTorch's fused kernel."""
+    b, h, t, d = q.shape
+    kvh = k.shape[1]
+    if t > 64:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=h != kvh)
+    g = h // kvh
+    qg = q.reshape(b, kvh, g * t, d)  # heads kv*g .. kv*g+g-1 share KV head kv
+    scores = torch.matmul(qg, k.transpose(-1, -2)).float() * d**-0.5  # [B, KVH, G*T, S]
+    if mask is not None:
+        allowed = mask[:, :, None].expand(b, 1, g, t, mask.shape[-1]).reshape(b, 1, g * t, mask.shape[-1])
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(scores, dim=-1).to(q.dtype)
+    return torch.matmul(p, v).reshape(b, h, t, d)
 
 
 def attention_mask(start: torch.Tensor, t: int, kv_len: int, pad_left: torch.Tensor | None = None
@@ -233,12 +249,13 @@ class LlamaModel:
         positions = start[:, None] + torch.arange(t, device=tokens.device)
         cos, sin = self.rope(positions, self.dtype)
         mask = attention_mask(start, t, kv_len, pad_left)
+        s0 = int(start[0]) if b == 1 or bool((start == start[0]).all()) else None
         h = F.embedding(tokens, self.embed)
         eps = self.cfg.rms_norm_eps
         captured = []
         for i, layer in enumerate(self.layers):
-            h = h + layer["attn"](rms_norm(h, layer["ln1"], eps), cos, sin, cache.k[i], cache.v[i], start, mask,
-                                  kv_len)
+            h = h + layer["attn"](rms_norm(h, layer["ln1"], eps), cos, sin, cache.k[i], cache.v[i], start, s0,
+                                  mask, kv_len)
             gate, up = F.linear(rms_norm(h, layer["ln2"], eps), layer["gate_up"]).chunk(2, dim=-1)
             h = h + F.linear(F.silu(gate) * up, layer["down"])
             if i in capture:

@@ -98,7 +98,7 @@ class Eagle3Drafter(Drafter):
         self.lm_head = get("lm_head.weight") if "lm_head.weight" in w.tensors else target.lm_head
         self.d2t = w.tensors["d2t"].to(device=dev, dtype=torch.long) if "d2t" in w.tensors else None
         self.layers = []
-        for i, p in enumerate(self.prefixes):
+        for i, p in enumerate(w.prefixes):
             attn = {"qkv": torch.cat([get(p + f"self_attn.{n}_proj.weight") for n in "qkv"]),
                     "o": get(p + "self_attn.o_proj.weight")}
             first = i == 0
@@ -114,9 +114,10 @@ class Eagle3Drafter(Drafter):
         self.rope = Rope(self.cfg.head_dim, self.cfg.rope_theta, None, dev)
 
     # ---- the drafter network ----------------------------------------------------------------------------
-    def _forward(self, g: torch.Tensor, next_tokens: list[int], start: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """g [1, T, H] at positions start.., with the embeddings of ``next_tokens`` -> (logits of the last
-        position over the draft vocab, pre-norm outputs [1, T, H])."""
+    def _forward(self, g: torch.Tensor, next_tokens: list[int], start: int, all_logits: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """g [1, T, H] at positions start.., with the embeddings of ``next_tokens`` -> (logits over the draft
+        vocab of the last position, or of all with ``all_logits``; pre-norm outputs [1, T, H])."""
         dev, eps = self.target.device, self.cfg.rms_norm_eps
         t = g.shape[1]
         emb = F.embedding(torch.tensor([next_tokens], device=dev), self.target.embed)
@@ -131,14 +132,27 @@ class Eagle3Drafter(Drafter):
             x = rms_norm(h, layer["in_norm"], eps)
             if layer["first"]:
                 x = torch.cat([rms_norm(emb, layer["emb_norm"], eps), x], dim=-1)
-            h = h + layer["attn"](x, cos, sin, self.cache.k[i], self.cache.v[i], st, mask, start + t)
+            h = h + layer["attn"](x, cos, sin, self.cache.k[i], self.cache.v[i], st, start, mask, start + t)
             gate, up = F.linear(rms_norm(h, layer["ln2"], eps), layer["gate_up"]).chunk(2, dim=-1)
             h = h + F.linear(F.silu(gate) * up, layer["down"])
+        if all_logits:
+            return F.linear(rms_norm(h, self.norm, eps), self.lm_head)[0], h
         logits = F.linear(rms_norm(h[:, -1:], self.norm, eps), self.lm_head)[0, -1]
         return logits, h
 
     def _to_target(self, draft_id: int) -> int:
         return draft_id + int(self.d2t[draft_id]) if self.d2t is not None else draft_id
+
+    @torch.inference_mode()
+    def teacher_forced(self, tokens: list[int], aux: list[torch.Tensor]) -> torch.Tensor:
+        """Draft-vocabulary logits at every position of a known sequence (position t predicts token t + 2),
+        the first-step prediction EAGLE training scores. ``aux``: captured target outputs over ``tokens``."""
+        c = self.cfg
+        self.cache = KVCache(c.num_layers, 1, c.num_kv_heads, len(tokens) + 1, c.head_dim, self.target.dtype,
+                             self.target.device)
+        g = F.linear(torch.cat(aux, dim=-1)[:, :-1], self.fc)
+        logits, _ = self._forward(g, tokens[1:], 0, all_logits=True)
+        return logits
 
     # ---- Drafter protocol --------------------------------------------------------------------------------------
     @torch.inference_mode()

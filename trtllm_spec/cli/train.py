@@ -1,0 +1,123 @@
+"""``trtllm-spec train`` and ``trtllm-spec data regenerate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trtllm_spec.cli.common import main, set_option
+
+
+def _log(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _default_out(recipe, out: Path | None, what: str) -> Path:
+    return out or Path("out") / recipe.name / what
+
+
+@main.command("train")
+@click.argument("recipe_file", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), help="Training folder (default out/<recipe>/train).")
+@click.option("--max-steps", type=int, help="Override drafter.training.max_steps.")
+@click.option("--resume", is_flag=True, help="Continue the run in --out exactly where it stopped.")
+@click.option("--force", is_flag=True, help="Delete --out and start over.")
+@set_option
+def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume: bool, force: bool,
+              overrides: tuple[str, ...]) -> None:
+    """Train (or convert, or record) the recipe's drafter with NVIDIA ModelOpt and export it in the layout
+    TensorRT-LLM loads (OUT/drafter). Regenerates training data with the target first (resumable)."""
+    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.errors import UserError
+
+    recipe = load_recipe(recipe_file, overrides)
+    if max_steps is not None and max_steps < 1:
+        raise UserError(f"--max-steps {max_steps}: must be at least 1")
+    from trtllm_spec.train_stage import run_train
+
+    folder = _default_out(recipe, out, "train")
+    last = {"t": 0.0}
+
+    def on_step(rec: dict) -> None:
+        import time
+
+        if time.monotonic() - last["t"] > 10 or rec["step"] == 1:
+            last["t"] = time.monotonic()
+            acc = ", ".join(f"{a:.3f}" for a in rec["train_acc"])
+            _log(f"step {rec['step']}: loss {rec['loss']:.3f}, train_acc [{acc}], {rec['tokens_per_s']:.0f} tok/s, "
+                 f"epoch {rec['epoch']:.2f}")
+
+    result = run_train(recipe, folder, max_steps=max_steps, resume=resume, force=force, log=_log, on_step=on_step)
+    if result.drafter_dir is None:
+        click.echo(f"{recipe.drafter.type}: {result.summary.get('note', 'nothing to train')}")
+    else:
+        s = result.summary
+        extra = (f" (steps {s['steps']}, held-out acc {s.get('heldout_acc')})" if result.kind == "trained" else "")
+        click.echo(f"{result.kind} drafter: {result.drafter_dir}{extra}")
+
+
+@main.group("data")
+def data_group() -> None:
+    """Training data: conversations written by the target itself."""
+
+
+@data_group.command("regenerate")
+@click.argument("recipe_file", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), help="JSONL file (default out/<recipe>/train/data/"
+              "conversations.jsonl); existing ids are skipped, so a rerun resumes.")
+@set_option
+def regenerate_cmd(recipe_file: Path, out: Path | None, overrides: tuple[str, ...]) -> None:
+    """Let the target answer the training prompts (batched; Ctrl-C keeps every finished batch)."""
+    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.train_stage import conversations, require_checkpoint
+
+    recipe = load_recipe(recipe_file, overrides)
+    target_dir = require_checkpoint(resolve_target(recipe.target.model, recipe.base_dir), "regeneration")
+    path = out or _default_out(recipe, None, "train") / "data" / "conversations.jsonl"
+    convs = conversations(recipe, target_dir, path.parent, _log) if out is None else _regen_to(recipe, target_dir, path)
+    click.echo(f"{len(convs)} conversations in {path}")
+
+
+def _regen_to(recipe, target_dir: Path, path: Path) -> list[dict]:
+    from trtllm_spec.data.regenerate import read_done, regenerate
+    from trtllm_spec.data.suite import training_items
+
+    d = recipe.drafter.training.data
+    items = training_items(d.sources, d.num_conversations, d.seed, max_prompt_chars=4 * d.max_prompt_tokens)
+    regenerate(items, target_dir, path, max_new_tokens=d.regen_max_new_tokens, batch_size=d.regen_batch_size,
+               seed=d.seed, progress=lambda n, total, toks: _log(f"regenerate: {n}/{total}, {toks} tokens"))
+    return list(read_done(path).values())
+
+
+@main.command("doctor")
+@click.argument("drafter_dir", type=click.Path(path_type=Path))
+@click.option("--target", required=True, help="The target: checkpoint folder, fetched asset or preset.")
+@click.option("--heldout", type=click.Path(path_type=Path), help="Held-out chunks for the parity check "
+              "(default: heldout_chunks.json next to the drafter folder, written by train).")
+@click.option("--json", "as_json", is_flag=True)
+def doctor_cmd(drafter_dir: Path, target: str, heldout: Path | None, as_json: bool) -> None:
+    """Check a drafter folder against its target: layout, shapes, dtypes, d2t, captured layers, mask token,
+    and train/serve parity. Exit 0 healthy, 1 findings, 2 bad input."""
+    from trtllm_spec.cli.common import echo_json
+    from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.errors import CheckFailed, UserError
+    from trtllm_spec.train.doctor import run_doctor
+
+    if not drafter_dir.is_dir():
+        raise UserError(f"{drafter_dir} is not a folder; give the exported drafter folder")
+    t = resolve_target(target)
+    target_dir = t.path if t.path is not None and t.path.is_dir() and any(t.path.glob("*.safetensors")) else None
+    kind, findings = run_doctor(drafter_dir, target_dir, t.config, heldout)
+    errors = [f for f in findings if f.level == "error"]
+    if as_json:
+        echo_json({"drafter": str(drafter_dir), "type": kind, "healthy": not errors,
+                   "findings": [f.as_dict() for f in findings]})
+    else:
+        marks = {"ok": "ok  ", "warning": "warn", "error": "FAIL", "info": "info"}
+        click.echo(f"doctor: {drafter_dir} ({kind}) against {target}")
+        for f in findings:
+            click.echo(f"  [{marks[f.level]}] {f.check}: {f.message}")
+    if errors:
+        raise CheckFailed(f"{len(errors)} check(s) failed: {', '.join(f.check for f in errors)}")

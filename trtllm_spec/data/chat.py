@@ -1,0 +1,72 @@
+"""Conversations -> token ids with an assistant-token mask, through the target's own chat template.
+
+Assistant spans are found by rendering the conversation turn by turn: the tokens between "everything before
+this assistant turn, with the generation prompt" and "everything up to and including this turn" are the
+assistant's (its end-of-turn token included, so the drafter learns to predict it). Needs a tokenizer whose
+chat template renders prefixes as token prefixes, which every template we ship checks at load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtllm_spec.errors import DependencyMissing, UserError
+
+
+@dataclass
+class Tokenized:
+    input_ids: list[int]
+    assistant: list[int]  # 1 where the token was written by the assistant
+
+
+def load_tokenizer(folder: str | Path, chat_template: str | Path | None = None):
+    """The target's tokenizer; a chat template is required (given here, or in the checkpoint)."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise DependencyMissing("tokenizers need transformers: pip install 'trtllm-spec[train]'") from None
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load a tokenizer from {folder} ({str(exc).splitlines()[0]}); the checkpoint "
+                        "needs tokenizer.json / tokenizer_config.json") from None
+    if chat_template is not None:
+        p = Path(chat_template)
+        if not p.is_file():
+            raise UserError(f"chat template file {p} does not exist")
+        tok.chat_template = p.read_text(encoding="utf-8")
+    if not tok.chat_template:
+        raise UserError(f"the tokenizer in {folder} has no chat template; supply one with "
+                        "target.chat_template: path/to/template.jinja (a Jinja file as in tokenizer_config.json)")
+    return tok
+
+
+def prompt_ids(tok, messages: list[dict]) -> list[int]:
+    """Token ids of ``messages`` followed by the assistant generation prompt."""
+    return _ids(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+
+
+def _ids(out) -> list[int]:
+    if hasattr(out, "keys"):
+        out = out["input_ids"]
+    return list(out)
+
+
+def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None) -> Tokenized:
+    """All turns with an assistant mask. Raises if the template does not render prefixes as prefixes."""
+    ids: list[int] = []
+    mask: list[int] = []
+    for i, msg in enumerate(messages):
+        if msg["role"] != "assistant":
+            continue
+        before = prompt_ids(tok, messages[:i])
+        upto = _ids(tok.apply_chat_template(messages[: i + 1], tokenize=True))
+        if before[: len(ids)] != ids or upto[: len(before)] != before:
+            raise UserError("the chat template does not render earlier turns as a token prefix of later ones; "
+                            "cannot locate assistant tokens (supply a standard template via target.chat_template)")
+        mask += [0] * (len(before) - len(ids)) + [1] * (len(upto) - len(before))
+        ids = upto
+    if max_len is not None:
+        ids, mask = ids[:max_len], mask[:max_len]
+    return Tokenized(ids, mask)

@@ -1,0 +1,104 @@
+"""``data regenerate``: the target writes the assistant turns itself (drafters trained on the target's own
+outputs accept more). Batched, resumable (appends to a JSONL file and skips ids already there), and an
+interruption loses at most the batch in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtllm_spec.errors import UserError
+
+
+@dataclass
+class RegenReport:
+    done: int
+    skipped: int
+    generated_tokens: int
+    seconds: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated_tokens / self.seconds if self.seconds else 0.0
+
+
+def read_done(path: Path) -> dict[str, dict]:
+    """Records already written (a torn last line from a killed run is ignored and rewritten)."""
+    done: dict[str, dict] = {}
+    if not path.exists():
+        return done
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "id" in rec:
+                done[rec["id"]] = rec
+    return done
+
+
+def _rewrite_clean(path: Path, done: dict[str, dict]) -> None:
+    """Drop a torn tail so appends start on a clean line."""
+    if not path.exists():
+        return
+    text = path.read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        path.write_text("".join(json.dumps(r) + "\n" for r in done.values()), encoding="utf-8")
+
+
+def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int, batch_size: int,
+               temperature: float = 0.0, seed: int = 0, dtype: str = "bf16", chat_template: Path | None = None,
+               progress: Callable[[int, int, int], None] | None = None) -> RegenReport:
+    """Answer every user turn of ``items`` (SuiteItem-like: ``id``, ``messages``, ``source``) with the target."""
+    import torch
+
+    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.runtime.generate import generate_batch
+    from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.runtime.sampling import SamplingParams
+
+    tok = load_tokenizer(target_dir, chat_template)
+    model = LlamaModel.from_pretrained(target_dir, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
+    eos = tuple(model.cfg.eos_token_ids) or ((tok.eos_token_id,) if tok.eos_token_id is not None else ())
+    if not eos:
+        raise UserError(f"{target_dir}: neither config.json nor the tokenizer names an EOS token")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = read_done(out)
+    _rewrite_clean(out, done)
+    todo = [it for it in items if it.id not in done]
+    params = SamplingParams(temperature=temperature)
+    gen = torch.Generator().manual_seed(seed)
+    started, tokens = time.perf_counter(), 0
+    # group by prompt length so a batch pads little
+    todo.sort(key=lambda it: len(it.messages[0]["content"]))
+    with open(out, "a", encoding="utf-8") as f:
+        for b in range(0, len(todo), batch_size):
+            batch = todo[b:b + batch_size]
+            convs = [[] for _ in batch]
+            depth = max(sum(1 for m in it.messages if m["role"] == "user") for it in batch)
+            for turn in range(depth):
+                active = [i for i, it in enumerate(batch) if turn < len(_users(it))]
+                for i in active:
+                    convs[i].append({"role": "user", "content": _users(batch[i])[turn]})
+                prompts = [prompt_ids(tok, convs[i]) for i in active]
+                replies = generate_batch(model, prompts, max_new_tokens, eos, params, gen)
+                for i, r in zip(active, replies, strict=True):
+                    tokens += len(r)
+                    text = tok.decode([t for t in r if t not in eos], skip_special_tokens=True)
+                    convs[i].append({"role": "assistant", "content": text})
+            for it, conv in zip(batch, convs, strict=True):
+                f.write(json.dumps({"id": it.id, "source": getattr(it, "source", ""), "messages": conv}) + "\n")
+            f.flush()
+            if progress:
+                progress(len(done) + b + len(batch), len(items), tokens)
+    return RegenReport(done=len(todo), skipped=len(items) - len(todo), generated_tokens=tokens,
+                       seconds=time.perf_counter() - started)
+
+
+def _users(item) -> list[str]:
+    return [m["content"] for m in item.messages if m["role"] == "user"]

@@ -1,0 +1,146 @@
+"""Turn a target into a target + drafter with ModelOpt (``mtsp.convert``), per drafter type.
+
+- eagle3: ``EAGLE3_DEFAULT_CFG``; mtp (targets without native MTP layers): ``EAGLE_MTP_DEFAULT_CFG``;
+  dflash / dspark: the ``dflash`` mode, DSpark via ``dflash_architecture_config.projector_type: dspark``.
+- Drafter dimensions come from the target (ModelOpt's defaults are Llama-3-8B's), ``torch.compile`` is off
+  (on CPU it costs ~90 s and runs slower), and no rope scaling is injected at export.
+- ``align_eagle3_first_layer``: ModelOpt's HF EAGLE-3 first layer feeds ``hidden_norm(input_layernorm(g))``
+  to attention while TensorRT-LLM's ``Eagle3DecoderLayer`` (and SafeAILab's reference) use ``hidden_norm(g)``;
+  after training, ``input_layernorm`` is no longer uniform and the two disagree. We train with TensorRT-LLM's
+  form, so what we export is what TensorRT-LLM computes (checked by ``doctor``'s parity test).
+- ``init_from_target``: start the drafter from the target's own weights instead of noise.
+"""
+
+from __future__ import annotations
+
+import copy
+import types
+
+import torch
+
+from trtllm_spec.core.recipe import DFlashDrafter, Eagle3Drafter, MTPDrafter
+from trtllm_spec.errors import UserError
+
+
+def _rope_theta(cfg: dict) -> float:
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    return float(cfg.get("rope_theta") or rope.get("rope_theta") or 10000.0)
+
+
+def draft_dims(cfg: dict) -> dict:
+    heads = cfg["num_attention_heads"]
+    return dict(num_attention_heads=heads, num_key_value_heads=cfg.get("num_key_value_heads") or heads,
+                head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+                intermediate_size=cfg["intermediate_size"], rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)))
+
+
+def eagle_mode_config(target_cfg: dict, drafter: Eagle3Drafter | MTPDrafter, draft_vocab_size: int) -> dict:
+    from modelopt.torch.speculative.config import EAGLE3_DEFAULT_CFG, EAGLE_MTP_DEFAULT_CFG
+
+    base = EAGLE3_DEFAULT_CFG if drafter.type == "eagle3" else EAGLE_MTP_DEFAULT_CFG
+    cfg = copy.deepcopy(base["config"])
+    theta = _rope_theta(target_cfg)
+    arch = cfg["eagle_architecture_config"]
+    arch.update(draft_dims(target_cfg), num_hidden_layers=drafter.num_layers or 1, rope_theta=theta,
+                rope_scaling={"rope_type": "default", "rope_theta": theta}, draft_vocab_size=draft_vocab_size,
+                torch_dtype="float32")
+    layers = getattr(drafter, "layers_to_capture", None)
+    if layers:
+        n = target_cfg["num_hidden_layers"]
+        bad = [i for i in layers if not 0 <= i < n]
+        if bad:
+            raise UserError(f"drafter.layers_to_capture {bad} out of range for a {n}-layer target (0..{n - 1})")
+        arch["eagle_aux_hidden_state_layer_ids"] = list(layers)
+    cfg.update(eagle_use_torch_compile=False, eagle_export_rope_scaling={})
+    if drafter.training.ttt_steps:
+        cfg["eagle_ttt_steps"] = drafter.training.ttt_steps
+    return cfg
+
+
+def dflash_mode_config(target_cfg: dict, drafter: DFlashDrafter, mask_token_id: int) -> dict:
+    n = target_cfg["num_hidden_layers"]
+    if drafter.num_layers > n:
+        raise UserError(f"drafter.num_layers = {drafter.num_layers} exceeds the target's {n} layers")
+    arch = dict(draft_dims(target_cfg), num_hidden_layers=drafter.num_layers)
+    if drafter.target_layer_ids:
+        arch["target_layer_ids"] = list(drafter.target_layer_ids)
+    if drafter.type == "dspark":
+        arch.update(projector_type="dspark", markov_head_type=drafter.markov_head_type)
+    return dict(dflash_block_size=drafter.block_size, dflash_mask_token_id=mask_token_id,
+                dflash_architecture_config=arch, dflash_use_torch_compile=False, dflash_export_rope_scaling={})
+
+
+def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = None,
+            mask_token_id: int | None = None):
+    """Convert ``model`` in place (base frozen) and return it."""
+    import modelopt.torch.speculative as mtsp
+
+    if drafter.type in ("eagle3", "mtp"):
+        mode = ("eagle", eagle_mode_config(target_cfg, drafter, draft_vocab_size or target_cfg["vocab_size"]))
+    elif drafter.type in ("dflash", "dspark"):
+        mode = ("dflash", dflash_mode_config(target_cfg, drafter, mask_token_id))
+    else:
+        raise UserError(f"drafter type {drafter.type} is not trained")
+    mtsp.convert(model, [mode])
+    if drafter.type == "eagle3":
+        align_eagle3_first_layer(model)
+    return model
+
+
+# ---- EAGLE-3 -------------------------------------------------------------------------------------------------
+
+def _first_layer_forward(self, hidden_states, attention_mask=None, position_ids=None, past_key_values=None,
+                         use_cache=False, position_embeddings=None, **kwargs):
+    """TensorRT-LLM's first EAGLE-3 layer: attention gets the raw residual stream; ModelOpt's pre-hook on
+    ``self_attn`` then builds [input_layernorm(embeddings); hidden_norm(g)]."""
+    residual = hidden_states
+    attn, _ = self.self_attn(hidden_states=hidden_states, attention_mask=attention_mask, position_ids=position_ids,
+                             past_key_values=past_key_values, use_cache=use_cache,
+                             position_embeddings=position_embeddings, **kwargs)
+    hidden_states = residual + attn
+    return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+
+
+def align_eagle3_first_layer(model) -> None:
+    layer = model.eagle_module.layers[0]
+    layer.forward = types.MethodType(_first_layer_forward, layer)
+
+
+@torch.no_grad()
+def init_eagle3_from_target(model, d2t: torch.Tensor | None) -> None:
+    """Start the EAGLE-3 head from the target: its last decoder layer for the drafter layer (hidden half of
+    q/k/v; the embedding half starts at zero), the final norm, the lm_head rows of the draft vocabulary, and an
+    fc that passes the last captured layer through."""
+    base = model._base_model
+    last = base.layers[-1]
+    em = model.eagle_module
+    layer = em.layers[0]
+    h = model.eagle_config.hidden_size
+    for name in ("q_proj", "k_proj", "v_proj"):
+        w = getattr(layer.self_attn, name).weight
+        w.zero_()
+        w[:, h:] = getattr(last.self_attn, name).weight
+    layer.self_attn.o_proj.weight.copy_(last.self_attn.o_proj.weight)
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        getattr(layer.mlp, name).weight.copy_(getattr(last.mlp, name).weight)
+    layer.post_attention_layernorm.weight.copy_(last.post_attention_layernorm.weight)
+    layer.hidden_norm.weight.copy_(last.input_layernorm.weight)
+    layer.input_layernorm.weight.fill_(1.0)
+    if hasattr(em, "norm"):
+        em.norm.weight.copy_(base.norm.weight)
+    fc = em.fc.weight
+    fc.zero_()
+    fc[:, -h:] = torch.eye(h, dtype=fc.dtype)
+    if hasattr(em, "lm_head"):
+        rows = torch.arange(em.lm_head.weight.shape[0])
+        ids = rows + d2t.to(rows.device) if d2t is not None else rows
+        em.lm_head.weight.copy_(model._base_model_lm_head.weight[ids])
+
+
+def load_d2t(model, d2t: torch.Tensor) -> None:
+    buf = getattr(model.eagle_module, "d2t", None)
+    if buf is None:
+        return
+    if buf.shape != d2t.shape:
+        raise UserError(f"d2t has {d2t.numel()} entries, the drafter's draft vocabulary {buf.numel()}")
+    buf.copy_(d2t.to(buf.dtype))

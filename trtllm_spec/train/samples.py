@@ -1,0 +1,87 @@
+"""Training samples: tokenized conversations packed into fixed-length chunks with a loss mask.
+
+ModelOpt's EAGLE loss uses ``loss_mask[j]`` to gate the prediction of token j + 1, so the mask is the
+assistant mask shifted left by one. Conversations are concatenated and cut into ``seq_len`` chunks (no
+padding waste on 2 cores; a chunk may start mid-conversation). The order of chunks per epoch is a seeded
+permutation, so step i always sees the same chunks: resume needs only the step number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Chunk:
+    input_ids: list[int]
+    loss_mask: list[int]
+
+
+def is_heldout(conv_id: str, fraction: float) -> bool:
+    """Stable held-out split by id hash."""
+    h = int.from_bytes(hashlib.sha256(conv_id.encode()).digest()[:8], "big") / 2**64
+    return h < fraction
+
+
+def pack(token_seqs: list[tuple[list[int], list[int]]], seq_len: int, pad_id: int) -> list[Chunk]:
+    """Concatenate (ids, assistant mask) pairs and cut into ``seq_len`` chunks (the last one padded)."""
+    ids: list[int] = []
+    assistant: list[int] = []
+    for toks, mask in token_seqs:
+        ids += toks
+        assistant += mask
+    chunks = []
+    for s in range(0, len(ids), seq_len):
+        c_ids, c_as = ids[s:s + seq_len], assistant[s:s + seq_len]
+        loss = c_as[1:] + [0]  # loss_mask[j] gates token j + 1
+        pad = seq_len - len(c_ids)
+        if sum(loss) == 0:
+            continue
+        chunks.append(Chunk(c_ids + [pad_id] * pad, loss + [0] * pad))
+    return chunks
+
+
+def token_counts(token_seqs: list[tuple[list[int], list[int]]]) -> Counter:
+    """Frequencies of assistant tokens (what the drafter must propose)."""
+    c: Counter = Counter()
+    for toks, mask in token_seqs:
+        c.update(t for t, m in zip(toks, mask, strict=True) if m)
+    return c
+
+
+class Schedule:
+    """Which chunks each micro-batch of each optimizer step reads: a pure function of (step, micro, rank), so
+    an interrupted run resumes on exactly the data it would have seen."""
+
+    def __init__(self, chunks: list[Chunk], batch_size: int, grad_accum: int, seed: int, rank: int = 0,
+                 world: int = 1) -> None:
+        self.chunks, self.batch_size, self.grad_accum = chunks, batch_size, grad_accum
+        self.seed, self.rank, self.world = seed, rank, world
+        self._orders: dict[int, list[int]] = {}
+
+    def _order(self, epoch: int) -> list[int]:
+        if epoch not in self._orders:
+            order = list(range(len(self.chunks)))
+            random.Random(f"{self.seed}:{epoch}").shuffle(order)
+            self._orders = {epoch: order}  # keep one epoch
+        return self._orders[epoch]
+
+    def micro_batch(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(input_ids, attention_mask, loss_mask) for this rank."""
+        per_micro = self.batch_size * self.world
+        base = (step * self.grad_accum + micro) * per_micro + self.rank * self.batch_size
+        rows = []
+        for r in range(self.batch_size):
+            epoch, idx = divmod(base + r, len(self.chunks))
+            rows.append(self.chunks[self._order(epoch)[idx]])
+        ids = torch.tensor([c.input_ids for c in rows])
+        loss = torch.tensor([c.loss_mask for c in rows], dtype=torch.float32)
+        return ids, torch.ones_like(ids), loss
+
+    def epoch_of(self, step: int) -> float:
+        return step * self.grad_accum * self.batch_size * self.world / max(1, len(self.chunks))

@@ -1,0 +1,197 @@
+"""The training loop around a ModelOpt-converted model: AdamW, warmup + cosine, gradient accumulation,
+bf16 autocast where the CPU runs it fast, per-step ``train_acc`` per draft position, atomic checkpoints and an
+exact ``--resume`` (same data order, optimizer, scheduler and RNG state). Data-parallel under ``torchrun``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from trtllm_spec.core.files import write_json_atomic
+from trtllm_spec.core.recipe import TrainingConfig
+from trtllm_spec.errors import UserError
+from trtllm_spec.train.samples import Chunk, Schedule
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    tokens: int
+    seconds: float
+    train_acc: list[float]
+    heldout_acc: list[float]
+    stopped_by: str
+    log: list[dict] = field(default_factory=list)
+
+
+def bf16_is_fast() -> bool:
+    """bf16 autocast pays on this CPU when a bf16 GEMM beats fp32 (AVX512-BF16 / AMX)."""
+    a = torch.randn(256, 1024)
+    b = torch.randn(1024, 1024)
+    times = {}
+    for dt in (torch.float32, torch.bfloat16):
+        x, y = a.to(dt), b.to(dt)
+        x @ y
+        t0 = time.perf_counter()
+        for _ in range(5):
+            x @ y
+        times[dt] = time.perf_counter() - t0
+    return times[torch.bfloat16] < 0.8 * times[torch.float32]
+
+
+class Trainer:
+    def __init__(self, model, cfg: TrainingConfig, schedule: Schedule, heldout: list[Chunk], out: Path,
+                 log: Callable[[str], None] = print, rank: int = 0, world: int = 1, wrapped=None,
+                 on_step: Callable[[dict], None] | None = None) -> None:
+        self.model, self.cfg, self.schedule, self.heldout = model, cfg, schedule, heldout
+        self.forward_model = wrapped or model  # DDP wrapper when distributed
+        self.out, self.log, self.rank, self.world, self.on_step = out, log, rank, world, on_step
+        self.params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+        if not self.params:
+            raise UserError("the converted model has no trainable drafter parameters")
+        self.opt = torch.optim.AdamW(self.params.values(), lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                     betas=(0.9, 0.95))
+        total = cfg.max_steps
+        warm = min(cfg.warmup_steps, max(0, total - 1))
+
+        def lr_factor(step: int) -> float:  # linear warmup, cosine to 10%
+            if step < warm:
+                return (step + 1) / (warm + 1)
+            t = (step - warm) / max(1, total - warm)
+            return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
+
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lr_factor)
+        self.autocast = cfg.precision == "bf16" or (cfg.precision == "auto" and bf16_is_fast())
+        self.step = 0
+        self.tokens = 0
+        self.elapsed = 0.0
+
+    # ---- one step ------------------------------------------------------------------------------------------
+    def _forward(self, ids, attn, loss_mask):
+        if hasattr(self.model, "_cached_attn_blk_masks"):
+            self.model._cached_attn_blk_masks = {}  # ModelOpt caches TTT masks by step only, not by length
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+            return self.forward_model(input_ids=ids, attention_mask=attn, loss_mask=loss_mask)
+
+    def train_step(self) -> dict:
+        self.model.train()
+        accs, losses, tokens = [], [], 0
+        for micro in range(self.cfg.grad_accum):
+            ids, attn, loss_mask = self.schedule.micro_batch(self.step, micro)
+            out = self._forward(ids, attn, loss_mask)
+            (out.loss / self.cfg.grad_accum).backward()
+            losses.append(float(out.loss.detach()))
+            accs.append([float(a) for a in out.train_acc[0]])
+            tokens += int(loss_mask.sum()) * self.world
+        torch.nn.utils.clip_grad_norm_(self.params.values(), 1.0)
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.step += 1
+        self.tokens += tokens
+        acc = [sum(a[i] for a in accs) / len(accs) for i in range(len(accs[0]))]
+        return {"step": self.step, "loss": sum(losses) / len(losses), "train_acc": acc, "tokens": self.tokens,
+                "lr": self.sched.get_last_lr()[0]}
+
+    @torch.no_grad()
+    def evaluate(self, chunks: list[Chunk] | None = None, max_chunks: int = 16) -> list[float]:
+        """Held-out accuracy per draft position (training-mode forward without gradients: every TTT step)."""
+        chunks = (chunks if chunks is not None else self.heldout)[:max_chunks]
+        if not chunks:
+            return []
+        self.model.train()
+        sums: list[float] = []
+        for c in chunks:
+            ids = torch.tensor([c.input_ids])
+            out = self._forward(ids, torch.ones_like(ids), torch.tensor([c.loss_mask], dtype=torch.float32))
+            acc = [float(a) for a in out.train_acc[0]]
+            sums = [s + a for s, a in zip(sums, acc, strict=True)] if sums else acc
+        return [s / len(chunks) for s in sums]
+
+    # ---- checkpoints ---------------------------------------------------------------------------------------
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.out / "checkpoints"
+
+    def save_checkpoint(self) -> Path | None:
+        if self.rank != 0:
+            return None
+        from safetensors.torch import save_file
+
+        final = self.ckpt_dir / f"step-{self.step:07d}"
+        tmp = self.ckpt_dir / f".step-{self.step:07d}.partial"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        save_file({n: p.detach().contiguous().clone() for n, p in self.params.items()}, str(tmp / "trainable.safetensors"))
+        torch.save({"optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict(),
+                    "rng": torch.get_rng_state()}, tmp / "optimizer.pt")
+        write_json_atomic(tmp / "state.json", {"step": self.step, "tokens": self.tokens, "elapsed_s": self.elapsed})
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        (self.ckpt_dir / "latest").write_text(final.name + "\n")
+        for old in sorted(self.ckpt_dir.glob("step-*"))[:-2]:  # keep the last two
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def load_checkpoint(self) -> bool:
+        from safetensors.torch import load_file
+
+        pointer = self.ckpt_dir / "latest"
+        if not pointer.is_file():
+            return False
+        folder = self.ckpt_dir / pointer.read_text().strip()
+        if not (folder / "state.json").is_file():
+            raise UserError(f"checkpoint {folder} is incomplete; delete it (and {pointer}) to restart")
+        tensors = load_file(str(folder / "trainable.safetensors"))
+        missing = set(self.params) - set(tensors)
+        if missing:
+            raise UserError(f"checkpoint {folder} does not match this drafter (missing {sorted(missing)[0]}); "
+                            "was the recipe changed? Train into a new --out")
+        with torch.no_grad():
+            for n, p in self.params.items():
+                p.copy_(tensors[n])
+        state = torch.load(folder / "optimizer.pt", weights_only=True)
+        self.opt.load_state_dict(state["optimizer"])
+        self.sched.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"])
+        meta = json.loads((folder / "state.json").read_text())
+        self.step, self.tokens, self.elapsed = meta["step"], meta["tokens"], meta["elapsed_s"]
+        return True
+
+    # ---- the loop ------------------------------------------------------------------------------------------
+    def run(self, max_steps: int, time_budget_s: float | None = None) -> TrainResult:
+        log_path = self.out / "train_log.jsonl"
+        history: list[dict] = []
+        last_acc: list[float] = []
+        stopped = "max_steps"
+        while self.step < max_steps:
+            t0 = time.perf_counter()
+            rec = self.train_step()
+            self.elapsed += time.perf_counter() - t0
+            rec.update(elapsed_s=round(self.elapsed, 2), tokens_per_s=round(self.tokens / max(self.elapsed, 1e-9), 1),
+                       epoch=round(self.schedule.epoch_of(self.step), 3))
+            last_acc = rec["train_acc"]
+            history.append(rec)
+            if self.rank == 0:
+                with open(log_path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(rec) + "\n")
+            if self.on_step:
+                self.on_step(rec)
+            if self.step % self.cfg.checkpoint_every == 0:
+                self.save_checkpoint()
+            if time_budget_s is not None and self.elapsed >= time_budget_s:
+                stopped = "time_budget"
+                break
+        self.save_checkpoint()
+        heldout = self.evaluate()
+        return TrainResult(self.step, self.tokens, self.elapsed, last_acc, heldout, stopped, history)
