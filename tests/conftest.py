@@ -48,3 +48,17 @@ LLAMA_TINY = dict(architectures=["LlamaForCausalLM"], model_type="llama", num_hi
 @pytest.fixture
 def tiny_config(tmp_path) -> Path:
     return write_config(tmp_path / "tiny-llama", **LLAMA_TINY)
+
+
+@pytest.fixture(scope="session")
+def tiny_target(tmp_path_factory) -> Path:
+    from tests.tiny import write_model
+
+    return write_model(tmp_path_factory.mktemp("tiny") / "target")
+
+
+@pytest.fixture(scope="session")
+def tiny_draft(tmp_path_factory) -> Path:
+    from tests.tiny import write_model
+
+    return write_model(tmp_path_factory.mktemp("tiny") / "draft", layers=2, seed=1)

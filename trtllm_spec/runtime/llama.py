@@ -181,8 +181,8 @@ def attention_mask(start: torch.Tensor, t: int, kv_len: int, pad_left: torch.Ten
     kpos = torch.arange(kv_len, device=start.device)
     qpos = start[:, None] + torch.arange(t, device=start.device)  # [B, T]
     allowed = kpos[None, None, :] <= qpos[:, :, None]
-    if pad_left is not None:
-        allowed = allowed & (kpos[None, None, :] >= pad_left[:, None, None])
+    if pad_left is not None:  # padding queries see only themselves: finite garbage, never NaN K/V
+        allowed = allowed & ((kpos[None, None, :] >= pad_left[:, None, None]) | (kpos[None, None, :] == qpos[:, :, None]))
     return allowed[:, None]
 
 

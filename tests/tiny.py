@@ -1,0 +1,60 @@
+"""Tiny random checkpoints (Llama-family target, draft model, tokenizer with a chat template) for the fast tier."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+CHAT_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + ' ' + m['content'] + ' <|im_end|> ' }}"
+                 "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant ' }}{% endif %}")
+SPECIALS = ["<pad>", "<|im_start|>", "<|im_end|>", "[UNK]", "user", "assistant", "system"]
+VOCAB = 256
+WORDS = [f"w{i}" for i in range(VOCAB - len(SPECIALS))]
+
+
+def write_tokenizer(folder: Path) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIALS + WORDS)}
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tk.decoder = decoders.WordPiece(prefix="##")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<|im_start|>", eos_token="<|im_end|>",
+                                   pad_token="<pad>", unk_token="[UNK]")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(str(folder))
+
+
+def write_model(folder: Path, *, layers: int = 8, hidden: int = 64, heads: int = 4, kv: int = 2, inter: int = 128,
+                seed: int = 0, model_type: str = "llama", tie: bool = True) -> Path:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = AutoConfig.for_model(model_type, num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                               num_key_value_heads=kv, intermediate_size=inter, vocab_size=VOCAB,
+                               max_position_embeddings=2048, tie_word_embeddings=tie, head_dim=hidden // heads,
+                               eos_token_id=2, bos_token_id=1, pad_token_id=0, rope_theta=10000.0,
+                               initializer_range=0.1)
+    model = AutoModelForCausalLM.from_config(cfg)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(folder), safe_serialization=True)
+    write_tokenizer(folder)
+    return folder
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    # a few repeated phrases make n-gram and learned drafters have something to find
+    phrases = [" ".join(rng.choice(WORDS[:40]) for _ in range(4)) for _ in range(6)]
+    return " ".join(rng.choice(phrases) for _ in range(n))
+
+
+def write_conversations(path: Path, n: int, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for i in range(n):
+            msgs = [{"role": "user", "content": sentence(rng, 3)}, {"role": "assistant", "content": sentence(rng, 8)}]
+            f.write(json.dumps({"id": f"c{i}", "messages": msgs}) + "\n")
+    return path
