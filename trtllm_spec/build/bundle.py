@@ -1,0 +1,208 @@
+"""The engine directory (bundle) stages: TensorRT-LLM options and files, the Triton repository, the
+overhead report, and TensorRT-LLM itself where it exists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from trtllm_spec.build import scripts as sc
+from trtllm_spec.build.stages import BuildContext, StageResult, copy_tree, write_json
+from trtllm_spec.core.files import write_text_atomic
+from trtllm_spec.errors import UserError
+
+INCLUDE_TARGET_MAX_BYTES = 2 * 1024**3
+
+
+def _schedule(plan: dict) -> dict | None:
+    s = plan["recommendation"]["draft_len_schedule"]
+    return {int(k): v for k, v in s.items()} if s else None
+
+
+def _model_ref(ctx: BuildContext) -> str:
+    """What the bundle serves: a copy of a small local target inside the bundle, else the HF id."""
+    t = ctx.served_target
+    if t is not None and sum(p.stat().st_size for p in t.glob("*") if p.is_file()) <= INCLUDE_TARGET_MAX_BYTES:
+        dst = ctx.bundle / "target"
+        copy_tree(t, dst)
+        for extra in ("asset.json",):
+            (dst / extra).unlink(missing_ok=True)
+        return "target"
+    return ctx.recipe.target.hf_id or (ctx.target.hf_id or ctx.recipe.target.model)
+
+
+def _speculative_model(ctx: BuildContext) -> str | None:
+    kind = ctx.drafter_kind
+    if kind in ("trained", "reused", "deferred"):
+        if ctx.drafter_dir is not None:
+            copy_tree(ctx.drafter_dir, ctx.bundle / "drafter")
+        return "drafter"
+    if kind == "draft_model":
+        if ctx.drafter_dir is not None and ctx.drafter_dir.is_dir():
+            copy_tree(ctx.drafter_dir, ctx.bundle / "draft_model")
+            return "draft_model"
+        from trtllm_spec.core.targets import preset_config
+
+        preset = preset_config(ctx.recipe.drafter.model)
+        return preset["_preset"]["hf_id"] if preset else ctx.recipe.drafter.model
+    if kind == "hub":
+        return ctx.recipe.drafter.checkpoint
+    return None
+
+
+def engine(ctx: BuildContext) -> StageResult:
+    from trtllm_spec.build.trtllm_options import make_llm_api_options, render_yaml
+
+    r, plan = ctx.recipe, ctx.plan
+    rec = plan["recommendation"]
+    model = ctx.model_ref = _model_ref(ctx)
+    spec_model = _speculative_model(ctx)
+    extra: dict = {}
+    if r.drafter.type in ("dflash", "dspark") and ctx.drafter_dir is not None:
+        dcfg = json.loads((ctx.drafter_dir / "config.json").read_text()).get("dflash_config", {})
+        extra = {"dflash_mask_token_id": dcfg.get("mask_token_id"), "dflash_target_layer_ids": dcfg.get("target_layer_ids")}
+    batches = r.workload.all_batch_sizes()
+    max_bs = r.engine.max_batch_size or max(batches)
+    kv = r.quantization.kv_cache_dtype
+    ctx.options = make_llm_api_options(
+        profile=r.trtllm_profile, drafter_type=r.drafter.type, drafter_config=r.drafter,
+        speculative_model=spec_model, max_draft_len=rec["max_draft_len"], draft_len_schedule=_schedule(plan),
+        tp=r.hardware.tp, pp=r.hardware.pp, ep=r.hardware.ep, max_batch_size=max_bs,
+        max_seq_len=r.engine.max_seq_len or (r.workload.isl + r.workload.osl + rec["max_draft_len"] + 1),
+        batch_sizes=batches, free_gpu_memory_fraction=r.engine.free_gpu_memory_fraction,
+        enable_block_reuse=r.engine.enable_block_reuse, kv_cache_dtype=kv if kv != "bf16" else "bf16",
+        cuda_graphs=r.engine.cuda_graphs, trust_remote_code=r.target.trust_remote_code, **extra)
+    b = ctx.bundle
+    write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile))
+    write_text_atomic(b / "serve.sh", sc.serve_sh(model=model))
+    write_text_atomic(b / "bench.sh", sc.bench_sh(model=ctx.recipe.target.hf_id or model, model_path=model
+                                                  if model == "target" else None, concurrency=batches))
+    write_text_atomic(b / "dataset.jsonl", _bench_dataset(ctx))
+    for f in ("serve.sh", "bench.sh"):
+        (b / f).chmod(0o755)
+    files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "dataset.jsonl"]
+    files += _multinode(ctx, model)
+    if r.engine.backend == "tensorrt":
+        files += _legacy_engines(ctx, model, spec_model, max_bs)
+    return StageResult("engine", "done", detail=f"{', '.join(files)}; model {model}"
+                       + (f", drafter {spec_model}" if spec_model else ""))
+
+
+def _bench_dataset(ctx: BuildContext) -> str:
+    try:
+        from trtllm_spec.data.suite import build_suite
+
+        prompts = [it.messages[-1]["content"] for it in build_suite(num_prompts=ctx.recipe.measure.num_prompts)]
+    except UserError:
+        prompts = ["Explain speculative decoding in three sentences."]
+    return sc.bench_dataset_jsonl(prompts, ctx.recipe.workload.osl)
+
+
+def _multinode(ctx: BuildContext, model: str) -> list[str]:
+    h, out = ctx.recipe.hardware, []
+    world = h.tp * h.pp
+    if h.nodes > 1:
+        write_text_atomic(ctx.bundle / "serve_multinode.sh", sc.multinode_serve_sh(
+            model=model, world_size=world, gpus_per_node=min(h.gpus_per_node, world)))
+        write_text_atomic(ctx.bundle / "slurm_serve.sbatch", sc.slurm_serve_sbatch(
+            job_name=ctx.recipe.name, nodes=h.nodes, gpus_per_node=min(h.gpus_per_node, world), model=model))
+        out += ["serve_multinode.sh", "slurm_serve.sbatch"]
+    dist = getattr(ctx.recipe.drafter, "training", None)
+    if dist is not None and (dist.distributed.nnodes > 1 or dist.distributed.strategy == "fsdp"):
+        cmd = ["trtllm-spec", "train", ctx.recipe_file.name, "--out", "train"]
+        write_text_atomic(ctx.bundle / "slurm_train.sbatch", sc.slurm_train_sbatch(
+            job_name=f"{ctx.recipe.name}-train", nodes=dist.distributed.nnodes,
+            gpus_per_node=dist.distributed.nproc_per_node, train_command=cmd))
+        out.append("slurm_train.sbatch")
+    return out
+
+
+def _legacy_engines(ctx: BuildContext, model: str, draft: str | None, max_bs: int) -> list[str]:
+    w = ctx.recipe.workload
+    cmds = sc.legacy_engine_commands(target_model=model, draft_model=draft or "draft_model",
+                                     max_draft_len=max(1, ctx.plan["recommendation"]["max_draft_len"]),
+                                     max_batch_size=max_bs, max_input_len=w.isl, max_seq_len=w.isl + w.osl,
+                                     tp=ctx.recipe.hardware.tp, pp=ctx.recipe.hardware.pp)
+    write_text_atomic(ctx.bundle / "engines.sh", sc.engines_sh(cmds))
+    (ctx.bundle / "engines.sh").chmod(0o755)
+    return ["engines.sh"]
+
+
+# ---- Triton -------------------------------------------------------------------------------------------------
+
+def triton(ctx: BuildContext) -> StageResult:
+    from trtllm_spec.build.triton import check_triton_repo, write_triton_repo
+
+    r = ctx.recipe
+    out = ctx.bundle / "triton"
+    backend = r.engine.backend
+    world = r.hardware.tp * r.hardware.pp
+    devices = [list(range(world))] if world > 1 else None
+    kw: dict = {}
+    if backend == "tensorrt":
+        kw = dict(engine_dir="engines/target", draft_engine_dir="engines/draft", tokenizer_dir="target",
+                  decoding_mode=None)
+    files = write_triton_repo(out, options=ctx.options, backend=backend, max_batch_size=max(r.workload.all_batch_sizes()),
+                              model=ctx.model_ref, gpu_device_ids=devices, profile=r.trtllm_profile, **kw)
+    problems = check_triton_repo(out, profile=r.trtllm_profile)
+    if problems:
+        raise UserError(f"generated Triton repository failed its own check: {problems[0]}")
+    return StageResult("triton", "done", detail=f"{len(files)} files ({'llmapi' if backend == 'pytorch' else 'inflight batcher'} layout)")
+
+
+# ---- report ---------------------------------------------------------------------------------------------------
+
+def report(ctx: BuildContext) -> StageResult:
+    from trtllm_spec.plan_stage import write_plan_files
+    from trtllm_spec.report.overhead import overhead_json, overhead_markdown
+
+    rep = ctx.bundle / "report"
+    rep.mkdir(parents=True, exist_ok=True)
+    write_plan_files(ctx.plan, rep)
+    profile = json.loads(ctx.profile_path.read_text()) if ctx.profile_path else None
+    if ctx.profile_path:
+        from trtllm_spec.measure import write_measure_outputs
+
+        measured = rep / "measured"
+        measured.mkdir(exist_ok=True)
+        write_measure_outputs(profile, measured)
+    stages = [s.as_dict() for s in ctx.results]
+    data = overhead_json(ctx.plan, profile, stages)
+    write_json(rep / "overhead.json", data)
+    write_text_atomic(rep / "overhead.md", overhead_markdown(data, ctx.plan))
+    return StageResult("report", "done", detail="report/overhead.md, overhead.json, plan.*, plots")
+
+
+# ---- TensorRT-LLM ---------------------------------------------------------------------------------------------
+
+def trtllm(ctx: BuildContext) -> StageResult:
+    from trtllm_spec.build.trtllm_schema import validate_with_tensorrt_llm
+
+    note = validate_with_tensorrt_llm(ctx.options)
+    if note is not None:
+        return StageResult("trtllm", "deferred", detail="TensorRT-LLM is not installed here: options validated against "
+                           "our versioned mirror only; serving and warm-up not run",
+                           command="bash serve.sh  # in nvcr.io/nvidia/tensorrt-llm/release, then: bash bench.sh")
+    from trtllm_spec.measure.trtllm_engine import measure_trtllm
+
+    if ctx.served_target is None:
+        return StageResult("trtllm", "deferred", detail="TensorRT-LLM is here but the target weights are not local",
+                           command="trtllm-spec measure --engine trtllm --target <checkpoint> --bundle <bundle>")
+    m = ctx.recipe.measure
+    profile = measure_trtllm(ctx.served_target, ctx.bundle, suite=m.suite, categories=m.categories,
+                             num_prompts=m.num_prompts, max_new_tokens=m.max_new_tokens, progress=ctx.log)
+    write_json(ctx.bundle / "report" / "trtllm_speculation_profile.json", profile)
+    return StageResult("trtllm", "done", detail=f"TensorRT-LLM warm-up over the suite: AL "
+                       f"{profile['overall'].get('mean_acceptance_length')}")
+
+
+def dump_recipe(ctx: BuildContext) -> None:
+    from trtllm_spec.core.recipe import recipe_to_dict
+
+    (ctx.bundle / "recipe.resolved.yaml").write_text(yaml.safe_dump(recipe_to_dict(ctx.recipe), sort_keys=False))
+
+
+def bundle_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

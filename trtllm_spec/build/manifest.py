@@ -1,0 +1,41 @@
+"""manifest.json: what a bundle is made of and from (resolved recipe, versions, planner inputs, stage
+statuses, command line) and the sha256 of every file; ``verify`` recomputes and reports any difference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trtllm_spec.core.files import sha256_file
+from trtllm_spec.core.provenance import hash_tree
+from trtllm_spec.errors import UserError
+
+MANIFEST = "manifest.json"
+SCHEMA = "trtllm-spec/bundle/v1"
+
+
+def write_manifest(bundle: Path, body: dict) -> dict:
+    manifest = {"schema": SCHEMA, **body, "files": hash_tree(bundle, exclude=(MANIFEST,))}
+    (bundle / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    return manifest
+
+
+def verify_bundle(bundle: Path) -> dict:
+    """{'ok': bool, 'changed': [...], 'missing': [...], 'extra': [...]}; UserError when there is no manifest."""
+    path = bundle / MANIFEST
+    if not bundle.is_dir():
+        raise UserError(f"{bundle} is not a folder; give a bundle written by 'trtllm-spec build'")
+    if not path.is_file():
+        raise UserError(f"{bundle} has no {MANIFEST}; is it a bundle written by 'trtllm-spec build'?")
+    try:
+        manifest = json.loads(path.read_text())
+        recorded: dict[str, str] = manifest["files"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise UserError(f"{path} is not a valid manifest (unreadable or without 'files')") from None
+    actual = {p.relative_to(bundle).as_posix(): p for p in bundle.rglob("*")
+              if p.is_file() and p.relative_to(bundle).as_posix() != MANIFEST}
+    missing = sorted(set(recorded) - set(actual))
+    extra = sorted(set(actual) - set(recorded))
+    changed = sorted(k for k in set(recorded) & set(actual) if sha256_file(actual[k]) != recorded[k])
+    return {"ok": not (missing or extra or changed), "changed": changed, "missing": missing, "extra": extra,
+            "files": len(recorded)}

@@ -1,0 +1,101 @@
+"""``trtllm-spec build``, ``verify`` and ``triton``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trtllm_spec.cli.common import echo_json, main, set_option
+
+
+@main.command("build")
+@click.argument("recipe_file", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), help="Bundle folder (default out/<recipe name>).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing bundle, reusing cached stages.")
+@click.option("--force", is_flag=True, help="Replace an existing bundle and redo every stage.")
+@click.option("--cache", type=click.Path(path_type=Path), help="Stage cache (default $TRTLLM_SPEC_CACHE).")
+@set_option
+def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool, cache: Path | None,
+              overrides: tuple[str, ...]) -> None:
+    """Build a runnable TensorRT-LLM bundle from RECIPE_FILE: drafter, measured acceptance, planned D and
+    schedule, LLM API options, serve/bench scripts, Triton repository, overhead report and manifest."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.pipeline import run_build
+
+    recipe = load_recipe(recipe_file, overrides)
+    folder = out or Path("out") / recipe.name
+    console = Console(stderr=True)
+
+    def on_stage(s) -> None:
+        console.print(f"[bold]{s.name:9}[/bold] {s.status:8} {s.seconds:7.1f}s  {s.detail}")
+
+    result = run_build(recipe, recipe_file, folder, force=force, overwrite=overwrite, cache=cache,
+                       log=lambda m: console.print(f"  {m}", markup=False, highlight=False), on_stage=on_stage)
+    table = Table("stage", "status", "seconds", "detail / deferred command", title=f"bundle: {folder}")
+    for s in result.stages:
+        table.add_row(s.name, s.status, f"{s.seconds:.1f}", s.detail + (f"\n-> {s.command}" if s.command else ""))
+    Console(stderr=True, width=140).print(table)
+    rec = result.manifest["recommendation"]
+    click.echo(f"{folder}: max_draft_len {rec['max_draft_len']}"
+               + (f", draft_len_schedule {rec['draft_len_schedule']}" if rec["draft_len_schedule"] else ""))
+
+
+@main.command("verify")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def verify_cmd(bundle: Path, as_json: bool) -> None:
+    """Recompute the sha256 of every file of BUNDLE against its manifest. Exit 1 on any changed, missing or
+    extra file."""
+    from trtllm_spec.build.manifest import verify_bundle
+    from trtllm_spec.errors import CheckFailed
+
+    res = verify_bundle(bundle)
+    if as_json:
+        echo_json(res)
+    else:
+        for key in ("changed", "missing", "extra"):
+            for f in res[key]:
+                click.echo(f"{key}: {f}")
+        click.echo(f"{bundle}: {'ok' if res['ok'] else 'MODIFIED'} ({res['files']} files in the manifest)")
+    if not res["ok"]:
+        raise CheckFailed(f"{bundle} does not match its manifest: {len(res['changed'])} changed, "
+                          f"{len(res['missing'])} missing, {len(res['extra'])} extra")
+
+
+@main.command("triton")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Model repository folder to write.")
+@click.option("--force", is_flag=True)
+@click.option("--model-name", default="tensorrt_llm", show_default=True)
+def triton_cmd(bundle: Path, out: Path, force: bool, model_name: str) -> None:
+    """Write a Triton model repository for BUNDLE (llmapi layout for the PyTorch backend, the inflight-batcher
+    ensemble for TensorRT engines), parsed back with tritonclient's ModelConfig."""
+    import json
+    import os
+
+    import yaml
+
+    from trtllm_spec.build.manifest import verify_bundle
+    from trtllm_spec.build.triton import check_triton_repo, write_triton_repo
+    from trtllm_spec.core.files import atomic_dir
+    from trtllm_spec.errors import UserError
+
+    verify_bundle(bundle)  # it must be a bundle (raises if no manifest)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    options = yaml.safe_load((bundle / "llm_api_options.yaml").read_text())
+    recipe = manifest["recipe"]
+    backend = recipe["engine"]["backend"]
+    with atomic_dir(out, force=force) as tmp:
+        root = os.path.relpath(bundle.resolve(), out.resolve())  # the launch script runs from the repository
+        files = write_triton_repo(tmp, options=options, backend=backend, model_name=model_name,
+                                  model=manifest["target"]["served"],
+                                  max_batch_size=max(recipe["workload"]["batch_sizes"]), bundle_root=root,
+                                  profile=manifest["trtllm_profile"])
+        problems = check_triton_repo(tmp, profile=manifest["trtllm_profile"])
+        if problems:
+            raise UserError(f"generated repository failed its check: {problems[0]}")
+    click.echo(f"{out}: {len(files)} files ({backend} backend); see {out}/README.md to launch")

@@ -1,0 +1,199 @@
+"""``measure``: run the suite through the target alone and through the speculative decoder; build the profile.
+
+Steps: check the inputs (cheap, before anything loads) -> suite and prompt ids -> load target and drafter ->
+per prompt, target-only ``generate`` and ``speculative_generate`` (both timed, same prompt and budget), and
+for block drafters one more decode per swept draft length -> ``build_profile``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtllm_spec.errors import UserError
+from trtllm_spec.measure.profile import BLOCK_KINDS, PromptRun, build_profile, requested_drafts
+
+DTYPES = ("fp32", "bf16")
+WARMUP_TOKENS = 4
+
+
+@dataclass(frozen=True)
+class DrafterInfo:
+    kind: str  # ngram | eagle3 | dflash | dspark | draft_model
+    path: Path | None
+    config: dict
+    max_draft_len: int | None
+
+
+def check_settings(draft_len: int, max_new_tokens: int, temperature: float, dtype: str,
+                   block_sweep: Sequence[int] | None = None) -> None:
+    if draft_len < 1:
+        raise UserError(f"--draft-len {draft_len}: must be at least 1 (D = 0 is the target alone)")
+    if max_new_tokens < 1:
+        raise UserError(f"--max-new-tokens {max_new_tokens}: must be at least 1")
+    if not temperature >= 0:
+        raise UserError(f"--temperature {temperature}: must be >= 0 (0 = greedy)")
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    bad = [d for d in block_sweep or () if not 1 <= d <= draft_len]
+    if bad:
+        raise UserError(f"--block-sweep {bad[0]}: swept draft lengths must be in 1..{draft_len} (--draft-len)")
+
+
+def target_checkpoint(spec: str | Path) -> tuple[Path, dict]:
+    """(HF folder with weights, its config.json) for a path or fetched asset; presets hold no weights."""
+    from trtllm_spec.core.targets import resolve_target
+
+    t = resolve_target(str(spec))
+    if t.path is None or not t.path.is_dir():
+        raise UserError(f"measure needs the target's weights, but {spec!r} is a shape preset or a lone config.json; "
+                        "give a checkpoint folder, or fetch one ('trtllm-spec assets fetch smollm2-135m')")
+    if not any(t.path.glob("*.safetensors")):
+        raise UserError(f"target {t.path} has no *.safetensors weights; measure needs the full checkpoint")
+    return t.path, t.config
+
+
+def _read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise UserError(f"drafter folder {folder} has no config.json; give an exported drafter folder "
+                        "(EAGLE-3, DFlash/DSpark), a draft model checkpoint, or 'ngram'")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path} is not valid JSON ({exc}); re-export the drafter") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"{path} must hold a JSON object")
+    return cfg
+
+
+def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
+    """Kind, target match and D limit from the drafter's config.json alone (before any weights load)."""
+    if spec == "ngram":
+        return DrafterInfo("ngram", None, {}, None)
+    folder = Path(spec).expanduser()
+    if not folder.is_dir():
+        raise UserError(f"--drafter {spec!r} is neither 'ngram' nor an existing folder")
+    from trtllm_spec.runtime.drafters.load import folder_kind
+
+    cfg, kind = _read_config(folder), folder_kind(folder)
+    t_h, t_v = target_cfg.get("hidden_size"), target_cfg.get("vocab_size")
+    checks = [("vocab_size", t_v)] + ([("hidden_size", t_h)] if kind != "draft_model" else [])
+    for key, want in checks:
+        if cfg.get(key) != want:
+            raise UserError(f"drafter {folder} has {key} {cfg.get(key)}, the target {want}: it was made for "
+                            "another target (measure it with the target it was trained for)")
+    max_d = None
+    if kind in BLOCK_KINDS:
+        block = cfg.get("block_size") or (cfg.get("dflash_config") or {}).get("block_size")
+        if not isinstance(block, int) or block < 2:
+            raise UserError(f"{folder}/config.json: block_size {block!r} must be an integer >= 2 for a {kind} drafter")
+        max_d = block - 1
+    if max_d is not None and draft_len > max_d:
+        raise UserError(f"--draft-len {draft_len} exceeds what this {kind} drafter supports: block_size - 1 = "
+                        f"{max_d} (from {folder}/config.json); choose D <= {max_d}")
+    return DrafterInfo(kind, folder, cfg, max_d)
+
+
+def machine_info(torch) -> dict:
+    return {"platform": platform.platform(terse=True), "machine": platform.machine(),
+            "processor": platform.processor() or None, "cpu_count": os.cpu_count(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "device": "cpu"}
+
+
+def _timed(fn, *args, **kw):
+    t0 = time.perf_counter()
+    out = fn(*args, **kw)
+    return out, time.perf_counter() - t0
+
+
+def _eos_ids(model, tok) -> tuple[int, ...]:
+    ids = list(model.cfg.eos_token_ids)
+    if getattr(tok, "eos_token_id", None) is not None and tok.eos_token_id not in ids:
+        ids.append(tok.eos_token_id)
+    return tuple(ids)
+
+
+def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite: str = "speed-lite",
+            categories: Sequence[str] | None = None, num_prompts: int = 10, max_new_tokens: int = 128,
+            temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
+            progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None) -> dict:
+    """Measure acceptance of ``drafter_spec`` ('ngram' or a folder) against ``target_dir`` on the suite with
+    the PyTorch reference decoder; returns the speculation profile (see measure/profile.py)."""
+    log = progress or (lambda _m: None)
+    check_settings(draft_len, max_new_tokens, temperature, dtype, block_sweep)
+    if isinstance(categories, str):
+        categories = [c for c in categories.replace(" ", "").split(",") if c]
+    target_path, target_cfg = target_checkpoint(target_dir)
+    info = inspect_drafter(drafter_spec, target_cfg, draft_len)
+    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.data.suite import build_suite, suite_provenance
+
+    items = build_suite(suite, categories, num_prompts, seed)
+    if not items:
+        raise UserError(f"suite {suite!r} gave no prompts for categories {categories}")
+    tok = load_tokenizer(target_path, chat_template)
+    prompts = [prompt_ids(tok, it.messages) for it in items]
+
+    import torch
+
+    from trtllm_spec.runtime.decoder import speculative_generate
+    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
+    from trtllm_spec.runtime.generate import generate
+    from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.runtime.sampling import SamplingParams
+
+    log(f"loading {target_path} ({dtype}) and the {info.kind} drafter")
+    target = LlamaModel.from_pretrained(target_path, dtype=torch.float32 if dtype == "fp32" else torch.bfloat16)
+    max_len = max(len(p) for p in prompts) + max_new_tokens + draft_len + 8
+    kind, drafter = load_runtime_drafter(drafter_spec, target, max_len=max_len)
+    limit = getattr(drafter, "max_draft_len", None)
+    if limit is not None and draft_len > limit:
+        raise UserError(f"--draft-len {draft_len} exceeds what this {kind} drafter supports ({limit})")
+    params, eos = SamplingParams(temperature=temperature), _eos_ids(target, tok)
+    sweep = sorted(set(block_sweep or ()) - {draft_len}) if kind in BLOCK_KINDS else []
+
+    def gen(i: int):
+        return torch.Generator().manual_seed(seed * 1_000_003 + i)
+
+    warm = prompts[0][-8:]  # first calls pay one-off costs (allocations, kernels); keep them out of the timing
+    generate(target, warm, WARMUP_TOKENS, eos, params, gen(0))
+    speculative_generate(target, drafter, warm, WARMUP_TOKENS, draft_len, params, eos, gen(0))
+    runs: list[PromptRun] = []
+    for i, (item, ids) in enumerate(zip(items, prompts, strict=True)):
+        log(f"[{i + 1}/{len(items)}] {item.id} ({len(ids)} prompt tokens)")
+        ref, t_target = _timed(generate, target, ids, max_new_tokens, eos, params, gen(i))
+        (out, st), t_spec = _timed(speculative_generate, target, drafter, ids, max_new_tokens, draft_len, params,
+                                   eos, gen(i))
+        run = PromptRun(item.id, item.category, len(ids), ref, out, t_target, t_spec, list(st.accepted),
+                        list(st.proposed), requested_drafts(st.accepted, draft_len, max_new_tokens),
+                        st.draft_s, st.verify_s, st.prefill_s)
+        for d in sweep:
+            _, sd = speculative_generate(target, drafter, ids, max_new_tokens, d, params, eos, gen(i))
+            run.sweep[d] = (sum(sd.accepted) + sd.iterations, sd.iterations)
+        runs.append(run)
+    return build_profile(
+        runs, engine="pytorch",
+        drafter={"type": kind, "path": str(info.path.resolve()) if info.path else None, "draft_len": draft_len,
+                 "max_draft_len": limit if limit is not None else info.max_draft_len,
+                 **({"block_sweep": [*sweep, draft_len]} if kind in BLOCK_KINDS else {})},
+        target=target_summary(target_dir, target_path, target_cfg),
+        suite={**suite_provenance(items), "seed": seed, "num_prompts_per_category": num_prompts,
+               "item_ids": [it.id for it in items]},
+        settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
+                  "eos_token_ids": list(eos), "chat_template": str(chat_template) if chat_template else "checkpoint",
+                  "machine": machine_info(torch)},
+    )
+
+
+def target_summary(spec: str | Path, path: Path, cfg: dict) -> dict:
+    asset = path / "asset.json"
+    hf_id = json.loads(asset.read_text()).get("hf_id") if asset.is_file() else cfg.get("_name_or_path")
+    return {"spec": str(spec), "path": str(path.resolve()), "hf_id": hf_id, "model_type": cfg.get("model_type"),
+            "num_layers": cfg.get("num_hidden_layers"), "hidden_size": cfg.get("hidden_size"),
+            "vocab_size": cfg.get("vocab_size")}

@@ -1,0 +1,91 @@
+"""``trtllm-spec build``: one recipe in, one runnable engine directory out.
+
+Stages (each cached by a hash of its inputs; ``--force`` redoes them):
+  1 resolve   the target and its shape          5 plan      D and draft_len_schedule
+  2 quantize  optional ModelOpt PTQ             6 engine    TensorRT-LLM options, drafter, scripts
+  3 drafter   reuse, convert, or train+export   7 triton    the model repository
+  4 measure   acceptance on speed-lite          8 report    the overhead report
+                                                 9 trtllm    validate + warm up where TensorRT-LLM exists
+The bundle is written into a temporary folder and renamed at the end, under a lock: a failed or concurrent
+build never leaves a half-written or mixed bundle, and an existing bundle stays untouched until the new one
+is complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtllm_spec.build import bundle as bundle_stages
+from trtllm_spec.build import stages
+from trtllm_spec.build.manifest import write_manifest
+from trtllm_spec.build.stage_cache import StageCache
+from trtllm_spec.core.files import atomic_dir
+from trtllm_spec.core.provenance import provenance
+from trtllm_spec.core.recipe import Recipe, recipe_to_dict
+from trtllm_spec.errors import UserError
+
+STAGES = [
+    stages.resolve, stages.quantize, stages.drafter, stages.measure, stages.plan,
+    bundle_stages.engine, bundle_stages.triton, bundle_stages.report, bundle_stages.trtllm,
+]
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    stages: list[stages.StageResult]
+    manifest: dict
+
+
+@contextlib.contextmanager
+def build_lock(out: Path) -> Iterator[None]:
+    """One build per output folder at a time; a second one fails at once with a clear message."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = out.parent / f".{out.name}.lock"
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UserError(f"another build is writing {out} (lock {lock}); wait for it or choose another --out") from None
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = False, overwrite: bool = False,
+              cache: Path | None = None,
+              log: Callable[[str], None] = print,
+              on_stage: Callable[[stages.StageResult], None] | None = None) -> BuildResult:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not (force or overwrite):
+        raise UserError(f"output {out} exists; pass --overwrite to replace it (cached stages are reused) or --force "
+                        "to rebuild everything (it stays untouched until the new bundle is complete)")
+    with build_lock(out), atomic_dir(out, force=True) as tmp:
+        ctx = stages.BuildContext(recipe=recipe, recipe_file=recipe_file, bundle=tmp, cache=StageCache(cache),
+                                  force=force, log=log)
+        for stage in STAGES:
+            result = stages.timed(stage, ctx)
+            ctx.results.append(result)
+            if on_stage:
+                on_stage(result)
+        bundle_stages.dump_recipe(ctx)
+        manifest = write_manifest(tmp, {
+            "recipe": recipe_to_dict(recipe), "recipe_file": recipe_file.name,
+            "target": {"spec": recipe.target.model, "hf_id": ctx.target.hf_id, "kind": ctx.target.kind,
+                       "served": ctx.model_ref},
+            "drafter": {"type": recipe.drafter.type, "kind": ctx.drafter_kind},
+            "trtllm_profile": recipe.trtllm_profile, "quantization": recipe.quantization.method,
+            "planner_inputs": {"hardware": recipe.hardware.model_dump(), "workload": recipe.workload.model_dump(),
+                               "acceptance": "measured" if ctx.profile_path else "assumed"},
+            "recommendation": ctx.plan["recommendation"],
+            "stages": [s.as_dict() for s in ctx.results],
+            "provenance": provenance(None, [recipe_file]),
+        })
+    return BuildResult(out, ctx.results, manifest)
