@@ -128,7 +128,7 @@ def test_first_layer_alignment_is_what_runtime_computes(tiny_target, convs, tmp_
                 p.normal_(0, 0.2) if p.dim() > 1 else p.uniform_(0.2, 3.0)
         export_drafter(model, tmp_path / str(aligned), "fp32", {})
         seen = []
-        hook = model.eagle_module.lm_head.register_forward_hook(lambda m, i, o: seen.append(o.detach()))
+        hook = model.eagle_module.lm_head.register_forward_hook(lambda m, i, o, seen=seen: seen.append(o.detach()))
         model.train()
         model._cached_attn_blk_masks = {}
         with torch.no_grad():
