@@ -62,3 +62,29 @@ def tiny_draft(tmp_path_factory) -> Path:
     from tests.tiny import write_model
 
     return write_model(tmp_path_factory.mktemp("tiny") / "draft", layers=2, seed=1)
+
+
+def tiny_suite_items(categories=None, n=1):
+    """Suite items in the tiny tokenizer's vocabulary (the real suite needs 'assets fetch prompts')."""
+    from trtllm_spec.data.suite import SuiteItem
+
+    text = {"coding": "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "math": "w9 w8 w7 w9 w8 w7 w9"}
+    cats = [c for c in (categories or text) if c in text]
+    return [SuiteItem(f"{c}/mt_bench/{i}", c, [{"role": "user", "content": text[c]}], "mt_bench", "CC-BY-4.0", str(i))
+            for c in cats for i in range(n)]
+
+
+@pytest.fixture
+def tiny_suite(monkeypatch):
+    import trtllm_spec.data.suite as suite
+
+    def fake_build_suite(name="speed-lite", categories=None, num_prompts=10, seed=0, **kw):
+        suite._check_categories(categories)  # the real validation (unknown category -> UserError)
+        return tiny_suite_items(categories, min(num_prompts, 1))
+
+    def fake_training_items(sources=None, num_conversations=512, seed=0, **kw):
+        return [suite.SuiteItem(f"train/t/{i}", "train", [{"role": "user", "content": f"w{i % 50} w{(i * 7) % 50}"}],
+                                "humaneval", "MIT", str(i)) for i in range(num_conversations)]
+
+    monkeypatch.setattr(suite, "build_suite", fake_build_suite)
+    monkeypatch.setattr(suite, "training_items", fake_training_items)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from trtllm_spec.build import bundle as bundle_stages
 from trtllm_spec.build import stages
-from trtllm_spec.build.manifest import write_manifest
+from trtllm_spec.build.manifest import redact_text, redact_tree, write_manifest
 from trtllm_spec.build.stage_cache import StageCache
 from trtllm_spec.core.files import atomic_dir
 from trtllm_spec.core.provenance import provenance
@@ -40,6 +41,16 @@ class BuildResult:
     out: Path
     stages: list[stages.StageResult]
     manifest: dict
+
+
+def _machine_paths(recipe_file: Path, out: Path, bundle: Path, cache: Path | None) -> dict[str, str]:
+    import tempfile
+
+    from trtllm_spec.core.targets import cache_dir
+
+    return {str(bundle): ".", str(out.resolve()): "<bundle>", str(out): "<bundle>", str(cache or cache_dir()): "<cache>",
+            str(recipe_file.resolve().parent): "<recipe-dir>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>",
+            tempfile.gettempdir(): "<tmp>"}
 
 
 @contextlib.contextmanager
@@ -76,7 +87,7 @@ def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = Fal
             if on_stage:
                 on_stage(result)
         bundle_stages.dump_recipe(ctx)
-        manifest = write_manifest(tmp, {
+        body = {
             "recipe": recipe_to_dict(recipe), "recipe_file": recipe_file.name,
             "target": {"spec": recipe.target.model, "hf_id": ctx.target.hf_id, "kind": ctx.target.kind,
                        "served": ctx.model_ref},
@@ -87,5 +98,8 @@ def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = Fal
             "recommendation": ctx.plan["recommendation"],
             "stages": [s.as_dict() for s in ctx.results],
             "provenance": provenance(None, [recipe_file]),
-        })
+        }
+        paths = _machine_paths(recipe_file, out, tmp, cache)
+        redact_tree(tmp, paths)
+        manifest = write_manifest(tmp, json.loads(redact_text(json.dumps(body), paths)))
     return BuildResult(out, ctx.results, manifest)

@@ -54,25 +54,6 @@ def target(tmp_path_factory) -> Path:
     return write_target(tmp_path_factory.mktemp("measure") / "target")
 
 
-def _items(categories=None, n=1):
-    from trtllm_spec.data.suite import SuiteItem
-
-    text = {"coding": "w1 w2 w3 w4 w1 w2 w3 w4 w1 w2", "math": "w9 w8 w7 w9 w8 w7 w9"}
-    cats = [c for c in (categories or text) if c in text]
-    return [SuiteItem(f"{c}/mt_bench/{i}", c, [{"role": "user", "content": text[c]}], "mt_bench", "CC-BY-4.0", str(i))
-            for c in cats for i in range(n)]
-
-
-@pytest.fixture
-def tiny_suite(monkeypatch):
-    import trtllm_spec.data.suite as suite
-
-    def fake_build_suite(name="speed-lite", categories=None, num_prompts=10, seed=0, **kw):
-        suite._check_categories(categories)  # the real validation (unknown category -> UserError)
-        return _items(categories, min(num_prompts, 1))
-
-    monkeypatch.setattr(suite, "build_suite", fake_build_suite)
-
 
 # ---- acceptance math on synthetic DecodeStats ----------------------------------------------------------
 

@@ -111,14 +111,11 @@ def make_plan(req: PlanRequest) -> dict:
 def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: list[Candidate]) -> dict:
     best = best_by_batch(cands, main.mechanism.name, req.fixed_draft_len)
     draft_by_batch = {b: c.draft_len for b, c in best.items()}
+    if req.fixed_draft_len is not None and draft_by_batch:  # the recipe fixed D: honour it at the smallest batch
+        draft_by_batch[min(draft_by_batch)] = req.fixed_draft_len
     infeasible = [b for b in req.workload.batch_sizes if b not in best]
     max_batch = req.max_batch_size or max(req.workload.batch_sizes)
     max_d, schedule = render_schedule(draft_by_batch, req.trtllm_profile, max_batch)
-    if req.fixed_draft_len is not None and max_d:
-        max_d = req.fixed_draft_len
-        schedule = {k: min(v, max_d) for k, v in schedule.items()} if schedule else None
-        if schedule:
-            schedule[min(schedule)] = max_d
     check_schedule(schedule, max_d, req.trtllm_profile)
     rows = [{"batch_size": b, "draft_len": c.draft_len, "speedup": round(c.speedup, 4),
              "acceptance_length": round(c.acceptance_length, 4), "tpot_s": c.tpot_s,

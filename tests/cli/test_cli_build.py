@@ -1,0 +1,114 @@
+"""trtllm-spec build / verify / triton on tiny targets (and presets, whose GPU stages are deferred)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import RECIPES
+
+
+def _recipe(tmp_path: Path, target: Path, drafter: dict, **extra) -> Path:
+    data = {"name": "tiny-build", "target": {"model": str(target)}, "drafter": drafter,
+            "hardware": {"gpu": "l40s"}, "workload": {"batch_sizes": [1, 8], "isl": 64, "osl": 32},
+            "planner": {"max_draft_len": 4},
+            "measure": {"num_prompts": 1, "max_new_tokens": 12, "categories": ["coding"]}} | extra
+    p = tmp_path / "tiny-build.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRTLLM_SPEC_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_build_ngram_bundle_verify_and_rebuild(cli, tmp_path, tiny_target, tiny_suite, cache):
+    recipe = _recipe(tmp_path, tiny_target, {"type": "ngram"})
+    out = tmp_path / "bundle"
+    r = cli("build", recipe, "--out", out)
+    assert r.exit_code == 0, r.output
+    for f in ("llm_api_options.yaml", "serve.sh", "bench.sh", "dataset.jsonl", "manifest.json", "recipe.resolved.yaml",
+              "report/overhead.md", "report/overhead.json", "report/plan.json", "report/measured/speculation_profile.json",
+              "triton/tensorrt_llm/config.pbtxt", "triton/tensorrt_llm/1/model.yaml", "target/config.json"):
+        assert (out / f).is_file(), f
+    opts = yaml.safe_load((out / "llm_api_options.yaml").read_text())
+    assert opts["speculative_config"]["decoding_type"] == "NGram"
+    manifest = json.loads((out / "manifest.json").read_text())
+    statuses = {s["name"]: s["status"] for s in manifest["stages"]}
+    assert statuses["measure"] == "done" and statuses["trtllm"] == "deferred" and statuses["drafter"] == "skipped"
+    assert next(s for s in manifest["stages"] if s["name"] == "trtllm")["command"]
+    assert manifest["planner_inputs"]["acceptance"] == "measured"
+    text = "\n".join(p.read_text(errors="ignore") for p in out.rglob("*") if p.suffix in (".sh", ".yaml", ".json", ".pbtxt"))
+    assert str(tmp_path) not in text, "bundles carry no absolute paths of the build machine"
+    assert cli("verify", out).exit_code == 0
+    # a second build into the same folder needs --overwrite (cached stages reused) or --force
+    r = cli("build", recipe, "--out", out)
+    assert r.exit_code == 2 and "--overwrite" in r.output
+    r = cli("build", recipe, "--out", out, "--overwrite")
+    assert r.exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {s["name"]: s["status"] for s in manifest["stages"]}["measure"] == "cached"
+    (out / "serve.sh").write_text("tampered")
+    r = cli("verify", out)
+    assert r.exit_code == 1 and "changed: serve.sh" in r.output
+
+
+def test_build_eagle3_trains_and_bundles_the_drafter(cli, tmp_path, tiny_target, tiny_suite, cache):
+    from tests.tiny import write_conversations
+
+    data = write_conversations(tmp_path / "c.jsonl", 16)
+    drafter = {"type": "eagle3", "draft_vocab_size": 64, "training": {
+        "max_steps": 2, "batch_size": 2, "seq_len": 64, "precision": "fp32", "checkpoint_every": 2,
+        "data": {"path": str(data), "eval_fraction": 0.25}}}
+    out = tmp_path / "bundle"
+    r = cli("build", _recipe(tmp_path, tiny_target, drafter, draft_len=2), "--out", out)
+    assert r.exit_code == 0, r.output
+    spec = yaml.safe_load((out / "llm_api_options.yaml").read_text())["speculative_config"]
+    assert spec["decoding_type"] == "Eagle3" and spec["speculative_model"] == "drafter"
+    assert (out / "drafter/config.json").is_file() and (out / "drafter/model.safetensors").is_file()
+    r = cli("doctor", out / "drafter", "--target", out / "target")
+    assert r.exit_code == 0, r.output
+    r = cli("triton", out, "--out", tmp_path / "repo")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "repo/tensorrt_llm/config.pbtxt").is_file()
+
+
+def test_build_gpu_recipe_defers_what_needs_the_gpu(cli, tmp_path, cache):
+    out = tmp_path / "b"
+    r = cli("build", RECIPES / "llama-3.3-70b-eagle3-h200-tp4.yaml", "--out", out)
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    st = {s["name"]: s for s in manifest["stages"]}
+    assert st["drafter"]["status"] == "deferred" and "trtllm-spec train" in st["drafter"]["command"]
+    assert st["measure"]["status"] == "deferred" and manifest["planner_inputs"]["acceptance"] == "assumed"
+    opts = yaml.safe_load((out / "llm_api_options.yaml").read_text())
+    assert opts["tensor_parallel_size"] == 4 and opts["speculative_config"]["speculative_model"] == "drafter"
+    assert (out / "slurm_train.sbatch").is_file()  # FSDP drafter training on the cluster
+    assert not (out / "target").exists()  # 70B is referenced by HF id, not copied
+    assert "meta-llama/Llama-3.3-70B-Instruct" in (out / "serve.sh").read_text()
+
+
+def test_concurrent_builds_are_locked(tmp_path, cache):
+    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.errors import UserError
+    from trtllm_spec.pipeline import build_lock, run_build
+
+    out = tmp_path / "b"
+    recipe_file = RECIPES / "qwen3-8b-ngram-h100.yaml"
+    with build_lock(out), pytest.raises(UserError, match="another build is writing"):
+        run_build(load_recipe(recipe_file), recipe_file, out, log=lambda m: None)
+    assert not out.exists()
+
+
+def test_build_bad_inputs(cli, tmp_path, tiny_target, cache):
+    r = cli("build", _recipe(tmp_path, tiny_target, {"type": "ngram"}, quantization={"method": "int4_awq"}),
+            "--out", tmp_path / "o")
+    assert r.exit_code == 2 and "hidden size >= 128" in r.output and not (tmp_path / "o").exists()
+    r = cli("build", _recipe(tmp_path, tiny_target, {"type": "dflash"}, engine={"trtllm_version": "1.2"}),
+            "--out", tmp_path / "o")
+    assert r.exit_code == 2 and "1.3" in r.output
+    r = cli("verify", tmp_path)
+    assert r.exit_code == 2 and "manifest" in r.output
