@@ -80,7 +80,13 @@ def _config_hash(target: ResolvedTarget) -> str:
 # ---- 1. resolve -------------------------------------------------------------------------------------------------
 
 def resolve(ctx: BuildContext) -> StageResult:
+    from trtllm_spec.core.targets import MODEL_ASSET_PRESETS
+
     ctx.target = resolve_target(ctx.recipe.target.model, ctx.recipe.base_dir)
+    if ctx.target.kind == "preset" and ctx.recipe.target.model in MODEL_ASSET_PRESETS:
+        raise UserError(f"target {ctx.recipe.target.model!r} is a model asset that is not fetched yet; run "
+                        f"'trtllm-spec assets fetch {ctx.recipe.target.model.removesuffix('-bf16')}' (the only "
+                        "command that uses the network), then build again")
     ctx.served_target = ctx.target.path if ctx.has_weights else None
     s = ctx.target.shape
     return StageResult("resolve", "done", detail=f"{ctx.target.kind} {ctx.target.spec}: {s.model_type}, {s.num_layers} "

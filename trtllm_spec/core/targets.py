@@ -17,6 +17,9 @@ from pathlib import Path
 from trtllm_spec.core.shape import ModelShape, load_config_json, shape_from_config
 from trtllm_spec.errors import ShapeError
 
+# model assets ``trtllm-spec assets fetch`` can provide, and the preset with the same shape
+MODEL_ASSET_PRESETS = {"smollm2-135m": "smollm2-135m-instruct", "smollm2-135m-bf16": "smollm2-135m-instruct"}
+
 
 def cache_dir() -> Path:
     """Where assets live: ``$TRTLLM_SPEC_CACHE`` or ``~/.cache/trtllm-spec``."""

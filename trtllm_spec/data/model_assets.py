@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_spec.core.files import sha256_file, write_json_atomic
-from trtllm_spec.core.targets import cache_dir
+from trtllm_spec.core.targets import MODEL_ASSET_PRESETS, cache_dir
 from trtllm_spec.errors import DependencyMissing, UserError
 
 
@@ -46,6 +46,7 @@ MODEL_ASSETS = {
     ),
 }
 DTYPES = ("fp32", "bf16")
+assert set(MODEL_ASSETS) <= set(MODEL_ASSET_PRESETS), "every model asset needs a shape preset"
 
 
 def model_dir(name: str, dtype: str = "fp32", cache: Path | None = None) -> Path:
