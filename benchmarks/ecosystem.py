@@ -27,16 +27,30 @@ def _hf_generate(model, ids: list[int], max_new: int, eos: int, lookup: int | No
     return out[0, len(ids):].tolist()
 
 
+def _configs(ours, hf, eagle, args, eos: int = 2) -> dict:
+    from trtllm_spec.runtime.decoder import speculative_generate
+    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
+    from trtllm_spec.runtime.generate import generate
+
+    n = args.max_new_tokens
+    configs = {
+        "ours-greedy": lambda ids: (generate(ours, ids, n, (eos,)), None),
+        "ours-ngram": lambda ids: speculative_generate(ours, NGramDrafter(3), ids, n, args.ngram_d, eos_ids=(eos,)),
+        "hf-greedy": lambda ids: (_hf_generate(hf, ids, n, eos, None), None),
+        "hf-prompt-lookup": lambda ids: (_hf_generate(hf, ids, n, eos, args.ngram_d), None),
+    }
+    if eagle is not None:
+        configs["ours-eagle3"] = lambda ids: speculative_generate(ours, eagle, ids, n, args.eagle_d, eos_ids=(eos,))
+    return configs
+
+
 def run(args) -> dict:
     from transformers import AutoModelForCausalLM
 
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
     from trtllm_spec.data.model_assets import fetch_model
     from trtllm_spec.data.suite import build_suite
-    from trtllm_spec.runtime.decoder import speculative_generate
     from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
-    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
-    from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
 
     target_dir = fetch_model("smollm2-135m")
@@ -48,18 +62,7 @@ def run(args) -> dict:
         dt = torch.bfloat16 if dtype_name == "bf16" else torch.float32
         ours = LlamaModel.from_pretrained(target_dir, dtype=dt)
         hf = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=dt).eval()
-        eos = 2
-        configs = {
-            "ours-greedy": lambda ids: (generate(ours, ids, args.max_new_tokens, (eos,)), None),
-            "ours-ngram": lambda ids: speculative_generate(ours, NGramDrafter(3), ids, args.max_new_tokens,
-                                                           args.ngram_d, eos_ids=(eos,)),
-            "hf-greedy": lambda ids: (_hf_generate(hf, ids, args.max_new_tokens, eos, None), None),
-            "hf-prompt-lookup": lambda ids: (_hf_generate(hf, ids, args.max_new_tokens, eos, args.ngram_d), None),
-        }
-        if args.eagle:
-            drafter = Eagle3Drafter(args.eagle, ours)
-            configs["ours-eagle3"] = lambda ids: speculative_generate(ours, drafter, ids, args.max_new_tokens,
-                                                                      args.eagle_d, eos_ids=(eos,))
+        configs = _configs(ours, hf, Eagle3Drafter(args.eagle, ours) if args.eagle else None, args)
         for cat, ids in prompts:
             configs["ours-greedy"](ids[:8])  # warm-up
             outs = {}
