@@ -58,6 +58,7 @@ class TrainingConfig(StrictModel):
     weight_decay: float = Field(0.0, ge=0, le=1)
     warmup_steps: int = Field(20, ge=0)
     checkpoint_every: int = Field(100, ge=1)
+    keep_checkpoints: int = Field(2, ge=1, le=1000, description="how many recent checkpoints to keep")
     seed: int = 0
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     init_from_target: bool = Field(True, description="start the drafter layer from the target's last layer")

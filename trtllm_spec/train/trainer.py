@@ -139,7 +139,7 @@ class Trainer:
             shutil.rmtree(final)
         os.replace(tmp, final)
         (self.ckpt_dir / "latest").write_text(final.name + "\n")
-        for old in sorted(self.ckpt_dir.glob("step-*"))[:-2]:  # keep the last two
+        for old in sorted(self.ckpt_dir.glob("step-*"))[:-self.cfg.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
         return final
 
