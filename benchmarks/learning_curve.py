@@ -77,7 +77,7 @@ def main() -> None:
                      "categories": {c: v["mean_acceptance_length"] for c, v in prof["categories"].items()}})
         print(json.dumps(rows[-1]))
     (args.out / "curve.json").write_text(json.dumps(rows, indent=2))
-    print("\n| step | loss tokens | train minutes | train acc | AL (D=%d) | speedup |" % args.draft_len)
+    print(f"\n| step | loss tokens | train minutes | train acc | AL (D={args.draft_len}) | speedup |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['step']} | {r['tokens']} | {r['minutes']} | {r['train_acc']} | {r['al']:.2f} | {r['speedup']:.2f}x |")
