@@ -108,6 +108,8 @@ class DFlashDrafter(_Trained):
 class DSparkDrafter(DFlashDrafter):
     type: Literal["dspark"] = "dspark"
     markov_head_type: Literal["vanilla", "gated", "rnn"] = "vanilla"
+    markov_rank: int = Field(64, ge=1, le=4096, description="rank of the Markov head's low-rank transition "
+                             "(markov_w1: vocab -> rank, markov_w2: rank -> vocab)")
 
 
 class DraftModelDrafter(_Drafter):

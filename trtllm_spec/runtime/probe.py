@@ -4,7 +4,7 @@
   the curve replaces ``peak x efficiency`` in the planner, so a memory-bound small-M GEMM is predicted from
   its measured time.
 - Memory bandwidth: a large tensor copy (read + write).
-- Per-forward overheads of the same code path our decoder runs (transformers Llama with a KV cache):
+- Per-forward overheads of the code path our decoder runs (runtime/llama.py with its KV cache):
   t(L layers) = iteration + L * per_layer, solved from two tiny models where arithmetic is negligible.
 """
 
@@ -59,27 +59,29 @@ def memory_bandwidth(torch, device: str, nbytes: int, reps: int, sync) -> float:
 
 
 def forward_overheads(torch, device: str, reps: int, sync) -> tuple[float, float]:
-    """(iteration_s, per_layer_s) of a transformers Llama decode step with a KV cache."""
-    try:
-        from transformers import LlamaConfig, LlamaForCausalLM
-    except ImportError:
-        raise DependencyMissing("hw probe needs transformers: pip install 'trtllm-spec[train]'") from None
+    """(iteration_s, per_layer_s) of one decode step of trtllm-spec's reference decoder (the code path whose
+    speed the CPU plan is checked against), from tiny models where arithmetic is negligible."""
+    from trtllm_spec.runtime.llama import LlamaConfig, LlamaModel
 
     def step_time(layers: int) -> float:
-        cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
-                          num_key_value_heads=2, vocab_size=256, max_position_embeddings=512)
-        model = LlamaForCausalLM(cfg).to(device).eval()
-        ids = torch.randint(0, 256, (1, 16), device=device)
-        with torch.inference_mode():
-            out = model(ids, use_cache=True)
-            cache = out.past_key_values
-            tok = ids[:, -1:]
-
-            def one():
-                model(tok, past_key_values=cache, use_cache=True)
-                cache.crop(16)
-
-            return _timeit(one, sync, reps)
+        cfg = LlamaConfig(num_layers=layers, hidden_size=64, num_heads=4, num_kv_heads=2, head_dim=16,
+                          intermediate_size=128, vocab_size=256, rms_norm_eps=1e-6, rope_theta=10000.0,
+                          tied_embeddings=True)
+        g = torch.Generator().manual_seed(0)
+        w = {"model.embed_tokens.weight": torch.randn(256, 64, generator=g), "model.norm.weight": torch.ones(64)}
+        for i in range(layers):
+            p = f"model.layers.{i}."
+            for name, shape in (("self_attn.q_proj", (64, 64)), ("self_attn.k_proj", (32, 64)),
+                                ("self_attn.v_proj", (32, 64)), ("self_attn.o_proj", (64, 64)),
+                                ("mlp.gate_proj", (128, 64)), ("mlp.up_proj", (128, 64)), ("mlp.down_proj", (64, 128))):
+                w[p + name + ".weight"] = torch.randn(*shape, generator=g) * 0.05
+            w[p + "input_layernorm.weight"] = torch.ones(64)
+            w[p + "post_attention_layernorm.weight"] = torch.ones(64)
+        model = LlamaModel(cfg, w, device=device)
+        cache = model.new_cache(1, 64)
+        model.forward(torch.randint(0, 256, (1, 16), device=device), torch.tensor([0], device=device), cache)
+        tok, start = torch.tensor([[5]], device=device), torch.tensor([16], device=device)
+        return _timeit(lambda: model.forward(tok, start, cache, logits="last"), sync, reps)
 
     t1, t8 = step_time(1), step_time(8)
     per_layer = max(0.0, (t8 - t1) / 7)
@@ -106,7 +108,7 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
     nbytes = (1 << 30 if gpu else 256 << 20) if not quick else 64 << 20
     log(f"probe: memory bandwidth (copy of {nbytes >> 20} MiB)")
     bw = memory_bandwidth(torch, device, nbytes, reps, sync)
-    log("probe: per-forward overheads (tiny transformers Llama, 1 and 8 layers)")
+    log("probe: per-forward overheads (the reference decoder on tiny models, 1 and 8 layers)")
     iteration_s, per_layer_s = forward_overheads(torch, device, reps if not quick else 3, sync)
     if gpu:
         props = torch.cuda.get_device_properties(0)

@@ -65,7 +65,8 @@ def dflash_mode_config(target_cfg: dict, drafter: DFlashDrafter, mask_token_id: 
     if drafter.target_layer_ids:
         arch["target_layer_ids"] = list(drafter.target_layer_ids)
     if drafter.type == "dspark":
-        arch.update(projector_type="dspark", markov_head_type=drafter.markov_head_type)
+        arch.update(projector_type="dspark", markov_head_type=drafter.markov_head_type,
+                    markov_rank=drafter.markov_rank)
     return dict(dflash_block_size=drafter.block_size, dflash_mask_token_id=mask_token_id,
                 dflash_architecture_config=arch, dflash_use_torch_compile=False, dflash_export_rope_scaling={})
 

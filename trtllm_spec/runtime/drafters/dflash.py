@@ -7,7 +7,15 @@ cached once. Block: [anchor = the target's last token, mask, ..., mask] (block_s
 embeddings) at positions L..L+B-1; queries, keys and values of the block come from the block itself
 (input_layernorm first); the block attends to all context and, bidirectionally (or causally when
 ``dflash_config.causal``), to itself. Logits = target lm_head(norm(h)) at block positions 1..B-1: D = B - 1 drafts
-in one pass. DSpark adds a Markov bias ``markov_w2(markov_w1[previous token])`` applied left to right.
+in one pass (ModelOpt's ``HFDFlashModel.pseudo_speculative_generate``).
+
+DSpark (``projector_type: dspark``) trains with next-token alignment (``dflash_config.shift_label``, true in
+every ModelOpt DSpark export): block position k predicts the token after position k, so the anchor's own
+position yields the first draft and one block gives D = B drafts (positions 0..B-1). The vanilla Markov head
+adds ``markov_w2(markov_w1[prev])`` to the lm_head logits of position k, where prev is the token at block
+position k: the anchor for the first draft, then each previously *chosen* draft (left to right), exactly as
+ModelOpt's ``HFDSparkModel._apply_markov_head`` (teacher-forced) and ``pseudo_speculative_generate``
+(autoregressive) compute it.
 """
 
 from __future__ import annotations
@@ -53,7 +61,9 @@ class DFlashDrafter(Drafter):
             rope_theta=float(raw.get("rope_theta") or target.cfg.rope_theta), tied_embeddings=False,
         )
         self.block_size = int(raw["block_size"])
-        self.max_draft_len = self.block_size - 1
+        # DSpark: next-token alignment (position 0 predicts the first draft); ModelOpt's exporter defaults it on
+        self.shift = bool(dc.get("shift_label", dc.get("projector_type") == "dspark"))
+        self.max_draft_len = self.block_size if self.shift else self.block_size - 1
         self.mask_token = int(dc.get("mask_token_id"))
         self.causal = bool(dc.get("causal", False))
         self.capture = tuple(dc.get("target_layer_ids") or ())
@@ -142,7 +152,8 @@ class DFlashDrafter(Drafter):
             h = h + F.linear(out.transpose(1, 2).reshape(1, b, c.num_heads * c.head_dim), layer["o_proj"])
             gate, up = F.linear(rms_norm(h, layer["ln2"], eps), layer["gate_up"]).chunk(2, dim=-1)
             h = h + F.linear(F.silu(gate) * up, layer["down"])
-        logits = F.linear(rms_norm(h[0, 1:n + 1], self.norm, eps), self.target.lm_head)
+        first = 0 if self.shift else 1
+        logits = F.linear(rms_norm(h[0, first:first + n], self.norm, eps), self.target.lm_head)
         if self.markov is None:
             return logits.argmax(-1).tolist(), None
         w1, w2 = self.markov
