@@ -28,20 +28,23 @@ def write_tokenizer(folder: Path) -> None:
 
 
 def write_model(folder: Path, *, layers: int = 8, hidden: int = 64, heads: int = 4, kv: int = 2, inter: int = 128,
-                seed: int = 0, model_type: str = "llama", tie: bool = True) -> Path:
+                seed: int = 0, model_type: str = "llama", tie: bool = True, vocab: int = VOCAB,
+                init: float = 0.1) -> Path:
+    """A random checkpoint; with ``vocab != VOCAB`` no tokenizer is written (ids only, e.g. sampling tests)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(seed)
     cfg = AutoConfig.for_model(model_type, num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                               num_key_value_heads=kv, intermediate_size=inter, vocab_size=VOCAB,
+                               num_key_value_heads=kv, intermediate_size=inter, vocab_size=vocab,
                                max_position_embeddings=2048, tie_word_embeddings=tie, head_dim=hidden // heads,
                                eos_token_id=2, bos_token_id=1, pad_token_id=0, rope_theta=10000.0,
-                               initializer_range=0.1)
+                               initializer_range=init)
     model = AutoModelForCausalLM.from_config(cfg)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder), safe_serialization=True)
-    write_tokenizer(folder)
+    if vocab == VOCAB:
+        write_tokenizer(folder)
     return folder
 
 

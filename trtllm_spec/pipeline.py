@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +27,7 @@ from trtllm_spec.build import bundle as bundle_stages
 from trtllm_spec.build import stages
 from trtllm_spec.build.manifest import redact_text, redact_tree, write_manifest
 from trtllm_spec.build.stage_cache import StageCache
-from trtllm_spec.core.files import atomic_dir
+from trtllm_spec.core.files import atomic_dir, check_output_dir
 from trtllm_spec.core.provenance import provenance
 from trtllm_spec.core.recipe import Recipe, recipe_to_dict
 from trtllm_spec.errors import UserError
@@ -53,6 +55,14 @@ def _machine_paths(recipe_file: Path, out: Path, bundle: Path, cache: Path | Non
             tempfile.gettempdir(): "<tmp>"}
 
 
+def _input_dirs(recipe: Recipe) -> tuple[Path, ...]:
+    """Local folders the build reads (target, drafter checkpoint, draft model): the bundle must not be inside
+    one, or --force would replace a checkpoint by a bundle."""
+    specs = [recipe.target.model, recipe.drafter.checkpoint, getattr(recipe.drafter, "model", None)]
+    paths = (recipe.resolve_path(s) for s in specs if s)
+    return tuple(p for p in paths if p is not None and p.is_dir())
+
+
 @contextlib.contextmanager
 def build_lock(out: Path) -> Iterator[None]:
     """One build per output folder at a time; a second one fails at once with a clear message."""
@@ -65,6 +75,10 @@ def build_lock(out: Path) -> Iterator[None]:
         os.close(fd)
         raise UserError(f"another build is writing {out} (lock {lock}); wait for it or choose another --out") from None
     try:
+        # a build killed outright (SIGKILL, power loss) leaves its temporary bundle; only a holder of the lock
+        # may remove it (atomic_dir names it .<name>.<8 random chars>.partial)
+        for stale in out.parent.glob(f".{glob.escape(out.name)}.????????.partial"):
+            shutil.rmtree(stale, ignore_errors=True)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -78,7 +92,9 @@ def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = Fal
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not (force or overwrite):
         raise UserError(f"output {out} exists; pass --overwrite to replace it (cached stages are reused) or --force "
                         "to rebuild everything (it stays untouched until the new bundle is complete)")
-    with build_lock(out), atomic_dir(out, force=True) as tmp:
+    inputs = _input_dirs(recipe)
+    check_output_dir(out, force=True, inputs=inputs)  # before the lock file is created next to it
+    with build_lock(out), atomic_dir(out, force=True, inputs=inputs) as tmp:
         ctx = stages.BuildContext(recipe=recipe, recipe_file=recipe_file, bundle=tmp, cache=StageCache(cache),
                                   force=force, log=log)
         for stage in STAGES:

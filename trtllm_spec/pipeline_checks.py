@@ -15,4 +15,8 @@ def check_recipe_inputs(recipe: Recipe) -> list[str]:
     if t.kind == "preset":
         notes.append(f"target {recipe.target.model!r} is a shape preset ({t.hf_id}): enough to plan; training, "
                      "measuring and building need the checkpoint (a path or 'trtllm-spec assets fetch')")
+    if recipe.target.trust_remote_code:
+        notes.append(f"target.trust_remote_code is true: TensorRT-LLM will import and run Python code shipped with "
+                     f"{recipe.target.hf_id or recipe.target.model!r} (llm_api_options.yaml sets trust_remote_code); "
+                     "review that code, or set it to false")
     return notes

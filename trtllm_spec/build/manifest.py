@@ -55,8 +55,11 @@ def verify_bundle(bundle: Path) -> dict:
     try:
         manifest = json.loads(path.read_text())
         recorded: dict[str, str] = manifest["files"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise UserError(f"{path} is not a valid manifest (unreadable or without 'files')") from None
+        if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+            raise TypeError(recorded)
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        raise UserError(f"{path} is not a valid manifest (unreadable, or 'files' is not a {{path: sha256}} table); "
+                        "rebuild the bundle") from None
     actual = {p.relative_to(bundle).as_posix(): p for p in bundle.rglob("*")
               if p.is_file() and p.relative_to(bundle).as_posix() != MANIFEST}
     missing = sorted(set(recorded) - set(actual))

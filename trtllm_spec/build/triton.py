@@ -34,8 +34,8 @@ def check_name(value: str, what: str) -> str:
 
 
 def _relative(value: str, what: str) -> str:
-    if not value or value.startswith(("/", "~")) or "\\" in value or '"' in value:
-        raise UserError(f"{what} {value!r} must be a path relative to the bundle root (or an HF id)")
+    if not value or value.startswith(("/", "~")) or "\\" in value or '"' in value or ".." in value.split("/"):
+        raise UserError(f"{what} {value!r} must be a path relative to the bundle root, inside the bundle (or an HF id)")
     return value
 
 

@@ -87,15 +87,19 @@ def triton_cmd(bundle: Path, out: Path, force: bool, model_name: str) -> None:
     verify_bundle(bundle)  # it must be a bundle (raises if no manifest)
     manifest = json.loads((bundle / "manifest.json").read_text())
     options = yaml.safe_load((bundle / "llm_api_options.yaml").read_text())
-    recipe = manifest["recipe"]
-    backend = recipe["engine"]["backend"]
-    with atomic_dir(out, force=force) as tmp:
+    try:
+        recipe = manifest["recipe"]
+        backend = recipe["engine"]["backend"]
+        served, profile = manifest["target"]["served"], manifest["trtllm_profile"]
+        max_batch = max(recipe["workload"]["batch_sizes"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{bundle / 'manifest.json'} lacks {exc} (recipe, target.served, trtllm_profile); "
+                        "rebuild the bundle with 'trtllm-spec build'") from None
+    with atomic_dir(out, force=force, inputs=(bundle,)) as tmp:
         root = os.path.relpath(bundle.resolve(), out.resolve())  # the launch script runs from the repository
-        files = write_triton_repo(tmp, options=options, backend=backend, model_name=model_name,
-                                  model=manifest["target"]["served"],
-                                  max_batch_size=max(recipe["workload"]["batch_sizes"]), bundle_root=root,
-                                  profile=manifest["trtllm_profile"])
-        problems = check_triton_repo(tmp, profile=manifest["trtllm_profile"])
+        files = write_triton_repo(tmp, options=options, backend=backend, model_name=model_name, model=served,
+                                  max_batch_size=max_batch, bundle_root=root, profile=profile)
+        problems = check_triton_repo(tmp, profile=profile)
         if problems:
             raise UserError(f"generated repository failed its check: {problems[0]}")
     click.echo(f"{out}: {len(files)} files ({backend} backend); see {out}/README.md to launch")

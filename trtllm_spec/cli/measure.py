@@ -79,8 +79,9 @@ def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: 
     elif drafter is not None or sweep:
         raise UserError("--engine trtllm measures the bundle's drafter at its max_draft_len; drop --drafter and "
                         "--block-sweep")
+    inputs = tuple(Path(p) for p in (target, drafter) if p and p != "ngram" and Path(p).is_dir())
     if out is not None:
-        check_output_dir(out, force)  # fail before minutes of decoding, not after
+        check_output_dir(out, force, inputs)  # fail before minutes of decoding, not after
     common = dict(suite=suite, categories=cats, num_prompts=num_prompts, max_new_tokens=max_new_tokens,
                   temperature=temperature, seed=seed, chat_template=chat_template, progress=_log)
     if engine == "pytorch":
@@ -100,7 +101,7 @@ def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: 
                 "block_sweep": sweep}
         prov = provenance({"measure": args}, _input_files(target_path, drafter),
                           {"settings": profile["settings"], "suite": profile["suite"]})
-        with atomic_dir(out, force=force) as tmp:
+        with atomic_dir(out, force=force, inputs=inputs) as tmp:
             write_measure_outputs(profile, tmp, prov)
     if as_json:
         echo_json(profile)

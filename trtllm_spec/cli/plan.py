@@ -30,6 +30,8 @@ def apply_flags(data: dict, flags: dict) -> dict:
             continue
         if key in ("acceptance", "target", "gpu") and Path(str(value)).exists():
             value = str(Path(value).resolve())  # flags are relative to the working directory
+        elif isinstance(value, Path):
+            value = str(value)  # a missing file is reported by its reader, naming the path
         set_path(data, path.split("."), value, f"--{key.replace('_', '-')}")
     dtype = flags.get("dtype")
     if dtype in ("fp8", "nvfp4", "int4_awq"):

@@ -48,13 +48,31 @@ def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume
             _log(f"step {rec['step']}: loss {rec['loss']:.3f}, train_acc [{acc}], {rec['tokens_per_s']:.0f} tok/s, "
                  f"epoch {rec['epoch']:.2f}")
 
-    result = run_train(recipe, folder, max_steps=max_steps, resume=resume, force=force, log=_log, on_step=on_step)
+    created = folder  # the topmost folder this run creates (None: --out exists already)
+    while not created.parent.exists():
+        created = created.parent
+    created = None if created.exists() else created
+    try:
+        result = run_train(recipe, folder, max_steps=max_steps, resume=resume, force=force, log=_log,
+                           on_step=on_step)
+    except UserError:
+        if created is not None:
+            _remove_if_empty(created)  # a bad input leaves no folder behind; regenerated data is kept
+        raise
     if result.drafter_dir is None:
         click.echo(f"{recipe.drafter.type}: {result.summary.get('note', 'nothing to train')}")
     else:
         s = result.summary
         extra = (f" (steps {s['steps']}, held-out acc {s.get('heldout_acc')})" if result.kind == "trained" else "")
         click.echo(f"{result.kind} drafter: {result.drafter_dir}{extra}")
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Remove ``folder`` if no file was written under it (empty sub-folders only)."""
+    import shutil
+
+    if folder.is_dir() and not any(p.is_file() or p.is_symlink() for p in folder.rglob("*")):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @main.group("data")
@@ -71,9 +89,13 @@ def regenerate_cmd(recipe_file: Path, out: Path | None, overrides: tuple[str, ..
     """Let the target answer the training prompts (batched; Ctrl-C keeps every finished batch)."""
     from trtllm_spec.core.recipe import load_recipe
     from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.errors import UserError
     from trtllm_spec.train_stage import conversations, require_checkpoint
 
     recipe = load_recipe(recipe_file, overrides)
+    if getattr(recipe.drafter, "training", None) is None:
+        raise UserError(f"drafter.type {recipe.drafter.type} is not trained, so it has no training data to "
+                        "regenerate; use a recipe with an eagle3, mtp, dflash or dspark drafter")
     target_dir = require_checkpoint(resolve_target(recipe.target.model, recipe.base_dir), "regeneration")
     path = out or _default_out(recipe, None, "train") / "data" / "conversations.jsonl"
     convs = conversations(recipe, target_dir, path.parent, _log) if out is None else _regen_to(recipe, target_dir, path)

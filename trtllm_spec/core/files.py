@@ -21,6 +21,7 @@ from trtllm_spec.errors import OutputExistsError, UserError
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_YAML_ALIASES = 64
 MAX_NESTING = 32
+MAX_FLOW_DEPTH = 200  # PyYAML's scanner slows down steeply with [[[...]]] nesting: 20000 levels took 45 s
 
 
 def read_text(path: Path, what: str, error: type[UserError] = UserError, max_bytes: int = MAX_CONFIG_BYTES) -> str:
@@ -58,6 +59,8 @@ def read_structured(path: Path, what: str, error: type[UserError] = UserError) -
 def parse_yaml(text: str, where: str, error: type[UserError] = UserError) -> Any:
     import yaml
 
+    if _flow_depth_exceeds(text, MAX_FLOW_DEPTH):
+        raise error(f"{where} is nested too deeply to parse (more than {MAX_FLOW_DEPTH} levels of [ or {{)")
     try:
         aliases = sum(1 for ev in yaml.parse(text, Loader=yaml.SafeLoader) if isinstance(ev, yaml.AliasEvent))
         if aliases > MAX_YAML_ALIASES:
@@ -70,6 +73,40 @@ def parse_yaml(text: str, where: str, error: type[UserError] = UserError) -> Any
         raise error(f"{where} is not valid YAML{at}: {problem}") from None
     except RecursionError:
         raise error(f"{where} is nested too deeply to parse") from None
+
+
+def _flow_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether YAML flow collections ([ and {) nest deeper than ``limit``, from a cheap scan before parsing
+    (quoted scalars and comments skipped)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth, quote, escaped, comment, last, prev = 0, "", False, False, "\n", "\n"
+    for ch in text:
+        if comment:
+            comment = ch != "\n"
+            last = "\n"
+        elif quote:
+            if escaped:
+                escaped = False
+            elif quote == '"' and ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote, last = "", ch
+        elif ch == "#" and prev in " \t\n":
+            comment = True
+        elif ch in "\"'" and last in "\n:,[{-?":  # a quoted scalar starts only where a scalar can start
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+            last = ch
+        elif ch in "]}":
+            depth, last = max(0, depth - 1), ch
+        elif ch not in " \t\r":
+            last = ch
+        prev = ch
+    return False
 
 
 def _check_depth(data: Any, where: str, error: type[UserError]) -> None:
@@ -95,6 +132,40 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def safetensors_shapes(path: Path) -> dict[str, list[int]]:
+    """Tensor shapes from a safetensors header (nothing else is read); UserError when the file is truncated,
+    corrupt or not safetensors."""
+    def bad(why: str) -> UserError:
+        return UserError(f"{path} is not a readable safetensors file ({why}); re-export or re-fetch it")
+
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            raw = f.read(8)
+            n = int.from_bytes(raw, "little") if len(raw) == 8 else -1
+            if not 2 <= n <= min(size - 8, 100_000_000):
+                raise bad("bad header length")
+            header = json.loads(f.read(n).decode("utf-8"))
+    except OSError as exc:
+        raise UserError(f"{path} cannot be read: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise bad("the header is not JSON") from None
+    if not isinstance(header, dict):
+        raise bad("the header is not a table")
+    shapes, end = {}, 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            shapes[name] = [int(d) for d in info["shape"]]
+            end = max(end, int(info["data_offsets"][1]))
+        except (KeyError, TypeError, ValueError, IndexError):
+            raise bad(f"entry {name!r} has no shape or offsets") from None
+    if 8 + n + end > size:
+        raise bad(f"truncated: the header needs {8 + n + end} bytes, the file has {size}")
+    return shapes
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -117,7 +188,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 def check_output_dir(out: Path, force: bool, inputs: tuple[Path, ...] = ()) -> None:
     """Refuse an existing output (unless ``force``), an output inside an input, or an unwritable parent."""
-    out_abs = out.resolve()
+    try:
+        out_abs = out.resolve()
+    except (RuntimeError, OSError):  # RuntimeError before Python 3.13
+        raise UserError(f"output {out} is a symlink loop (or an unreadable link); choose another --out") from None
     for src in inputs:
         src_abs = Path(src).resolve()
         if src_abs.is_dir() and (out_abs == src_abs or src_abs in out_abs.parents):
@@ -129,6 +203,8 @@ def check_output_dir(out: Path, force: bool, inputs: tuple[Path, ...] = ()) -> N
     parent = out_abs.parent
     while not parent.exists():
         parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"cannot write under {parent}: it is a file, not a folder; choose another --out")
     if not os.access(parent, os.W_OK):
         raise UserError(f"cannot write under {parent} (permission denied); choose another --out")
 
@@ -137,8 +213,11 @@ def check_output_dir(out: Path, force: bool, inputs: tuple[Path, ...] = ()) -> N
 def atomic_dir(out: Path, force: bool = False, inputs: tuple[Path, ...] = ()) -> Iterator[Path]:
     """Yield a temporary folder next to ``out``; on success it replaces ``out``, on failure it vanishes."""
     check_output_dir(out, force, inputs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    except OSError as exc:
+        raise UserError(f"cannot write under {out.parent} ({exc.strerror}); choose another --out") from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a bundle gets the user's usual permissions

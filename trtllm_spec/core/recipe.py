@@ -358,7 +358,8 @@ def deep_merge(base: dict, over: dict) -> dict:
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
     p = Path(path)
-    data = apply_overrides(_load_raw(p.resolve() if p.exists() else p, (p.resolve(),)), overrides)
+    real = p.resolve() if p.exists() else p  # a missing path (or a symlink loop) is reported by the reader
+    data = apply_overrides(_load_raw(real, (real,)), overrides)
     recipe = recipe_from_dict(data, str(p))
     recipe._base_dir = p.resolve().parent
     return recipe

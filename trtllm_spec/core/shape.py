@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from trtllm_spec.core.files import read_text
 from trtllm_spec.core.schema import StrictModel
@@ -245,6 +245,9 @@ def shape_from_config(cfg: dict, name: str = "model", source: str = "") -> Model
     fields["native_weight_dtype"] = {"fp8": "fp8", "mxfp4": "mxfp4"}.get(method, "bf16")
     try:
         return ModelShape(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg']}" for e in exc.errors())
+        raise ShapeError(f"{where}: config.json values are invalid: {problems}; fix config.json") from None
     except ValueError as exc:
         raise ShapeError(f"{where}: config.json values are invalid: {exc}") from None
 

@@ -192,10 +192,15 @@ class LlamaModel:
     def __init__(self, cfg: LlamaConfig, weights: dict[str, torch.Tensor], dtype=torch.float32,
                  device: str = "cpu") -> None:
         self.cfg, self.dtype, self.device = cfg, dtype, device
+        shapes = expected_shapes(cfg)
 
         def get(name: str) -> torch.Tensor:
             if name not in weights:
                 raise UserError(f"checkpoint lacks tensor {name!r}; is it a complete {cfg.model_type} checkpoint?")
+            want = shapes.get(name)
+            if want is not None and tuple(weights[name].shape) != want:  # else an obscure torch error later
+                raise UserError(f"checkpoint tensor {name!r} has shape {list(weights[name].shape)}, but config.json "
+                                f"implies {list(want)}; the weights do not match config.json (re-export it)")
             return weights[name].to(device=device, dtype=dtype)
 
         self.embed = get("model.embed_tokens.weight")
@@ -265,6 +270,40 @@ class LlamaModel:
             return None, captured, normed
         last = normed[:, -1:] if logits == "last" else normed
         return F.linear(last, self.lm_head), captured, normed
+
+
+def expected_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """The tensor shapes config.json implies for a Llama-family checkpoint."""
+    h, q, kv, inter = cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim, \
+        cfg.intermediate_size
+    out = {"model.embed_tokens.weight": (cfg.vocab_size, h), "lm_head.weight": (cfg.vocab_size, h),
+           "model.norm.weight": (h,)}
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        out.update({p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
+                    p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
+                    p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
+                    p + "mlp.down_proj.weight": (h, inter), p + "input_layernorm.weight": (h,),
+                    p + "post_attention_layernorm.weight": (h,)})
+    return out
+
+
+def check_checkpoint(folder: Path) -> None:
+    """Header-only check of a checkpoint's safetensors: readable, not truncated, and (Llama family) tensor shapes
+    as config.json implies. A clear error before anything (transformers, ModelOpt) loads the weights."""
+    from trtllm_spec.core.files import safetensors_shapes
+
+    shapes: dict[str, list[int]] = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        shapes.update(safetensors_shapes(f))
+    try:
+        cfg = LlamaConfig.from_hf(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+    except (UserError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
+        return  # not a shape the reference decoder reads: the loader checks it
+    for name, want in expected_shapes(cfg).items():
+        if name in shapes and tuple(shapes[name]) != want:
+            raise UserError(f"checkpoint tensor {name!r} in {folder} has shape {shapes[name]}, but config.json implies "
+                            f"{list(want)}; the weights do not match config.json (re-export it)")
 
 
 def load_safetensors(folder: Path) -> dict[str, torch.Tensor]:

@@ -1,10 +1,17 @@
 """The training loop around a ModelOpt-converted model: AdamW, warmup + cosine, gradient accumulation,
 bf16 autocast where the CPU runs it fast, per-step ``train_acc`` per draft position, atomic checkpoints and an
 exact ``--resume`` (same data order, optimizer, scheduler and RNG state). Data-parallel under ``torchrun``.
+
+Data parallel (``world > 1``, a process group initialised, ``wrapped`` the DDP wrapper): each rank reads its own
+micro-batches (``Schedule`` shards by rank), gradients are averaged by DDP on the last micro-batch of a step,
+the logged loss / accuracy are means over ranks and ``tokens`` the sum of every rank's loss tokens
+(``rank_tokens``: this step's per rank). Rank 0 writes the log and checkpoints (with every rank's RNG state, so
+a resume is exact on every rank); held-out evaluation runs on rank 0 only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -15,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.distributed as tdist
 
 from trtllm_spec.core.files import write_json_atomic
 from trtllm_spec.core.recipe import TrainingConfig
@@ -71,36 +79,61 @@ class Trainer:
 
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lr_factor)
         self.autocast = cfg.precision == "bf16" or (cfg.precision == "auto" and bf16_is_fast())
+        if self.distributed:  # every rank must run the same numerics: rank 0's timing decides
+            flag = [self.autocast]
+            tdist.broadcast_object_list(flag, src=0)
+            self.autocast = bool(flag[0])
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0
 
+    @property
+    def distributed(self) -> bool:
+        return self.world > 1 and tdist.is_available() and tdist.is_initialized()
+
     # ---- one step ------------------------------------------------------------------------------------------
-    def _forward(self, ids, attn, loss_mask):
+    def _forward(self, ids, attn, loss_mask, model=None):
         if hasattr(self.model, "_cached_attn_blk_masks"):
             self.model._cached_attn_blk_masks = {}  # ModelOpt caches TTT masks by step only, not by length
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
-            return self.forward_model(input_ids=ids, attention_mask=attn, loss_mask=loss_mask)
+            return (model or self.forward_model)(input_ids=ids, attention_mask=attn, loss_mask=loss_mask)
 
     def train_step(self) -> dict:
         self.model.train()
         accs, losses, tokens = [], [], 0
         for micro in range(self.cfg.grad_accum):
             ids, attn, loss_mask = self.schedule.micro_batch(self.step, micro)
-            out = self._forward(ids, attn, loss_mask)
-            (out.loss / self.cfg.grad_accum).backward()
+            last = micro == self.cfg.grad_accum - 1
+            sync = self.forward_model.no_sync() if self.distributed and not last and \
+                hasattr(self.forward_model, "no_sync") else contextlib.nullcontext()
+            with sync:  # DDP all-reduces gradients on the step's last micro-batch only
+                out = self._forward(ids, attn, loss_mask)
+                (out.loss / self.cfg.grad_accum).backward()
             losses.append(float(out.loss.detach()))
             accs.append([float(a) for a in out.train_acc[0]])
-            tokens += int(loss_mask.sum()) * self.world
+            tokens += int(loss_mask.sum())
+        loss = sum(losses) / len(losses)
+        acc = [sum(a[i] for a in accs) / len(accs) for i in range(len(accs[0]))]
+        rank_tokens = [tokens]
+        if self.distributed:
+            mine = torch.tensor([float(tokens), loss, *acc], dtype=torch.float64)
+            every = [torch.zeros_like(mine) for _ in range(self.world)]
+            tdist.all_gather(every, mine)
+            rank_tokens = [int(e[0]) for e in every]
+            loss = sum(float(e[1]) for e in every) / self.world
+            acc = [sum(float(e[2 + i]) for e in every) / self.world for i in range(len(acc))]
+            tokens = sum(rank_tokens)
         torch.nn.utils.clip_grad_norm_(self.params.values(), 1.0)
         self.opt.step()
         self.sched.step()
         self.opt.zero_grad(set_to_none=True)
         self.step += 1
         self.tokens += tokens
-        acc = [sum(a[i] for a in accs) / len(accs) for i in range(len(accs[0]))]
-        return {"step": self.step, "loss": sum(losses) / len(losses), "train_acc": acc, "tokens": self.tokens,
-                "lr": self.sched.get_last_lr()[0]}
+        rec = {"step": self.step, "loss": loss, "train_acc": acc, "tokens": self.tokens,
+               "lr": self.sched.get_last_lr()[0]}
+        if self.world > 1:
+            rec["rank_tokens"] = rank_tokens
+        return rec
 
     @torch.no_grad()
     def evaluate(self, chunks: list[Chunk] | None = None, max_chunks: int = 16) -> list[float]:
@@ -111,8 +144,9 @@ class Trainer:
         self.model.train()
         sums: list[float] = []
         for c in chunks:
-            ids = torch.tensor([c.input_ids])
-            out = self._forward(ids, torch.ones_like(ids), torch.tensor([c.loss_mask], dtype=torch.float32))
+            ids = torch.tensor([c.input_ids])  # the bare model: no DDP collectives (rank 0 evaluates alone)
+            out = self._forward(ids, torch.ones_like(ids), torch.tensor([c.loss_mask], dtype=torch.float32),
+                                model=self.model)
             acc = [float(a) for a in out.train_acc[0]]
             sums = [s + a for s, a in zip(sums, acc, strict=True)] if sums else acc
         return [s / len(chunks) for s in sums]
@@ -122,7 +156,17 @@ class Trainer:
     def ckpt_dir(self) -> Path:
         return self.out / "checkpoints"
 
+    def _rng_states(self) -> list[torch.Tensor]:
+        """Every rank's CPU RNG state (ModelOpt samples anchors / TTT noise per rank); collective."""
+        mine = torch.get_rng_state()
+        if not self.distributed:
+            return [mine]
+        every = [torch.zeros_like(mine) for _ in range(self.world)]
+        tdist.all_gather(every, mine)
+        return every
+
     def save_checkpoint(self) -> Path | None:
+        rng = self._rng_states()  # every rank takes part, rank 0 writes
         if self.rank != 0:
             return None
         from safetensors.torch import save_file
@@ -133,7 +177,7 @@ class Trainer:
         tmp.mkdir(parents=True)
         save_file({n: p.detach().contiguous().clone() for n, p in self.params.items()}, str(tmp / "trainable.safetensors"))
         torch.save({"optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict(),
-                    "rng": torch.get_rng_state()}, tmp / "optimizer.pt")
+                    "rng": rng[0], "rng_per_rank": rng}, tmp / "optimizer.pt")
         write_json_atomic(tmp / "state.json", {"step": self.step, "tokens": self.tokens, "elapsed_s": self.elapsed})
         if final.exists():
             shutil.rmtree(final)
@@ -163,7 +207,8 @@ class Trainer:
         state = torch.load(folder / "optimizer.pt", weights_only=True)
         self.opt.load_state_dict(state["optimizer"])
         self.sched.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"])
+        per_rank = state.get("rng_per_rank") or [state["rng"]]
+        torch.set_rng_state(per_rank[self.rank] if len(per_rank) == self.world else state["rng"])
         meta = json.loads((folder / "state.json").read_text())
         self.step, self.tokens, self.elapsed = meta["step"], meta["tokens"], meta["elapsed_s"]
         return True
@@ -189,9 +234,17 @@ class Trainer:
                 self.on_step(rec)
             if self.step % self.cfg.checkpoint_every == 0:
                 self.save_checkpoint()
-            if time_budget_s is not None and self.elapsed >= time_budget_s:
+            if time_budget_s is not None and self._all(self.elapsed >= time_budget_s):
                 stopped = "time_budget"
                 break
         self.save_checkpoint()
-        heldout = self.evaluate()
+        heldout = self.evaluate() if self.rank == 0 else []
         return TrainResult(self.step, self.tokens, self.elapsed, last_acc, heldout, stopped, history)
+
+    def _all(self, flag: bool) -> bool:
+        """``flag`` on rank 0 decides for every rank (ranks must stop at the same step)."""
+        if not self.distributed:
+            return flag
+        t = torch.tensor([1 if flag else 0])
+        tdist.broadcast(t, src=0)
+        return bool(t.item())

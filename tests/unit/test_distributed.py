@@ -1,0 +1,135 @@
+"""Data-parallel training under ``torchrun`` (2 processes, gloo on CPU) on the tiny target.
+
+The proof that the ranks read different micro-batches *and* that DDP averages their gradients: with batch B per
+rank, 2 ranks and grad_accum 1, rank r reads exactly the chunks that micro-batch r of a single process with
+grad_accum 2 reads, and DDP's mean of the two ranks' gradients is the single process's accumulated
+``g0 / 2 + g1 / 2``. So the two runs must end on the same weights (EAGLE-3 training draws no random numbers).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from tests.conftest import REPO
+from tests.tiny import write_conversations
+
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+
+
+def _recipe(folder: Path, target: Path, data: Path, drafter: dict, **training) -> Path:
+    t = {"max_steps": 3, "batch_size": 2, "seq_len": 64, "lr": 3e-3, "warmup_steps": 1, "checkpoint_every": 2,
+         "precision": "fp32", "data": {"path": str(data), "eval_fraction": 0.25}} | training
+    path = folder / f"recipe-{len(list(folder.glob('recipe-*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny-ddp", "target": {"model": str(target)},
+                                    "drafter": drafter | {"training": t}}))
+    return path
+
+
+def _torchrun(recipe: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = os.environ | {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                        "OMP_NUM_THREADS": "1"}
+    cmd = [str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "-m", "trtllm_spec", "train", str(recipe),
+           "--out", str(out), *extra]
+    r = subprocess.run(cmd, cwd=recipe.parent, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
+    return r
+
+
+def _log(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
+def _weights(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+pytestmark = pytest.mark.skipif(not TORCHRUN.is_file(), reason="torchrun is not installed next to python")
+
+
+@pytest.fixture(scope="module")
+def convs(tmp_path_factory):
+    return write_conversations(tmp_path_factory.mktemp("data") / "c.jsonl", 24)
+
+
+EAGLE = {"type": "eagle3", "num_layers": 1, "draft_vocab_size": 64}
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tiny_target, convs, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ddp")
+    out = folder / "train"
+    r = _torchrun(_recipe(folder, tiny_target, convs, EAGLE), out)
+    return out, r
+
+
+def test_torchrun_trains_and_exports_once(ddp_run):
+    out, r = ddp_run
+    cfg = json.loads((out / "drafter" / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and (out / "drafter" / "model.safetensors").is_file()
+    log = _log(out)
+    assert [rec["step"] for rec in log] == [1, 2, 3]  # one line per step, not one per rank
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["steps"] == 3 and summary["tokens"] == log[-1]["tokens"]
+    assert r.stderr.count("data parallel: 2 ranks") == 1  # only rank 0 speaks
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["latest", "step-0000002", "step-0000003"]
+
+
+def test_ranks_read_their_own_shards(ddp_run, tiny_target, convs):
+    """rank_tokens (what each rank's micro-batches held) are the Schedule's shards, and they differ."""
+    from trtllm_spec.data.chat import load_tokenizer
+    from trtllm_spec.data.regenerate import read_done
+    from trtllm_spec.train.samples import Schedule
+    from trtllm_spec.train_stage import prepare_samples
+
+    out, _ = ddp_run
+    tok = load_tokenizer(tiny_target)
+    chunks, *_ = prepare_samples(tok, list(read_done(convs).values()), 64, 0.25, tok.pad_token_id)
+    shards = [Schedule(chunks, 2, 1, 0, rank=r, world=2) for r in (0, 1)]
+    total = 0
+    for step, rec in enumerate(_log(out)):
+        expected = [int(s.micro_batch(step, 0)[2].sum()) for s in shards]
+        assert rec["rank_tokens"] == expected
+        total += sum(expected)
+        assert rec["tokens"] == total
+    assert any(a != b for a, b in (rec["rank_tokens"] for rec in _log(out)))
+
+
+def test_ddp_equals_single_process_accumulation(ddp_run, tiny_target, convs, tmp_path):
+    """2 ranks x grad_accum 1 == 1 process x grad_accum 2 (same chunks, gradients averaged): same weights."""
+    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.train_stage import run_train
+
+    out, _ = ddp_run
+    single = tmp_path / "single"
+    res = run_train(load_recipe(_recipe(tmp_path, tiny_target, convs, EAGLE, grad_accum=2)), single,
+                    log=lambda m: None)
+    a = _weights(out / "checkpoints" / "step-0000003" / "trainable.safetensors")
+    b = _weights(single / "checkpoints" / "step-0000003" / "trainable.safetensors")
+    assert a.keys() == b.keys()
+    assert all(torch.allclose(a[k], b[k], rtol=1e-5, atol=1e-6) for k in a)
+    for x, y in zip(_log(out), _log(single), strict=True):
+        assert x["tokens"] == y["tokens"] and x["loss"] == pytest.approx(y["loss"], rel=1e-5)
+    assert json.loads((out / "train_summary.json").read_text())["heldout_acc"] == \
+        pytest.approx(res.summary["heldout_acc"], abs=1e-3)
+
+
+@pytest.mark.slow
+def test_ddp_resume_equals_uninterrupted(tiny_target, convs, tmp_path):
+    """Rank 0 checkpoints (with every rank's RNG state: DFlash samples anchors), every rank loads."""
+    dflash = {"type": "dflash", "num_layers": 2, "block_size": 4, "mask_token": 3}
+    recipe = _recipe(tmp_path, tiny_target, convs, dflash, max_steps=4)
+    _torchrun(recipe, tmp_path / "a")
+    _torchrun(recipe, tmp_path / "b", "--max-steps", "2")
+    r = _torchrun(recipe, tmp_path / "b", "--resume")
+    assert "resumed at step 2" in r.stderr
+    a, b = (_weights(tmp_path / x / "drafter" / "model.safetensors") for x in "ab")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert [x["loss"] for x in _log(tmp_path / "a")] == [x["loss"] for x in _log(tmp_path / "b")]
