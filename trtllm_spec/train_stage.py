@@ -127,24 +127,52 @@ def conversations(recipe: Recipe, target_dir: Path, data_dir: Path, log, *, rege
     started = time.perf_counter()
     rep = regenerate(items, target_dir, out, max_new_tokens=d.regen_max_new_tokens, batch_size=d.regen_batch_size,
                      temperature=0.0, seed=d.seed, chat_template=recipe.resolve_path(recipe.target.chat_template),
-                     progress=lambda n, total, toks: log(f"regenerate: {n}/{total} conversations, {toks} tokens"))
+                     progress=lambda n, total, toks: log(f"regenerate: {n}/{total} conversations, {toks} tokens"),
+                     capture=offline_capture(recipe, target_dir))
     log(f"regenerate: {rep.done} new, {rep.skipped} already done, {rep.generated_tokens} tokens at "
         f"{rep.tokens_per_s:.0f} tok/s ({time.perf_counter() - started:.0f} s)")
     done = read_done(out)
     return [done[it.id] for it in items if it.id in done]
 
 
-def prepare_samples(tok, convs: list[dict], seq_len: int, heldout_fraction: float, pad_id: int):
+def offline_capture(recipe: Recipe, target_dir: Path) -> tuple[int, ...]:
+    """The target layers to capture during regeneration for offline EAGLE-3 training (empty: train online)."""
+    d = recipe.drafter
+    if d.type != "eagle3" or not d.training.data.offline_features:
+        return ()
+    from trtllm_spec.runtime.drafters.eagle3 import default_capture_layers
+
+    n = json.loads((target_dir / "config.json").read_text())["num_hidden_layers"]
+    return tuple(sorted(d.layers_to_capture or default_capture_layers(n)))
+
+
+def offline_ready(convs: list[dict], capture: tuple[int, ...]) -> bool:
+    return bool(capture) and bool(convs) and all(
+        "tokens" in c and (c.get("features") or {}).get("layers") == list(capture) for c in convs)
+
+
+def prepare_samples(tok, convs: list[dict], seq_len: int, heldout_fraction: float, pad_id: int,
+                    data_dir: Path | None = None, offline: bool = False):
     from trtllm_spec.data.chat import tokenize_conversation
     from trtllm_spec.train.samples import is_heldout, pack, token_counts
 
-    train, held = [], []
+    from trtllm_spec.data.regenerate import load_features
+
+    train, held, f_train, f_held = [], [], [], []
     for c in convs:
-        t = tokenize_conversation(tok, c["messages"])
-        (held if is_heldout(c["id"], heldout_fraction) else train).append((t.input_ids, t.assistant))
+        if offline:  # the exact tokens regeneration produced, with the target's hidden states over them
+            seq = (c["tokens"], c["assistant"])
+            feats = load_features(data_dir, c["features"])
+        else:
+            t = tokenize_conversation(tok, c["messages"])
+            seq, feats = (t.input_ids, t.assistant), None
+        hold = is_heldout(c["id"], heldout_fraction)
+        (held if hold else train).append(seq)
+        (f_held if hold else f_train).append(feats)
     if not train:
         raise UserError("no training conversations left after the held-out split; raise data.num_conversations")
-    return pack(train, seq_len, pad_id), pack(held, seq_len, pad_id), token_counts(train), train
+    return (pack(train, seq_len, pad_id, f_train if offline else None),
+            pack(held, seq_len, pad_id, f_held if offline else None, separate=True), token_counts(train), train)
 
 
 def check_out(out: Path, resume: bool, force: bool, delete: bool = True) -> None:
@@ -216,12 +244,15 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
     if dist.rank != 0:
         convs = conversations(recipe, target_dir, out / "data", log, regenerate_missing=False)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    chunks, heldout, counts, _ = prepare_samples(tok, convs, tc.seq_len, tc.data.eval_fraction, pad)
+    offline = offline_ready(convs, offline_capture(recipe, target_dir))
+    chunks, heldout, counts, _ = prepare_samples(tok, convs, tc.seq_len, tc.data.eval_fraction, pad,
+                                                 out / "data", offline)
     log(f"data: {len(convs)} conversations -> {len(chunks)} training chunks of {tc.seq_len} tokens, "
-        f"{len(heldout)} held-out; {sum(counts.values())} assistant tokens")
+        f"{len(heldout)} held-out; {sum(counts.values())} assistant tokens"
+        + ("; target hidden states from regeneration (offline)" if offline else ""))
     summary: dict = {"drafter": d.type, "target": target.hf_id or target.spec, "conversations": len(convs),
                      "train_chunks": len(chunks), "heldout_chunks": len(heldout),
-                     "assistant_tokens": sum(counts.values())}
+                     "assistant_tokens": sum(counts.values()), "offline_features": offline}
     d2t = None
     kwargs: dict = {}
     if d.type == "eagle3":
@@ -235,11 +266,12 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
         kwargs["mask_token_id"] = resolve_mask_token(tok, d.mask_token, cfg["vocab_size"])
         summary["mask_token_id"] = kwargs["mask_token_id"]
     model = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32)
-    ms.convert(model, cfg, d, **kwargs)
+    last = ms.last_layer_state(model) if d2t is not None and tc.init_from_target else None
+    ms.convert(model, cfg, d, offline=offline, **kwargs)
     if d2t is not None:
         ms.load_d2t(model, d2t)
-        if tc.init_from_target:
-            ms.init_eagle3_from_target(model, d2t if d2t.numel() < cfg["vocab_size"] else None)
+        if last is not None:
+            ms.init_eagle3_from_target(model, d2t if d2t.numel() < cfg["vocab_size"] else None, last)
     wrapped = None
     if dist.active:
         from torch.nn.parallel import DistributedDataParallel

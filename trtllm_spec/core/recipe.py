@@ -36,6 +36,8 @@ class DataConfig(StrictModel):
     regenerate: bool = Field(True, description="the target writes the assistant turns itself")
     path: str | None = Field(None, description="your own conversations (JSONL of {id, messages}) instead")
     max_prompt_tokens: int = Field(256, ge=8, le=131072, description="skip prompts longer than this")
+    offline_features: bool = Field(True, description="EAGLE-3: keep the target's hidden states from regeneration "
+                                   "and train without a second target pass (ModelOpt offline mode)")
     regen_max_new_tokens: int = Field(256, ge=1, le=32768)
     regen_batch_size: int = Field(8, ge=1, le=4096)
     eval_fraction: float = Field(0.05, ge=0, lt=1)

@@ -32,8 +32,13 @@ def generate(model: LlamaModel, prompt: list[int], max_new_tokens: int, eos_ids:
 
 def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: int, eos_ids: tuple[int, ...],
                    params: SamplingParams | None = None, generator: torch.Generator | None = None,
-                   on_token: Callable[[int], None] | None = None) -> list[list[int]]:
-    """Left-padded batched decoding; rows stop at EOS (their later tokens are discarded)."""
+                   on_token: Callable[[int], None] | None = None, capture: tuple[int, ...] = (),
+                   features: list[dict] | None = None) -> list[list[int]]:
+    """Left-padded batched decoding; rows stop at EOS (their later tokens are discarded).
+
+    With ``capture`` and a ``features`` list, also returns, per row, the target's hidden states over
+    prompt + generated tokens (what offline drafter training needs, at no extra cost): ``aux`` [T, n*H] (the
+    captured layers' outputs, concatenated) and ``hidden`` [T, H] (after the final norm)."""
     params = params or SamplingParams()
     b = len(prompts)
     width = max(len(p) for p in prompts)
@@ -41,24 +46,43 @@ def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: 
     tokens = torch.zeros((b, width), dtype=torch.long, device=model.device)
     for i, p in enumerate(prompts):
         tokens[i, width - len(p):] = torch.tensor(p)
-    cache = model.new_cache(b, width + max_new_tokens + 1)
+    cache = model.new_cache(b, width + max_new_tokens + 2)
     start = torch.zeros(b, dtype=torch.long, device=model.device)
-    logits, _, _ = model.forward(tokens, start, cache, logits="last", pad_left=pad)
+    logits, aux, normed = model.forward(tokens, start, cache, logits="last", pad_left=pad, capture=capture)
+    keep = features is not None and bool(capture)
+    rows: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in range(b)]
+    if keep:
+        cat = torch.cat(aux, dim=-1)
+        for i in range(b):
+            rows[i].append((cat[i, int(pad[i]):], normed[i, int(pad[i]):]))
     outs: list[list[int]] = [[] for _ in range(b)]
     done = [False] * b
     pos = width
-    for _ in range(max_new_tokens):
+    for step_i in range(max_new_tokens):
         nxt = [sample(logits[i, -1], params, generator) for i in range(b)]
+        appended = [not d for d in done]
         for i, t in enumerate(nxt):
-            if not done[i]:
+            if appended[i]:
                 outs[i].append(t)
                 done[i] = t in eos_ids
         if on_token:
             on_token(sum(1 for d in done if not d))
-        if all(done):
+        finished = all(done) or step_i == max_new_tokens - 1
+        if finished and not keep:
             break
+        # feed the new tokens; with ``keep`` this also yields the features of the tokens just generated
         step = torch.tensor([[t] for t in nxt], device=model.device)
-        logits, _, _ = model.forward(step, torch.full((b,), pos, device=model.device), cache, logits="last",
-                                     pad_left=pad)
+        logits, aux, normed = model.forward(step, torch.full((b,), pos, device=model.device), cache, logits="last",
+                                            pad_left=pad, capture=capture)
         pos += 1
+        if keep:
+            cat = torch.cat(aux, dim=-1)
+            for i in range(b):
+                if appended[i]:
+                    rows[i].append((cat[i], normed[i]))
+        if finished:
+            break
+    if keep:
+        for i in range(b):
+            features.append({"aux": torch.cat([r[0] for r in rows[i]]), "hidden": torch.cat([r[1] for r in rows[i]])})
     return outs

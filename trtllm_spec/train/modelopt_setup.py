@@ -34,7 +34,8 @@ def draft_dims(cfg: dict) -> dict:
                 intermediate_size=cfg["intermediate_size"], rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)))
 
 
-def eagle_mode_config(target_cfg: dict, drafter: Eagle3Drafter | MTPDrafter, draft_vocab_size: int) -> dict:
+def eagle_mode_config(target_cfg: dict, drafter: Eagle3Drafter | MTPDrafter, draft_vocab_size: int,
+                      offline: bool = False) -> dict:
     from modelopt.torch.speculative.config import EAGLE3_DEFAULT_CFG, EAGLE_MTP_DEFAULT_CFG
 
     base = EAGLE3_DEFAULT_CFG if drafter.type == "eagle3" else EAGLE_MTP_DEFAULT_CFG
@@ -51,7 +52,7 @@ def eagle_mode_config(target_cfg: dict, drafter: Eagle3Drafter | MTPDrafter, dra
         if bad:
             raise UserError(f"drafter.layers_to_capture {bad} out of range for a {n}-layer target (0..{n - 1})")
         arch["eagle_aux_hidden_state_layer_ids"] = list(layers)
-    cfg.update(eagle_use_torch_compile=False, eagle_export_rope_scaling={})
+    cfg.update(eagle_use_torch_compile=False, eagle_export_rope_scaling={}, eagle_offline=offline)
     if drafter.training.ttt_steps:
         cfg["eagle_ttt_steps"] = drafter.training.ttt_steps
     return cfg
@@ -72,12 +73,13 @@ def dflash_mode_config(target_cfg: dict, drafter: DFlashDrafter, mask_token_id: 
 
 
 def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = None,
-            mask_token_id: int | None = None):
-    """Convert ``model`` in place (base frozen) and return it."""
+            mask_token_id: int | None = None, offline: bool = False):
+    """Convert ``model`` in place (base frozen) and return it. ``offline``: the target's hidden states come with
+    the data (captured during regeneration), so ModelOpt drops the target's decoder layers."""
     import modelopt.torch.speculative as mtsp
 
     if drafter.type in ("eagle3", "mtp"):
-        mode = ("eagle", eagle_mode_config(target_cfg, drafter, draft_vocab_size or target_cfg["vocab_size"]))
+        mode = ("eagle", eagle_mode_config(target_cfg, drafter, draft_vocab_size or target_cfg["vocab_size"], offline))
     elif drafter.type in ("dflash", "dspark"):
         mode = ("dflash", dflash_mode_config(target_cfg, drafter, mask_token_id))
     else:
@@ -107,28 +109,35 @@ def align_eagle3_first_layer(model) -> None:
     layer.forward = types.MethodType(_first_layer_forward, layer)
 
 
+def last_layer_state(model) -> dict[str, torch.Tensor]:
+    """The target's last decoder layer and final norm, saved before conversion (offline mode drops the
+    layers) so the drafter can start from them."""
+    layer = model.model.layers[-1]
+    state = {k: v.detach().clone() for k, v in layer.state_dict().items()}
+    state["final_norm.weight"] = model.model.norm.weight.detach().clone()
+    return state
+
+
 @torch.no_grad()
-def init_eagle3_from_target(model, d2t: torch.Tensor | None) -> None:
+def init_eagle3_from_target(model, d2t: torch.Tensor | None, last: dict[str, torch.Tensor]) -> None:
     """Start the EAGLE-3 head from the target: its last decoder layer for the drafter layer (hidden half of
     q/k/v; the embedding half starts at zero), the final norm, the lm_head rows of the draft vocabulary, and an
-    fc that passes the last captured layer through."""
-    base = model._base_model
-    last = base.layers[-1]
+    fc that passes the last captured layer through. ``last``: ``last_layer_state`` of the target."""
     em = model.eagle_module
     layer = em.layers[0]
     h = model.eagle_config.hidden_size
     for name in ("q_proj", "k_proj", "v_proj"):
         w = getattr(layer.self_attn, name).weight
         w.zero_()
-        w[:, h:] = getattr(last.self_attn, name).weight
-    layer.self_attn.o_proj.weight.copy_(last.self_attn.o_proj.weight)
+        w[:, h:] = last[f"self_attn.{name}.weight"]
+    layer.self_attn.o_proj.weight.copy_(last["self_attn.o_proj.weight"])
     for name in ("gate_proj", "up_proj", "down_proj"):
-        getattr(layer.mlp, name).weight.copy_(getattr(last.mlp, name).weight)
-    layer.post_attention_layernorm.weight.copy_(last.post_attention_layernorm.weight)
-    layer.hidden_norm.weight.copy_(last.input_layernorm.weight)
+        getattr(layer.mlp, name).weight.copy_(last[f"mlp.{name}.weight"])
+    layer.post_attention_layernorm.weight.copy_(last["post_attention_layernorm.weight"])
+    layer.hidden_norm.weight.copy_(last["input_layernorm.weight"])
     layer.input_layernorm.weight.fill_(1.0)
     if hasattr(em, "norm"):
-        em.norm.weight.copy_(base.norm.weight)
+        em.norm.weight.copy_(last["final_norm.weight"])
     fc = em.fc.weight
     fc.zero_()
     fc[:, -h:] = torch.eye(h, dtype=fc.dtype)

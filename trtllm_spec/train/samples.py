@@ -20,6 +20,14 @@ import torch
 class Chunk:
     input_ids: list[int]
     loss_mask: list[int]
+    aux: torch.Tensor | None = None  # offline: captured target layers [T, n*H]
+    hidden: torch.Tensor | None = None  # offline: target final hidden (post-norm) [T, H]
+
+    def base_outputs(self) -> dict | None:
+        """ModelOpt's offline inputs for this chunk (None: the target runs online)."""
+        if self.aux is None:
+            return None
+        return {"aux_hidden_states": self.aux, "base_model_hidden_states": self.hidden}
 
 
 def is_heldout(conv_id: str, fraction: float) -> bool:
@@ -28,13 +36,25 @@ def is_heldout(conv_id: str, fraction: float) -> bool:
     return h < fraction
 
 
-def pack(token_seqs: list[tuple[list[int], list[int]]], seq_len: int, pad_id: int) -> list[Chunk]:
-    """Concatenate (ids, assistant mask) pairs and cut into ``seq_len`` chunks (the last one padded)."""
+def pack(token_seqs: list[tuple[list[int], list[int]]], seq_len: int, pad_id: int,
+         features: list[tuple[torch.Tensor, torch.Tensor]] | None = None, separate: bool = False) -> list[Chunk]:
+    """Concatenate (ids, assistant mask) pairs and cut into ``seq_len`` chunks (the last one padded). With
+    ``features`` (per sequence: aux, hidden), each chunk carries the matching slices (offline training).
+    ``separate``: one chunk per sequence from its first token (held-out scoring: every position sees its whole
+    context, so anyone can recompute the same features from the tokens alone)."""
+    if separate:
+        out: list[Chunk] = []
+        for i, seq in enumerate(token_seqs):
+            out += pack([(seq[0][:seq_len], seq[1][:seq_len])], seq_len, pad_id,
+                        [(f[0][:seq_len], f[1][:seq_len]) for f in features[i:i + 1]] if features else None)
+        return out
     ids: list[int] = []
     assistant: list[int] = []
     for toks, mask in token_seqs:
         ids += toks
         assistant += mask
+    aux = torch.cat([f[0] for f in features]) if features else None
+    hid = torch.cat([f[1] for f in features]) if features else None
     chunks = []
     for s in range(0, len(ids), seq_len):
         c_ids, c_as = ids[s:s + seq_len], assistant[s:s + seq_len]
@@ -42,7 +62,11 @@ def pack(token_seqs: list[tuple[list[int], list[int]]], seq_len: int, pad_id: in
         pad = seq_len - len(c_ids)
         if sum(loss) == 0:
             continue
-        chunks.append(Chunk(c_ids + [pad_id] * pad, loss + [0] * pad))
+        chunk = Chunk(c_ids + [pad_id] * pad, loss + [0] * pad)
+        if aux is not None:
+            chunk.aux = torch.nn.functional.pad(aux[s:s + seq_len], (0, 0, 0, pad))
+            chunk.hidden = torch.nn.functional.pad(hid[s:s + seq_len], (0, 0, 0, pad))
+        chunks.append(chunk)
     return chunks
 
 
@@ -71,8 +95,8 @@ class Schedule:
             self._orders = {epoch: order}  # keep one epoch
         return self._orders[epoch]
 
-    def micro_batch(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(input_ids, attention_mask, loss_mask) for this rank."""
+    def micro_batch(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict | None]:
+        """(input_ids, attention_mask, loss_mask, offline base outputs or None) for this rank."""
         per_micro = self.batch_size * self.world
         base = (step * self.grad_accum + micro) * per_micro + self.rank * self.batch_size
         rows = []
@@ -81,7 +105,14 @@ class Schedule:
             rows.append(self.chunks[self._order(epoch)[idx]])
         ids = torch.tensor([c.input_ids for c in rows])
         loss = torch.tensor([c.loss_mask for c in rows], dtype=torch.float32)
-        return ids, torch.ones_like(ids), loss
+        return ids, torch.ones_like(ids), loss, stack_outputs([c.base_outputs() for c in rows])
 
     def epoch_of(self, step: int) -> float:
         return step * self.grad_accum * self.batch_size * self.world / max(1, len(self.chunks))
+
+
+def stack_outputs(outputs: list[dict | None]) -> dict | None:
+    """Batch the offline inputs of several chunks (stored bf16; cast like the model's own activations)."""
+    if not outputs or outputs[0] is None:
+        return None
+    return {k: torch.stack([o[k] for o in outputs]).float() for k in outputs[0]}

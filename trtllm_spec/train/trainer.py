@@ -92,22 +92,23 @@ class Trainer:
         return self.world > 1 and tdist.is_available() and tdist.is_initialized()
 
     # ---- one step ------------------------------------------------------------------------------------------
-    def _forward(self, ids, attn, loss_mask, model=None):
+    def _forward(self, ids, attn, loss_mask, base_outputs=None, model=None):
         if hasattr(self.model, "_cached_attn_blk_masks"):
             self.model._cached_attn_blk_masks = {}  # ModelOpt caches TTT masks by step only, not by length
+        extra = {"base_model_outputs": base_outputs} if base_outputs is not None else {}
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
-            return (model or self.forward_model)(input_ids=ids, attention_mask=attn, loss_mask=loss_mask)
+            return (model or self.forward_model)(input_ids=ids, attention_mask=attn, loss_mask=loss_mask, **extra)
 
     def train_step(self) -> dict:
         self.model.train()
         accs, losses, tokens = [], [], 0
         for micro in range(self.cfg.grad_accum):
-            ids, attn, loss_mask = self.schedule.micro_batch(self.step, micro)
+            ids, attn, loss_mask, base_outputs = self.schedule.micro_batch(self.step, micro)
             last = micro == self.cfg.grad_accum - 1
             sync = self.forward_model.no_sync() if self.distributed and not last and \
                 hasattr(self.forward_model, "no_sync") else contextlib.nullcontext()
             with sync:  # DDP all-reduces gradients on the step's last micro-batch only
-                out = self._forward(ids, attn, loss_mask)
+                out = self._forward(ids, attn, loss_mask, base_outputs)
                 (out.loss / self.cfg.grad_accum).backward()
             losses.append(float(out.loss.detach()))
             accs.append([float(a) for a in out.train_acc[0]])
@@ -145,8 +146,10 @@ class Trainer:
         sums: list[float] = []
         for c in chunks:
             ids = torch.tensor([c.input_ids])  # the bare model: no DDP collectives (rank 0 evaluates alone)
+            from trtllm_spec.train.samples import stack_outputs
+
             out = self._forward(ids, torch.ones_like(ids), torch.tensor([c.loss_mask], dtype=torch.float32),
-                                model=self.model)
+                                stack_outputs([c.base_outputs()]), model=self.model)
             acc = [float(a) for a in out.train_acc[0]]
             sums = [s + a for s, a in zip(sums, acc, strict=True)] if sums else acc
         return [s / len(chunks) for s in sums]

@@ -1,0 +1,65 @@
+"""Offline EAGLE-3 training: regeneration keeps the target's hidden states, training skips the target pass."""
+
+import json
+
+import pytest
+import torch
+
+from trtllm_spec.core.recipe import recipe_from_dict
+
+
+def _recipe(target, offline: bool, **training):
+    t = {"max_steps": 3, "batch_size": 2, "seq_len": 48, "precision": "fp32", "checkpoint_every": 3,
+         "data": {"num_conversations": 10, "regen_max_new_tokens": 12, "regen_batch_size": 4,
+                  "offline_features": offline, "eval_fraction": 0.2}} | training
+    return recipe_from_dict({"name": "off", "target": {"model": str(target)},
+                             "drafter": {"type": "eagle3", "draft_vocab_size": 64, "training": t}})
+
+
+def test_regeneration_keeps_exact_tokens_and_features(tiny_target, tiny_suite, tmp_path):
+    from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.train_stage import conversations, offline_capture, offline_ready
+
+    recipe = _recipe(tiny_target, True)
+    convs = conversations(recipe, tiny_target, tmp_path / "data", lambda m: None)
+    capture = offline_capture(recipe, tiny_target)
+    assert capture == (1, 3, 4) and offline_ready(convs, capture)
+    from trtllm_spec.data.regenerate import load_features
+
+    model = LlamaModel.from_pretrained(tiny_target)
+    for c in convs[:3]:
+        aux, hidden = load_features(tmp_path / "data", c["features"])
+        assert aux.shape == (len(c["tokens"]), 3 * 64) and hidden.shape == (len(c["tokens"]), 64)
+        assert sum(c["assistant"]) >= 1 and c["assistant"][-1] == 1
+        _, ref_aux, ref_hidden = model.forward(torch.tensor([c["tokens"]]), torch.tensor([0]),
+                                               model.new_cache(1, 256), capture=capture)
+        # regeneration runs in bf16: the stored features match a fresh fp32 pass to bf16 precision
+        assert torch.allclose(aux.float(), torch.cat(ref_aux, -1)[0], atol=0.1, rtol=0.05)
+        assert torch.allclose(hidden.float(), ref_hidden[0], atol=0.1, rtol=0.05)
+
+
+def test_offline_training_exports_a_drafter_doctor_accepts(tiny_target, tiny_suite, tmp_path):
+    from trtllm_spec.train.doctor import run_doctor
+    from trtllm_spec.train_stage import run_train
+
+    res = run_train(_recipe(tiny_target, True), tmp_path / "t", log=lambda m: None)
+    assert res.summary["offline_features"] is True
+    kind, findings = run_doctor(res.drafter_dir, tiny_target, json.loads((tiny_target / "config.json").read_text()))
+    assert not [f for f in findings if f.level == "error"], findings
+    # the same run online (the target recomputed in every step) learns from the same tokens
+    online = run_train(_recipe(tiny_target, False), tmp_path / "o", log=lambda m: None)
+    assert online.summary["offline_features"] is False
+    assert online.summary["train_acc"] and res.summary["train_acc"]
+
+
+@pytest.mark.parametrize("offline", [True])
+def test_offline_resume_equals_uninterrupted(tiny_target, tiny_suite, tmp_path, offline):
+    from safetensors.torch import load_file
+
+    from trtllm_spec.train_stage import run_train
+
+    a = run_train(_recipe(tiny_target, offline), tmp_path / "a", log=lambda m: None)
+    run_train(_recipe(tiny_target, offline), tmp_path / "b", max_steps=1, log=lambda m: None)
+    b = run_train(_recipe(tiny_target, offline), tmp_path / "b", resume=True, log=lambda m: None)
+    ta, tb = load_file(str(a.drafter_dir / "model.safetensors")), load_file(str(b.drafter_dir / "model.safetensors"))
+    assert all(torch.equal(ta[k], tb[k]) for k in ta)
