@@ -154,9 +154,8 @@ def offline_ready(convs: list[dict], capture: tuple[int, ...]) -> bool:
 def prepare_samples(tok, convs: list[dict], seq_len: int, heldout_fraction: float, pad_id: int,
                     data_dir: Path | None = None, offline: bool = False):
     from trtllm_spec.data.chat import tokenize_conversation
-    from trtllm_spec.train.samples import is_heldout, pack, token_counts
-
     from trtllm_spec.data.regenerate import load_features
+    from trtllm_spec.train.samples import is_heldout, pack, token_counts
 
     train, held, f_train, f_held = [], [], [], []
     for c in convs:
