@@ -161,18 +161,24 @@ def evaluate(ctx: CostContext, plans: list[MechanismPlan]) -> list[Candidate]:
     return out
 
 
+NEAR_BEST = 0.01  # within 1% of the best speedup the model cannot tell D apart: take the smaller D
+
+
 def best_by_batch(candidates: list[Candidate], mechanism: str, fixed_draft_len: int | None = None
                   ) -> dict[int, Candidate]:
-    """Per batch size, the fastest feasible D of ``mechanism`` (ties go to the smaller D)."""
-    best: dict[int, Candidate] = {}
+    """Per batch size, the smallest feasible D of ``mechanism`` whose predicted speedup is within 1% of the best
+    (fewer wasted draft tokens, and no flip-flopping schedule from differences the model cannot resolve)."""
+    pool: dict[int, list[Candidate]] = {}
     for c in candidates:
         if c.mechanism != mechanism or not c.feasible:
             continue
         if fixed_draft_len is not None and c.draft_len not in (0, fixed_draft_len):
             continue
-        cur = best.get(c.batch_size)
-        if cur is None or c.speedup > cur.speedup * (1 + 1e-9):
-            best[c.batch_size] = c
+        pool.setdefault(c.batch_size, []).append(c)
+    best: dict[int, Candidate] = {}
+    for b, cs in pool.items():
+        top = max(c.speedup for c in cs)
+        best[b] = min((c for c in cs if c.speedup >= top * (1 - NEAR_BEST)), key=lambda c: c.draft_len)
     return best
 
 
