@@ -2,8 +2,11 @@
 (greedy, prompt-lookup decoding), same prompts, same max_new_tokens, outputs checked; and the planner's
 prediction (probed CPU + measured acceptance) against the measured speedup, per category.
 
-Run:  .venv/bin/python benchmarks/ecosystem.py --eagle out/<recipe>/drafter [--num-prompts 3] [--max-new-tokens 64]
-Prints markdown; --json FILE also writes the raw numbers. Needs 'trtllm-spec assets fetch smollm2-135m prompts'.
+Run:  .venv/bin/python benchmarks/ecosystem.py --eagle out/<recipe>/drafter [--num-prompts 3] [--max-new-tokens 64] \
+          [--hw probe.json]
+Prints markdown; --json FILE also writes the raw numbers. The planner check probes this CPU
+('trtllm-spec hw probe', or --hw FILE from an earlier probe), feeds it each category's measured AL at the
+benchmarked D, and compares its predicted speedup and pick (none / n-gram / EAGLE-3) with the measured ones. Needs 'trtllm-spec assets fetch smollm2-135m prompts'.
 """
 
 from __future__ import annotations
@@ -72,9 +75,11 @@ def run(args) -> dict:
                 dt_s = time.perf_counter() - t0
                 outs[name] = toks
                 rows.append({"dtype": dtype_name, "category": cat, "config": name, "seconds": dt_s,
+                             "prompt_tokens": len(ids),
                              "tokens": len(toks), "al": stats.acceptance_length() if stats else None,
                              "draft_s": stats.draft_s if stats else None, "verify_s": stats.verify_s if stats else None,
-                             "iterations": stats.iterations if stats else None})
+                             "iterations": stats.iterations if stats else None,
+                             "proposed": sum(stats.proposed) if stats else None})
             ref_ours, ref_hf = outs["ours-greedy"], outs["hf-greedy"]
             for r in rows[-len(configs):]:
                 ref = ref_hf if r["config"].startswith("hf") else ref_ours
@@ -123,6 +128,77 @@ def summarize(data: dict) -> str:
     return "\n".join(lines)
 
 
+def planner_check(data: dict, hw_file: Path, eagle: Path | None) -> str:
+    """Per dtype and category: the planner's predicted bs-1 speedup for n-gram and EAGLE-3 at the benchmarked D
+    (probed CPU, measured AL) against the measured speedup, and whether it picks the measured-fastest config."""
+    import tempfile
+
+    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.planner.inputs import plan_inputs
+    from trtllm_spec.planner.plan import make_plan
+
+    args = data["settings"]
+    rows = data["rows"]
+    isl = round(statistics.mean(r["prompt_tokens"] for r in rows))
+    drafters = {"ours-ngram": ({"type": "ngram"}, args["ngram_d"])}
+    if eagle is not None:
+        ecfg = json.loads((eagle / "config.json").read_text())
+        drafters["ours-eagle3"] = ({"type": "eagle3", "num_layers": ecfg.get("num_hidden_layers", 1),
+                                    "draft_vocab_size": ecfg.get("draft_vocab_size")}, args["eagle_d"])
+    lines = ["| dtype | category | config | drafted/iter | AL | measured | predicted | error | measured best | "
+             "planner pick |", "|---|---|---|---|---|---|---|---|---|---|"]
+    errors, agree, total = [], 0, 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for dtype in sorted({r["dtype"] for r in rows}):
+            for cat in sorted({r["category"] for r in rows}):
+                sel = [r for r in rows if r["dtype"] == dtype and r["category"] == cat]
+                base = _rate(sel, "ours-greedy")
+                measured, predicted, als, drafted = {"none": 1.0}, {"none": 1.0}, {}, {}
+                for cfg, (drafter, d) in drafters.items():
+                    rs = [r for r in sel if r["config"] == cfg]
+                    if not rs:
+                        continue
+                    als[cfg] = sum(r["al"] * r["iterations"] for r in rs) / sum(r["iterations"] for r in rs)
+                    measured[cfg] = _rate(sel, cfg) / base
+                    # our decoder verifies only the drafts it has (an n-gram often finds none), so the planner's
+                    # step times are read at the mean drafted tokens per iteration, not at D (TensorRT-LLM pads
+                    # to D under CUDA graphs; this CPU does not)
+                    drafted[cfg] = sum(r["proposed"] for r in rs) / sum(r["iterations"] for r in rs)
+                    acc = Path(tmp) / f"{dtype}-{cat}-{cfg}.json"
+                    acc.write_text(json.dumps({"acceptance_length": {str(i): min(als[cfg], i + 1)
+                                                                     for i in range(1, d + 1)}}))
+                    recipe = recipe_from_dict({
+                        "name": "ecosystem-check", "target": {"model": "smollm2-135m", "dtype": dtype},
+                        "drafter": drafter, "draft_len": d, "hardware": {"gpu": str(hw_file)},
+                        "workload": {"batch_sizes": [1], "isl": isl, "osl": args["max_new_tokens"]},
+                        "planner": {"acceptance": str(acc), "max_draft_len": d, "compare_mechanisms": False}})
+                    plan = make_plan(plan_inputs(recipe).request)
+                    step = {c["draft_len"]: c["step_time_s"] for c in plan["candidates"]
+                            if c["mechanism"] == drafter["type"] and c["batch_size"] == 1}
+                    lo = int(drafted[cfg])
+                    hi = min(lo + 1, d)
+                    t = step[lo] + (step[hi] - step[lo]) * (drafted[cfg] - lo)
+                    predicted[cfg] = als[cfg] * step[0] / t
+                best_m, best_p = max(measured, key=measured.get), max(predicted, key=predicted.get)
+                total += 1
+                agree += best_m == best_p
+                for cfg in drafters:
+                    if cfg not in als:
+                        continue
+                    err = predicted[cfg] / measured[cfg] - 1
+                    errors.append(abs(err))
+                    lines.append(f"| {dtype} | {cat} | {cfg} | {drafted[cfg]:.2f} | {als[cfg]:.2f} | {measured[cfg]:.2f}x | "
+                                 f"{predicted[cfg]:.2f}x | {err:+.0%} | {best_m} | {best_p} |")
+    lines.append(f"\nplanner pick = measured fastest in {agree}/{total} (dtype, category) cells; median |error| of "
+                 f"the predicted speedup {statistics.median(errors):.0%} (goal <= 15%), max {max(errors):.0%}")
+    return "\n".join(lines)
+
+
+def _rate(rows: list[dict], cfg: str) -> float:
+    rs = [r for r in rows if r["config"] == cfg]
+    return sum(r["tokens"] for r in rs) / sum(r["seconds"] for r in rs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--eagle", type=Path, help="an exported EAGLE-3 drafter folder for SmolLM2-135M")
@@ -132,11 +208,24 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"])
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--hw", type=Path, help="a 'trtllm-spec hw probe' file of this machine (default: probe now)")
+    ap.add_argument("--no-planner", action="store_true", help="skip the planner check")
     args = ap.parse_args()
     data = run(args)
     if args.json:
         args.json.write_text(json.dumps(data, indent=2, default=str))
-    print(summarize(data))
+    print(summarize(data), flush=True)
+    if not args.no_planner:
+        hw = args.hw
+        if hw is None:
+            from trtllm_spec.core.files import write_json_atomic
+            from trtllm_spec.runtime.probe import probe
+
+            hw = Path("out/ecosystem-cpu-probe.json")
+            hw.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(hw, probe(device="cpu").model_dump(mode="json"))
+        print("## Planner check (bs 1, probed CPU, measured AL)\n")
+        print(planner_check(data, hw, args.eagle))
 
 
 if __name__ == "__main__":

@@ -536,14 +536,14 @@ def _(c):
 def _(c):
     d = c.ckpt()
     (d / "model.safetensors").unlink()
-    return ["data", "regenerate", c.tiny_recipe(_eagle(), target=d), "--out", c.w / "conv.jsonl"]
+    return ["data", "regenerate", c.tiny_recipe(_eagle(None), target=d), "--out", c.w / "conv.jsonl"]
 
 
 @case("regen-truncated", "data regenerate", "truncated safetensors", "model.safetensors", "re-export or re-fetch")
 def _(c):
     d = c.ckpt()
     _truncate(d / "model.safetensors")
-    return ["data", "regenerate", c.tiny_recipe(_eagle(), target=d), "--out", c.w / "conv.jsonl"]
+    return ["data", "regenerate", c.tiny_recipe(_eagle(None), target=d), "--out", c.w / "conv.jsonl"]
 
 
 @case("regen-no-tokenizer", "data regenerate", "tokenizer files missing", "cannot load a tokenizer", "tokenizer.json")
@@ -551,12 +551,18 @@ def _(c):
     d = c.ckpt()
     for f in ("tokenizer.json", "tokenizer_config.json"):
         (d / f).unlink()
-    return ["data", "regenerate", c.tiny_recipe(_eagle(), target=d), "--out", c.w / "conv.jsonl"]
+    return ["data", "regenerate", c.tiny_recipe(_eagle(None), target=d), "--out", c.w / "conv.jsonl"]
+
+
+@case("regen-data-path", "data regenerate", "recipe trains on its own conversations (data.path)",
+      "drafter.training.data.path", "nothing to regenerate", "drop data.path")
+def _(c):
+    return ["data", "regenerate", c.tiny_recipe(_eagle()), "--out", c.w / "conv.jsonl"]
 
 
 # ---- train -------------------------------------------------------------------------------------------------------
 
-def _eagle(data: str = "conv.jsonl") -> dict:
+def _eagle(data: str | None = "conv.jsonl") -> dict:
     return {"type": "eagle3", "draft_vocab_size": 64, "training": {
         "max_steps": 1, "batch_size": 2, "seq_len": 64, "precision": "fp32", "data": {"path": data}}}
 

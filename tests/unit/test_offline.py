@@ -63,3 +63,23 @@ def test_offline_resume_equals_uninterrupted(tiny_target, tiny_suite, tmp_path, 
     b = run_train(_recipe(tiny_target, offline), tmp_path / "b", resume=True, log=lambda m: None)
     ta, tb = load_file(str(a.drafter_dir / "model.safetensors")), load_file(str(b.drafter_dir / "model.safetensors"))
     assert all(torch.equal(ta[k], tb[k]) for k in ta)
+
+
+def test_training_reuses_an_earlier_regeneration_through_data_path(tiny_target, tiny_suite, tmp_path):
+    """`data regenerate --out FILE` once, then any number of training runs with data.path=FILE: offline
+    features are found next to the file, and the drafter equals the one trained on its own regeneration."""
+    from safetensors.torch import load_file
+
+    from trtllm_spec.train_stage import conversations, run_train
+
+    own = run_train(_recipe(tiny_target, True), tmp_path / "own", log=lambda m: None)
+    conversations(_recipe(tiny_target, True), tiny_target, tmp_path / "shared", lambda m: None, file_name="c.jsonl")
+    assert (tmp_path / "shared/c.jsonl").is_file() and (tmp_path / "shared/features").is_dir()
+    recipe = _recipe(tiny_target, True)
+    recipe.drafter.training.data.path = str(tmp_path / "shared/c.jsonl")
+    reused = run_train(recipe, tmp_path / "reused", log=lambda m: None)
+    assert reused.summary["offline_features"] is True
+    assert not (tmp_path / "reused/data/conversations.jsonl").exists()
+    ta = load_file(str(own.drafter_dir / "model.safetensors"))
+    tb = load_file(str(reused.drafter_dir / "model.safetensors"))
+    assert all(torch.equal(ta[k], tb[k]) for k in ta)

@@ -42,6 +42,27 @@ def test_batched_generation_matches_single(tiny_target):
     assert generate_batch(m, prompts, 12, (2,)) == singles
 
 
+def test_batched_generation_drops_finished_rows(tiny_target):
+    """Rows that hit EOS at different steps leave the batch; the others' tokens and captured features are the
+    same as decoding each prompt alone."""
+    m = LlamaModel.from_pretrained(tiny_target)
+    rng = random.Random(1)
+    prompts = [[rng.randrange(7, VOCAB) for _ in range(rng.randrange(4, 14))] for _ in range(8)]
+    free = [generate(m, p, 16, ()) for p in prompts]
+    eos = tuple({o[rng.randrange(1, 8)] for o in free[:4]})  # tokens these rows emit early: they end first
+    singles = [generate(m, p, 16, eos) for p in prompts]
+    assert len({len(o) for o in singles}) > 2  # rows really finish at different steps
+    feats: list[dict] = []
+    assert generate_batch(m, prompts, 16, eos, capture=(0, 1), features=feats) == singles
+    assert generate_batch(m, prompts, 16, eos, drop_finished=False) == singles
+    for p, out, f in zip(prompts, singles, feats, strict=True):
+        alone: list[dict] = []
+        generate_batch(m, [p], 16, eos, capture=(0, 1), features=alone)
+        assert f["aux"].shape[0] == len(p) + len(out)
+        assert torch.allclose(f["aux"], alone[0]["aux"], atol=1e-5)
+        assert torch.allclose(f["hidden"], alone[0]["hidden"], atol=1e-5)
+
+
 def _prompts(n: int, seed: int = 0) -> list[list[int]]:
     rng = random.Random(seed)
     out = []

@@ -165,3 +165,48 @@ def test_dflash_train_export_runtime(tiny_target, convs, tmp_path):
         for d in (1, 3):
             out, _ = speculative_generate(target, drafter, prompt, 30, d, eos_ids=(2,))
             assert out == generate(target, prompt, 30, (2,))
+
+
+@pytest.mark.parametrize("mode", ["none", "lm_head", "last_layer"])
+def test_init_from_target_modes(tiny_target, mode):
+    """lm_head: the draft lm_head rows are the target's rows of the draft vocabulary (via d2t) and the norm is
+    the target's; last_layer: the drafter layer's hidden half of q/k/v and its MLP are the target's last layer."""
+    from transformers import AutoModelForCausalLM
+
+    from trtllm_spec.train import modelopt_setup as ms
+
+    cfg = json.loads((tiny_target / "config.json").read_text())
+    recipe = _recipe(tiny_target, Path("unused.jsonl"))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_target), dtype=torch.float32)
+    last = ms.last_layer_state(model)
+    target_head = model.lm_head.weight.detach().clone()
+    ms.convert(model, cfg, recipe.drafter, draft_vocab_size=64)
+    ids = torch.arange(64) * 3 + 5  # a draft vocabulary that is not the first 64 ids
+    d2t = ids - torch.arange(64)
+    ms.load_d2t(model, d2t)
+    if mode != "none":
+        ms.init_eagle3_from_target(model, d2t, last, layer=mode == "last_layer")
+    em = model.eagle_module
+    h = cfg["hidden_size"]
+    head_is_target = torch.equal(em.lm_head.weight, target_head[ids])
+    layer_is_target = torch.equal(em.layers[0].mlp.down_proj.weight, last["mlp.down_proj.weight"]) and torch.equal(
+        em.layers[0].self_attn.q_proj.weight[:, h:], last["self_attn.q_proj.weight"])
+    assert head_is_target == (mode != "none")
+    assert torch.equal(em.norm.weight, last["final_norm.weight"]) or mode == "none"
+    assert layer_is_target == (mode == "last_layer")
+
+
+def test_loss_on_all_trains_every_position(tiny_target, convs):
+    from transformers import AutoTokenizer
+
+    from trtllm_spec.data.regenerate import read_done
+    from trtllm_spec.train_stage import prepare_samples
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_target))
+    rows = list(read_done(convs).values())
+    asst, held_a, counts_a, _ = prepare_samples(tok, rows, 64, 0.25, 0, loss_on="assistant")
+    every, held_e, counts_e, _ = prepare_samples(tok, rows, 64, 0.25, 0, loss_on="all")
+    n_a, n_e = (sum(sum(c.loss_mask) for c in x) for x in (asst, every))
+    assert n_e > n_a > 0
+    assert [c.loss_mask for c in held_a] == [c.loss_mask for c in held_e]  # held-out scores assistant tokens only
+    assert counts_a == counts_e  # the draft vocabulary still follows what the drafter must propose

@@ -52,8 +52,25 @@ def _speculative_model(ctx: BuildContext) -> str | None:
     return None
 
 
+def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, schedule: dict | None,
+             extra: dict) -> dict:
+    """The LLM API options of the recipe with this D and schedule."""
+    from trtllm_spec.build.trtllm_options import make_llm_api_options
+
+    r = ctx.recipe
+    batches = r.workload.all_batch_sizes()
+    return make_llm_api_options(
+        profile=r.trtllm_profile, drafter_type=r.drafter.type, drafter_config=r.drafter,
+        speculative_model=spec_model, max_draft_len=max_draft_len, draft_len_schedule=schedule,
+        tp=r.hardware.tp, pp=r.hardware.pp, ep=r.hardware.ep, max_batch_size=r.engine.max_batch_size or max(batches),
+        max_seq_len=r.engine.max_seq_len or (r.workload.isl + r.workload.osl + max_draft_len + 1),
+        batch_sizes=batches, free_gpu_memory_fraction=r.engine.free_gpu_memory_fraction,
+        enable_block_reuse=r.engine.enable_block_reuse, kv_cache_dtype=r.quantization.kv_cache_dtype,
+        cuda_graphs=r.engine.cuda_graphs, trust_remote_code=r.target.trust_remote_code, **extra)
+
+
 def engine(ctx: BuildContext) -> StageResult:
-    from trtllm_spec.build.trtllm_options import make_llm_api_options, render_yaml
+    from trtllm_spec.build.trtllm_options import render_yaml
 
     r, plan = ctx.recipe, ctx.plan
     rec = plan["recommendation"]
@@ -65,15 +82,7 @@ def engine(ctx: BuildContext) -> StageResult:
         extra = {"dflash_mask_token_id": dcfg.get("mask_token_id"), "dflash_target_layer_ids": dcfg.get("target_layer_ids")}
     batches = r.workload.all_batch_sizes()
     max_bs = r.engine.max_batch_size or max(batches)
-    kv = r.quantization.kv_cache_dtype
-    ctx.options = make_llm_api_options(
-        profile=r.trtllm_profile, drafter_type=r.drafter.type, drafter_config=r.drafter,
-        speculative_model=spec_model, max_draft_len=rec["max_draft_len"], draft_len_schedule=_schedule(plan),
-        tp=r.hardware.tp, pp=r.hardware.pp, ep=r.hardware.ep, max_batch_size=max_bs,
-        max_seq_len=r.engine.max_seq_len or (r.workload.isl + r.workload.osl + rec["max_draft_len"] + 1),
-        batch_sizes=batches, free_gpu_memory_fraction=r.engine.free_gpu_memory_fraction,
-        enable_block_reuse=r.engine.enable_block_reuse, kv_cache_dtype=kv if kv != "bf16" else "bf16",
-        cuda_graphs=r.engine.cuda_graphs, trust_remote_code=r.target.trust_remote_code, **extra)
+    ctx.options = _options(ctx, spec_model, rec["max_draft_len"], _schedule(plan), extra)
     b = ctx.bundle
     write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile))
     write_text_atomic(b / "serve.sh", sc.serve_sh(model=model))
@@ -83,11 +92,42 @@ def engine(ctx: BuildContext) -> StageResult:
     for f in ("serve.sh", "bench.sh"):
         (b / f).chmod(0o755)
     files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "dataset.jsonl"]
+    if rec["max_draft_len"] == 0:
+        files += _speculative_alternative(ctx, model, spec_model, extra)
     files += _multinode(ctx, model)
     if r.engine.backend == "tensorrt":
         files += _legacy_engines(ctx, model, spec_model, max_bs)
     return StageResult("engine", "done", detail=f"{', '.join(files)}; model {model}"
                        + (f", drafter {spec_model}" if spec_model else ""))
+
+
+ALT_OPTIONS_FILE = "llm_api_options.speculative.yaml"
+
+
+def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | None, extra: dict) -> list[str]:
+    """When the planner recommends no speculation, still write the recipe's drafter at its best predicted D
+    (smallest planned batch) as a second options file and a bench script for it: the prediction can then be
+    checked on the GPU with one command (``bash bench_speculative.sh`` next to ``bash bench.sh``)."""
+    from trtllm_spec.build.trtllm_options import render_yaml
+
+    r, plan = ctx.recipe, ctx.plan
+    batches = r.workload.all_batch_sizes()
+    cands = [c for c in plan["candidates"] if c["mechanism"] == r.drafter.type and c["draft_len"] > 0
+             and c["batch_size"] == min(batches) and c.get("feasible", True)]
+    if not cands:
+        return []
+    best = max(cands, key=lambda c: c["speedup"])
+    d = best["draft_len"]
+    options = _options(ctx, spec_model, d, None, extra)
+    b = ctx.bundle
+    header = (f"# Not recommended by the planner (predicted {best['speedup']:.2f}x at batch {best['batch_size']}, "
+              f"D={d}): kept to measure on the GPU against llm_api_options.yaml\n")
+    write_text_atomic(b / ALT_OPTIONS_FILE, header + render_yaml(options, profile=r.trtllm_profile))
+    write_text_atomic(b / "bench_speculative.sh", sc.bench_sh(
+        model=r.target.hf_id or model, model_path=model if model == "target" else None, concurrency=batches,
+        options_file=ALT_OPTIONS_FILE, report_dir="bench_results_speculative"))
+    (b / "bench_speculative.sh").chmod(0o755)
+    return [ALT_OPTIONS_FILE, "bench_speculative.sh"]
 
 
 def _bench_dataset(ctx: BuildContext) -> str:
@@ -170,6 +210,9 @@ def report(ctx: BuildContext) -> StageResult:
         write_measure_outputs(profile, measured)
     stages = [s.as_dict() for s in ctx.results]
     data = overhead_json(ctx.plan, profile, stages)
+    if (ctx.bundle / ALT_OPTIONS_FILE).is_file():
+        data["recommendation"]["speculative_alternative"] = {"options": ALT_OPTIONS_FILE,
+                                                             "bench": "bench_speculative.sh"}
     write_json(rep / "overhead.json", data)
     write_text_atomic(rep / "overhead.md", overhead_markdown(data, ctx.plan))
     return StageResult("report", "done", detail="report/overhead.md, overhead.json, plan.*, plots")

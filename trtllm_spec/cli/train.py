@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -59,6 +60,8 @@ def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume
         if created is not None:
             _remove_if_empty(created)  # a bad input leaves no folder behind; regenerated data is kept
         raise
+    if os.environ.get("RANK", "0") != "0":
+        return  # under torchrun, rank 0 reports for all
     if result.drafter_dir is None:
         click.echo(f"{recipe.drafter.type}: {result.summary.get('note', 'nothing to train')}")
     else:
@@ -96,21 +99,13 @@ def regenerate_cmd(recipe_file: Path, out: Path | None, overrides: tuple[str, ..
     if getattr(recipe.drafter, "training", None) is None:
         raise UserError(f"drafter.type {recipe.drafter.type} is not trained, so it has no training data to "
                         "regenerate; use a recipe with an eagle3, mtp, dflash or dspark drafter")
+    if recipe.drafter.training.data.path:
+        raise UserError(f"drafter.training.data.path is {recipe.drafter.training.data.path}: this recipe trains on "
+                        "those conversations, so there is nothing to regenerate; drop data.path to regenerate")
     target_dir = require_checkpoint(resolve_target(recipe.target.model, recipe.base_dir), "regeneration")
     path = out or _default_out(recipe, None, "train") / "data" / "conversations.jsonl"
-    convs = conversations(recipe, target_dir, path.parent, _log) if out is None else _regen_to(recipe, target_dir, path)
+    convs = conversations(recipe, target_dir, path.parent, _log, file_name=path.name)
     click.echo(f"{len(convs)} conversations in {path}")
-
-
-def _regen_to(recipe, target_dir: Path, path: Path) -> list[dict]:
-    from trtllm_spec.data.regenerate import read_done, regenerate
-    from trtllm_spec.data.suite import training_items
-
-    d = recipe.drafter.training.data
-    items = training_items(d.sources, d.num_conversations, d.seed, max_prompt_chars=4 * d.max_prompt_tokens)
-    regenerate(items, target_dir, path, max_new_tokens=d.regen_max_new_tokens, batch_size=d.regen_batch_size,
-               seed=d.seed, progress=lambda n, total, toks: _log(f"regenerate: {n}/{total}, {toks} tokens"))
-    return list(read_done(path).values())
 
 
 @main.command("doctor")

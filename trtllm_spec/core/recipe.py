@@ -38,6 +38,9 @@ class DataConfig(StrictModel):
     max_prompt_tokens: int = Field(256, ge=8, le=131072, description="skip prompts longer than this")
     offline_features: bool = Field(True, description="EAGLE-3: keep the target's hidden states from regeneration "
                                    "and train without a second target pass (ModelOpt offline mode)")
+    loss_on: Literal["assistant", "all"] = Field(
+        "assistant", description="positions that train the drafter: the assistant replies only, or every token "
+        "(ModelOpt distils the target's own next-token distribution, so prompt positions teach too)")
     regen_max_new_tokens: int = Field(256, ge=1, le=32768)
     regen_batch_size: int = Field(8, ge=1, le=4096)
     eval_fraction: float = Field(0.05, ge=0, lt=1)
@@ -63,7 +66,9 @@ class TrainingConfig(StrictModel):
     keep_checkpoints: int = Field(2, ge=1, le=1000, description="how many recent checkpoints to keep")
     seed: int = 0
     precision: Literal["auto", "bf16", "fp32"] = "auto"
-    init_from_target: bool = Field(True, description="start the drafter layer from the target's last layer")
+    init_from_target: Literal["none", "lm_head", "last_layer"] = Field(
+        "none", description="EAGLE-3 start: none (ModelOpt's random init), lm_head (the target's final norm and "
+        "lm_head rows of the draft vocabulary; the layer random), last_layer (also the target's last decoder layer)")
     ttt_steps: int | None = Field(None, ge=1, le=16, description="EAGLE test-time-training steps")
     data: DataConfig = DataConfig()
     distributed: DistributedConfig = DistributedConfig()

@@ -47,6 +47,10 @@ def overhead_markdown(report: dict, plan: dict) -> str:
                      f"; drafting overhead per draft token rho = {report['rho']:.3f} of a target layer stack.")
     else:
         lines.append(f"**No speculation recommended.** {rec.get('note', '')}")
+        alt = rec.get("speculative_alternative")
+        if alt:
+            lines.append(f"\nTo check this on the GPU, the bundle also holds the drafter at its best predicted D in "
+                         f"`{alt['options']}`: run `bash bench.sh` and `bash {alt['bench']}` and compare.")
     lines += ["", "## Why (the five guidelines)", ""]
     for g in report["guidelines"]:
         d = "no constraint" if g["draft_len"] is None else f"D = {g['draft_len']}"

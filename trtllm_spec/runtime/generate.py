@@ -33,8 +33,10 @@ def generate(model: LlamaModel, prompt: list[int], max_new_tokens: int, eos_ids:
 def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: int, eos_ids: tuple[int, ...],
                    params: SamplingParams | None = None, generator: torch.Generator | None = None,
                    on_token: Callable[[int], None] | None = None, capture: tuple[int, ...] = (),
-                   features: list[dict] | None = None) -> list[list[int]]:
-    """Left-padded batched decoding; rows stop at EOS (their later tokens are discarded).
+                   features: list[dict] | None = None, drop_finished: bool = True) -> list[list[int]]:
+    """Left-padded batched decoding; rows stop at EOS. With ``drop_finished``, finished rows leave the batch (cache
+    and all) once a quarter of it has finished, so short answers stop costing compute (outputs are identical
+    either way; benchmarks/regen_speed.py measures both).
 
     With ``capture`` and a ``features`` list, also returns, per row, the target's hidden states over
     prompt + generated tokens (what offline drafter training needs, at no extra cost): ``aux`` [T, n*H] (the
@@ -57,12 +59,13 @@ def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: 
             rows[i].append((cat[i, int(pad[i]):], normed[i, int(pad[i]):]))
     outs: list[list[int]] = [[] for _ in range(b)]
     done = [False] * b
+    live = list(range(b))  # the prompt index of each row still in the batch
     pos = width
     for step_i in range(max_new_tokens):
-        nxt = [sample(logits[i, -1], params, generator) for i in range(b)]
-        appended = [not d for d in done]
-        for i, t in enumerate(nxt):
-            if appended[i]:
+        appended = [not done[i] for i in live]
+        for j, i in enumerate(live):
+            if appended[j]:
+                t = sample(logits[j, -1], params, generator)
                 outs[i].append(t)
                 done[i] = t in eos_ids
         if on_token:
@@ -71,17 +74,23 @@ def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: 
         if finished and not keep:
             break
         # feed the new tokens; with ``keep`` this also yields the features of the tokens just generated
-        step = torch.tensor([[t] for t in nxt], device=model.device)
-        logits, aux, normed = model.forward(step, torch.full((b,), pos, device=model.device), cache, logits="last",
-                                            pad_left=pad, capture=capture)
+        step = torch.tensor([[outs[i][-1] if outs[i] else 0] for i in live], device=model.device)
+        logits, aux, normed = model.forward(step, torch.full((len(live),), pos, device=model.device), cache,
+                                            logits="last", pad_left=pad, capture=capture)
         pos += 1
         if keep:
             cat = torch.cat(aux, dim=-1)
-            for i in range(b):
-                if appended[i]:
-                    rows[i].append((cat[i], normed[i]))
+            for j, i in enumerate(live):
+                if appended[j]:
+                    rows[i].append((cat[j], normed[j]))
         if finished:
             break
+        alive = [j for j, i in enumerate(live) if not done[i]]
+        if drop_finished and len(alive) <= 3 * len(live) // 4:
+            sel = torch.tensor(alive, device=model.device)
+            cache.keep_rows(sel)
+            pad, logits = pad[sel], logits[sel]
+            live = [live[j] for j in alive]
     if keep:
         for i in range(b):
             features.append({"aux": torch.cat([r[0] for r in rows[i]]), "hidden": torch.cat([r[1] for r in rows[i]])})

@@ -106,6 +106,11 @@ class KVCache:
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
         self.max_len = max_len
 
+    def keep_rows(self, rows: torch.Tensor) -> None:
+        """Keep only batch ``rows`` (in that order): finished sequences stop costing compute."""
+        self.k = [k.index_select(0, rows) for k in self.k]
+        self.v = [v.index_select(0, rows) for v in self.v]
+
 
 class Rope:
     def __init__(self, head_dim: int, theta: float, scaling: dict | None, device) -> None:

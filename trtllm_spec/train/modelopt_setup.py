@@ -8,7 +8,7 @@
   to attention while TensorRT-LLM's ``Eagle3DecoderLayer`` (and SafeAILab's reference) use ``hidden_norm(g)``;
   after training, ``input_layernorm`` is no longer uniform and the two disagree. We train with TensorRT-LLM's
   form, so what we export is what TensorRT-LLM computes (checked by ``doctor``'s parity test).
-- ``init_from_target``: start the drafter from the target's own weights instead of noise.
+- ``init_eagle3_from_target``: start the drafter from the target's own weights instead of noise.
 """
 
 from __future__ import annotations
@@ -119,32 +119,41 @@ def last_layer_state(model) -> dict[str, torch.Tensor]:
 
 
 @torch.no_grad()
-def init_eagle3_from_target(model, d2t: torch.Tensor | None, last: dict[str, torch.Tensor]) -> None:
-    """Start the EAGLE-3 head from the target: its last decoder layer for the drafter layer (hidden half of
-    q/k/v; the embedding half starts at zero), the final norm, the lm_head rows of the draft vocabulary, and an
-    fc that passes the last captured layer through. ``last``: ``last_layer_state`` of the target."""
+def init_eagle3_from_target(model, d2t: torch.Tensor | None, last: dict[str, torch.Tensor], layer: bool = False
+                            ) -> None:
+    """Start the EAGLE-3 head from the target: always its final norm and the lm_head rows of the draft
+    vocabulary (the output space the drafter must hit, learnt for free); with ``layer`` also its last decoder
+    layer for the drafter layer (hidden half of q/k/v; the embedding half starts at zero) and an fc that passes
+    the last captured layer through. ``last``: ``last_layer_state`` of the target.
+
+    Measured on SmolLM2-135M (benchmarks/drafter_training.md): at CPU budgets (60-120 steps) no start beat
+    ModelOpt's random init by more than the measurement noise (AL 1.17-1.23 either way), and copying the last
+    layer was worst (the target's last layer expects its own residual stream, not fc's output), so the default
+    is ``none``; the options stay for larger targets, where the lm_head is expensive to learn."""
     em = model.eagle_module
-    layer = em.layers[0]
     h = model.eagle_config.hidden_size
-    for name in ("q_proj", "k_proj", "v_proj"):
-        w = getattr(layer.self_attn, name).weight
-        w.zero_()
-        w[:, h:] = last[f"self_attn.{name}.weight"]
-    layer.self_attn.o_proj.weight.copy_(last["self_attn.o_proj.weight"])
-    for name in ("gate_proj", "up_proj", "down_proj"):
-        getattr(layer.mlp, name).weight.copy_(last[f"mlp.{name}.weight"])
-    layer.post_attention_layernorm.weight.copy_(last["post_attention_layernorm.weight"])
-    layer.hidden_norm.weight.copy_(last["input_layernorm.weight"])
-    layer.input_layernorm.weight.fill_(1.0)
     if hasattr(em, "norm"):
         em.norm.weight.copy_(last["final_norm.weight"])
-    fc = em.fc.weight
-    fc.zero_()
-    fc[:, -h:] = torch.eye(h, dtype=fc.dtype)
     if hasattr(em, "lm_head"):
         rows = torch.arange(em.lm_head.weight.shape[0])
         ids = rows + d2t.to(rows.device) if d2t is not None else rows
         em.lm_head.weight.copy_(model._base_model_lm_head.weight[ids])
+    if not layer:
+        return
+    dec = em.layers[0]
+    for name in ("q_proj", "k_proj", "v_proj"):
+        w = getattr(dec.self_attn, name).weight
+        w.zero_()
+        w[:, h:] = last[f"self_attn.{name}.weight"]
+    dec.self_attn.o_proj.weight.copy_(last["self_attn.o_proj.weight"])
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        getattr(dec.mlp, name).weight.copy_(last[f"mlp.{name}.weight"])
+    dec.post_attention_layernorm.weight.copy_(last["post_attention_layernorm.weight"])
+    dec.hidden_norm.weight.copy_(last["input_layernorm.weight"])
+    dec.input_layernorm.weight.fill_(1.0)
+    fc = em.fc.weight
+    fc.zero_()
+    fc[:, -h:] = torch.eye(h, dtype=fc.dtype)
 
 
 def load_d2t(model, d2t: torch.Tensor) -> None:

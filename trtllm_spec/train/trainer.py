@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 import torch.distributed as tdist
 
-from trtllm_spec.core.files import write_json_atomic
+from trtllm_spec.core.files import write_json_atomic, write_text_atomic
 from trtllm_spec.core.recipe import TrainingConfig
 from trtllm_spec.errors import UserError
 from trtllm_spec.train.samples import Chunk, Schedule
@@ -185,7 +185,7 @@ class Trainer:
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-        (self.ckpt_dir / "latest").write_text(final.name + "\n")
+        write_text_atomic(self.ckpt_dir / "latest", final.name + "\n")
         for old in sorted(self.ckpt_dir.glob("step-*"))[:-self.cfg.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
         return final
