@@ -84,7 +84,9 @@ def speculative_generate(target: LlamaModel, drafter: Drafter, prompt: list[int]
         kv_len += 1 + k
         if any(t in eos_ids for t in new):
             break
+        t2 = time.perf_counter()
         drafter.commit(verified, new[-1], [a[:, : 1 + k] for a in aux])
+        stats.draft_s += time.perf_counter() - t2  # EAGLE/DFlash run their forward here, over the accepted tokens
     return _truncate(out, eos_ids, max_new_tokens), stats
 
 
