@@ -27,7 +27,7 @@ import torch.distributed as tdist
 from trtllm_spec.core.files import write_json_atomic, write_text_atomic
 from trtllm_spec.core.recipe import TrainingConfig
 from trtllm_spec.errors import UserError
-from trtllm_spec.train.samples import Chunk, Schedule
+from trtllm_spec.train.samples import Chunk, Schedule, stack_outputs
 
 
 @dataclass
@@ -146,8 +146,6 @@ class Trainer:
         sums: list[float] = []
         for c in chunks:
             ids = torch.tensor([c.input_ids])  # the bare model: no DDP collectives (rank 0 evaluates alone)
-            from trtllm_spec.train.samples import stack_outputs
-
             out = self._forward(ids, torch.ones_like(ids), torch.tensor([c.loss_mask], dtype=torch.float32),
                                 stack_outputs([c.base_outputs()]), model=self.model)
             acc = [float(a) for a in out.train_acc[0]]
