@@ -89,6 +89,9 @@ def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = Fal
               cache: Path | None = None,
               log: Callable[[str], None] = print,
               on_stage: Callable[[stages.StageResult], None] | None = None) -> BuildResult:
+    from trtllm_spec.pipeline_checks import check_buildable
+
+    check_buildable(recipe)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not (force or overwrite):
         raise UserError(f"output {out} exists; pass --overwrite to replace it (cached stages are reused) or --force "
                         "to rebuild everything (it stays untouched until the new bundle is complete)")

@@ -205,9 +205,9 @@ def run_train(recipe: Recipe, out: Path, *, max_steps: int | None = None, resume
         if p is None or not (p / "config.json").is_file():
             raise UserError(f"drafter.checkpoint {d.checkpoint} is not a drafter folder (no config.json)")
         return DrafterResult("reused", p, {"checkpoint": str(p)})
-    if d.type == "mtp":
-        raise UserError(f"target {target.spec} has no native MTP layers; training an MTP head for it is not supported "
-                        "yet -- use drafter.type: eagle3")
+    if d.type == "mtp" and d.training.init_from_target == "last_layer":
+        raise UserError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide first "
+                        "layer and fc); for an mtp head use none or lm_head")
     target_dir = require_checkpoint(target, "training a drafter")
     dist = Dist.from_env()
     ok = False
@@ -262,7 +262,7 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
                      "assistant_tokens": sum(counts.values()), "offline_features": offline}
     d2t = None
     kwargs: dict = {}
-    if d.type == "eagle3":
+    if d.type in ("eagle3", "mtp"):
         dvs = d.draft_vocab_size or cfg["vocab_size"]
         specials = [t for t in (tok.eos_token_id, tok.bos_token_id, tok.pad_token_id) if t is not None]
         ids = dist.from_rank0(draft_vocab(counts, cfg["vocab_size"], dvs, specials) if dist.rank == 0 else None)

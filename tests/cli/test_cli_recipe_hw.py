@@ -45,6 +45,22 @@ def test_hw_list_and_show(cli):
     assert r.exit_code == 2 and "unknown GPU" in r.output
 
 
+def test_hw_probe_at_target_shapes(cli, tmp_path, tiny_target):
+    """--target: the GEMM curve comes from the target's own linear layers, and plan reads it."""
+    out = tmp_path / "cpu-target.json"
+    r = cli("hw", "probe", "--out", out, "--quick", "--device", "cpu", "--target", tiny_target)
+    assert r.exit_code == 0, r.output
+    hw = json.loads(out.read_text())
+    shapes = hw["probe"]["gemm_shapes"]
+    cfg = json.loads((tiny_target / "config.json").read_text())
+    assert shapes["layers"] == cfg["num_hidden_layers"] and shapes["lm_head"] == [cfg["vocab_size"], cfg["hidden_size"]]
+    assert hw["probe"]["gemm_k_n"] is None and "shapes" in hw["description"]
+    assert sorted(int(m) for m in hw["gemm_flops_by_m"]["fp32"]) == [1, 2, 4, 8, 64]
+    r = cli("plan", "--target", tiny_target, "--drafter", "ngram", "--gpu", out, "--batch-sizes", "1", "--json",
+            "--no-compare")
+    assert r.exit_code == 0, r.output
+
+
 def test_hw_probe_quick_feeds_plan(cli, tmp_path):
     out = tmp_path / "cpu.json"
     r = cli("hw", "probe", "--out", out, "--quick", "--device", "cpu")

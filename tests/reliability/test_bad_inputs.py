@@ -505,6 +505,16 @@ def _(c):
     return ["hw", "probe", "--out", c.w / "probe.json", "--quick"]
 
 
+@case("probe-target-moe", "hw probe", "--target is an MoE model", "deepseek-v3", "MoE", "without --target")
+def _(c):
+    return ["hw", "probe", "--out", c.w / "probe.json", "--quick", "--target", "deepseek-v3"]
+
+
+@case("probe-target-unknown", "hw probe", "--target is neither path, asset nor preset", "nope-9b", "Presets:")
+def _(c):
+    return ["hw", "probe", "--out", c.w / "probe.json", "--quick", "--target", "nope-9b"]
+
+
 # ---- assets ------------------------------------------------------------------------------------------------
 
 @case("assets-unknown", "assets fetch", "unknown asset name", "unknown asset 'llama'", "valid: smollm2-135m")
@@ -733,6 +743,19 @@ def _(c):
 @case("build-missing-recipe", "build", "recipe does not exist", "nope.yaml", "does not exist")
 def _(c):
     return ["build", c.w / "nope.yaml", "--out", c.w / "bundle"]
+
+
+@case("build-mtp-head", "build", "mtp on a target without native MTP layers", "drafter.type: mtp",
+      "no native MTP layers", "eagle3")
+def _(c):
+    return ["build", c.tiny_recipe({"type": "mtp"}), "--out", c.w / "bundle"]
+
+
+@case("train-mtp-last-layer", "train", "mtp head with the EAGLE-3-only last_layer start",
+      "drafter.training.init_from_target", "none or lm_head")
+def _(c):
+    return ["train", c.tiny_recipe({"type": "mtp", "training": {"init_from_target": "last_layer"}}),
+            "--out", c.w / "train"]
 
 
 @case("build-out-exists", "build", "--out holds a bundle", "exists", "--overwrite", "--force")

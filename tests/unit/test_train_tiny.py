@@ -14,7 +14,8 @@ def _recipe(target: Path, data: Path, **drafter):
     training = {"max_steps": 4, "batch_size": 2, "seq_len": 64, "lr": 3e-3, "warmup_steps": 1, "checkpoint_every": 2,
                 "precision": "fp32", "data": {"path": str(data), "eval_fraction": 0.25}}
     d = {"type": "eagle3", "num_layers": 1, "draft_vocab_size": 64, "training": training} | drafter
-    d = {k: v for k, v in d.items() if v is not None and not (d["type"] != "eagle3" and k == "draft_vocab_size")}
+    d = {k: v for k, v in d.items()
+         if v is not None and not (d["type"] not in ("eagle3", "mtp") and k == "draft_vocab_size")}
     return recipe_from_dict({"name": "tiny", "target": {"model": str(target)}, "drafter": d})
 
 
@@ -141,6 +142,70 @@ def test_first_layer_alignment_is_what_runtime_computes(tiny_target, convs, tmp_
         agree[aligned] = float((modelopt_top1 == runtime_top1).float().mean())
     assert agree[True] == 1.0
     assert agree[False] < 0.9
+
+
+def test_mtp_head_train_export_doctor_runtime(tiny_target, convs, tmp_path, cli):
+    """A target without native MTP layers: ModelOpt's EAGLE-MTP preset trains a head, we export it, doctor passes
+    it (warning that TensorRT-LLM cannot serve it), and the reference decoder reads it losslessly."""
+    from tests.unit.test_runtime import _prompts
+    from trtllm_spec.runtime.decoder import speculative_generate
+    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
+    from trtllm_spec.runtime.generate import generate
+    from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.train.doctor import run_doctor
+    from trtllm_spec.train_stage import run_train
+
+    res = run_train(_recipe(tiny_target, convs, type="mtp"), tmp_path / "mtp", log=lambda m: None)
+    cfg = json.loads((res.drafter_dir / "config.json").read_text())
+    assert cfg["eagle_config"]["use_aux_hidden_state"] is False and cfg["draft_vocab_size"] == 64
+    kind, findings = run_doctor(res.drafter_dir, tiny_target, json.loads((tiny_target / "config.json").read_text()))
+    levels = {f.check: f.level for f in findings}
+    assert kind == "mtp" and levels["layout"] == "ok" and levels["parity"] == "ok", findings
+    assert levels["deploy"] == "warning" and not [f for f in findings if f.level == "error"]
+    r = cli("doctor", res.drafter_dir, "--target", tiny_target)
+    assert r.exit_code == 0 and "(mtp)" in r.output and "[warn] deploy" in r.output, r.output
+    target = LlamaModel.from_pretrained(tiny_target)
+    kind, drafter = load_runtime_drafter(str(res.drafter_dir), target, expect="mtp")
+    assert kind == "mtp" and drafter.capture == (target.cfg.num_layers - 1,)
+    for prompt in _prompts(3):
+        for d in (1, 3):
+            out, _ = speculative_generate(target, drafter, prompt, 30, d, eos_ids=(2,))
+            assert out == generate(target, prompt, 30, (2,))
+
+
+def test_mtp_runtime_computes_what_modelopt_trains(tiny_target, convs, tmp_path):
+    """Random (non-uniform) weights: ModelOpt's EAGLE-MTP forward and our reader of its export pick the same
+    token at every position (TTT step 0: position t predicts token t + 2 from the target's final hidden)."""
+    from transformers import AutoModelForCausalLM
+
+    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
+    from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.train import modelopt_setup as ms
+    from trtllm_spec.train.export import export_drafter
+
+    cfg = json.loads((tiny_target / "config.json").read_text())
+    recipe = _recipe(tiny_target, convs, type="mtp")
+    ids = torch.randint(7, 256, (1, 24), generator=torch.Generator().manual_seed(0))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_target), dtype=torch.float32)
+    ms.convert(model, cfg, recipe.drafter, draft_vocab_size=64)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.eagle_module.parameters():
+            p.normal_(0, 0.2) if p.dim() > 1 else p.uniform_(0.2, 3.0)
+    export_drafter(model, tmp_path / "mtp", "fp32", {})
+    seen = []
+    hook = model.eagle_module.lm_head.register_forward_hook(lambda m, i, o: seen.append(o.detach()))
+    model.train()
+    model._cached_attn_blk_masks = {}
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), loss_mask=torch.ones(1, 24))
+    hook.remove()
+    modelopt_top1 = seen[0][0, :-1].argmax(-1)
+    target = LlamaModel.from_pretrained(tiny_target)
+    drafter = Eagle3Drafter(tmp_path / "mtp", target)
+    _, aux, _ = target.forward(ids, torch.tensor([0]), target.new_cache(1, 32), capture=drafter.capture)
+    runtime_top1 = drafter.teacher_forced(ids[0].tolist(), aux).argmax(-1)
+    assert float((modelopt_top1 == runtime_top1).float().mean()) == 1.0
 
 
 def test_dflash_train_export_runtime(tiny_target, convs, tmp_path):

@@ -45,7 +45,9 @@ def hw_show(gpu: str) -> None:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--quick", is_flag=True, help="Fewer sizes and repeats (for tests).")
 @click.option("--force", is_flag=True, help="Replace an existing --out file.")
-def hw_probe(out: Path, device: str, quick: bool, force: bool) -> None:
+@click.option("--target", help="Measure the GEMM curves on this model's own linear layers (path, preset or asset; "
+              "dense models). Plans for that target then read what its matrices cost here, not a 4096-square GEMM.")
+def hw_probe(out: Path, device: str, quick: bool, force: bool, target: str | None) -> None:
     """Measure this machine (matmul FLOP/s by M and dtype, memory bandwidth, per-forward overhead) and write a
     hardware entry that 'plan --gpu FILE' accepts. Needs torch (pip install 'trtllm-spec[train]')."""
     from trtllm_spec.core.files import write_json_atomic
@@ -57,6 +59,11 @@ def hw_probe(out: Path, device: str, quick: bool, force: bool) -> None:
         raise UserError(f"--out {out}: the probe writes JSON; name the file *.json")
     from trtllm_spec.runtime.probe import probe
 
-    hw = probe(device=device, quick=quick, log=lambda msg: click.echo(msg, err=True))
+    shape = None
+    if target is not None:
+        from trtllm_spec.core.targets import resolve_shape
+
+        shape = resolve_shape(target)
+    hw = probe(device=device, quick=quick, log=lambda msg: click.echo(msg, err=True), target=shape)
     write_json_atomic(out, hw.model_dump(mode="json"))
     click.echo(f"wrote {out}: {hw.description}")

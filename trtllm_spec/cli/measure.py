@@ -29,8 +29,8 @@ def _input_files(target: Path | None, drafter: str | None) -> list[Path]:
 
 @main.command("measure")
 @click.option("--target", required=True, help="Target HF checkpoint folder or fetched asset (e.g. smollm2-135m).")
-@click.option("--drafter", help="Exported drafter folder (EAGLE-3, DFlash/DSpark), a draft model folder, or 'ngram'. "
-              "With --engine trtllm the bundle's drafter is used.")
+@click.option("--drafter", help="Exported drafter folder (EAGLE-3, EAGLE-1/MTP head, DFlash/DSpark), a draft model "
+              "folder, or 'ngram'. With --engine trtllm the bundle's drafter is used.")
 @click.option("--draft-len", type=int, help="D: drafts per target iteration (required with --engine pytorch).")
 @click.option("--suite", default="speed-lite", show_default=True, help="Prompt suite.")
 @click.option("--categories", help="Comma-separated suite categories (default: all).")

@@ -100,8 +100,12 @@ class Eagle3Drafter(_Trained):
 
 
 class MTPDrafter(_Trained):
+    """Native MTP layers of the target (nothing to train), or, for a target without them, a head trained with
+    ModelOpt's EAGLE-MTP preset (measured and planned here; TensorRT-LLM serves MTP only as native layers)."""
+
     type: Literal["mtp"] = "mtp"
     num_layers: int | None = Field(None, ge=1, le=64, description="None: the target's native MTP layers, else 1")
+    draft_vocab_size: int | None = Field(None, ge=1, description="trained head only; None = the full vocabulary")
 
 
 class DFlashDrafter(_Trained):

@@ -38,14 +38,18 @@ class MTP(Mechanism):
             moe = target.moe.model_copy(update={"num_moe_layers": 1}) if target.moe else None
             module = target.model_copy(update={"num_layers": 1, "moe": moe, "mtp_layers": 0, "num_sliding_layers": 0,
                                                "name": "mtp-module"})
+            eh_proj, vocab = 2 * h * h, target.vocab_size
         else:
-            module = dense_layer_shape(target, 1, target.vocab_size, "mtp-head")
-        eh_proj = 2 * h * h
+            # ModelOpt's EAGLE-MTP head (Hugging Face flow): regular layer(s) over the target's final hidden state,
+            # no eh_proj, its own lm_head over the draft vocabulary
+            vocab = cfg.draft_vocab_size or target.vocab_size
+            module = dense_layer_shape(target, 1, vocab, "mtp-head")
+            eh_proj = 0
         per_module = module.attn_params_per_layer() + (module.dense_mlp_params() if not module.moe else
                                                       module.moe.num_experts * module.expert_params()
                                                       + module.shared_expert_params())
         return DraftCost(
-            passes=(DraftPass(module, per_token=True, lm_head_vocab=target.vocab_size, extra_params=eh_proj),),
+            passes=(DraftPass(module, per_token=True, lm_head_vocab=vocab, extra_params=eh_proj),),
             drafter_layers=1,  # modules are run one per draft step
             weight_params=self._layers(target, cfg) * (per_module + eh_proj),
             kv_shape=module,

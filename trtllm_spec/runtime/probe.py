@@ -2,7 +2,11 @@
 
 - GEMM throughput F(M) per dtype at several M, with weights too big for cache (as real model weights are):
   the curve replaces ``peak x efficiency`` in the planner, so a memory-bound small-M GEMM is predicted from
-  its measured time.
+  its measured time. Generic probe: one K=N square matrix. ``--target``: the target's own linear layers
+  (fused QKV, O, fused gate/up, down per layer, then the lm_head), run in sequence as our decoder runs a
+  forward. Small matrices behave differently from a 4096-square one: on the 2-core CPU of
+  benchmarks/ecosystem.md the square fp32 curve is flat for M = 1..4 (a 6-token verification then costs 6
+  decode steps) while SmolLM2-135M's own layers verify 6 tokens in ~1.5 decode steps.
 - Memory bandwidth: a large tensor copy (read + write).
 - Per-forward overheads of the code path our decoder runs (runtime/llama.py with its KV cache):
   t(L layers) = iteration + L * per_layer, solved from two tiny models where arithmetic is negligible.
@@ -17,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from trtllm_spec.core.hardware import Efficiency, Hardware, Overheads
+from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.errors import DependencyMissing, UserError
 
 
@@ -42,12 +47,57 @@ def _timeit(fn: Callable[[], None], sync: Callable[[], None], reps: int, min_s: 
 
 
 def gemm_curve(torch, device: str, dtype, ms: list[int], k: int, n: int, reps: int, sync) -> dict[int, float]:
-    w = torch.randn(k, n, device=device).to(dtype)
+    import torch.nn.functional as F
+
+    w = torch.randn(n, k, device=device).to(dtype)  # [out, in], as F.linear and our decoder hold weights
     out = {}
     for m in ms:
         x = torch.randn(m, k, device=device).to(dtype)
-        t = _timeit(lambda x=x: torch.matmul(x, w), sync, reps)
+        t = _timeit(lambda x=x: F.linear(x, w), sync, reps)
         out[m] = 2.0 * m * k * n / t
+    return out
+
+
+def target_matrices(shape: ModelShape) -> tuple[list[tuple[int, int]], tuple[int, int]]:
+    """([out, in] of each linear of one decoder layer, fused as runtime/llama.py fuses them), [vocab, hidden])."""
+    if shape.moe is not None or shape.mla is not None:
+        raise UserError(f"hw probe --target measures dense attention + FFN layers; {shape.name} is "
+                        f"{'MoE' if shape.moe is not None else 'MLA'}: probe without --target")
+    h, q, kv = shape.hidden_size, shape.num_heads * shape.head_dim, shape.num_kv_heads * shape.head_dim
+    inter = shape.intermediate_size
+    return [(q + 2 * kv, h), (h, q), (2 * inter, h), (h, inter)], (shape.vocab_size, h)
+
+
+def target_gemm_curve(torch, device: str, dtype, ms: list[int], shape: ModelShape, reps: int, sync,
+                      max_weight_bytes: int) -> dict[int, float]:
+    """FLOP/s by M over the target's own linear layers, run in sequence like one forward, with distinct
+    weights per layer (up to ``max_weight_bytes``; beyond that the layers cycle, still streaming from memory)."""
+    import torch.nn.functional as F
+
+    mats, (vocab, hidden) = target_matrices(shape)
+    elem = torch.tensor([], dtype=dtype).element_size()
+    layer_params = sum(o * i for o, i in mats)
+    distinct = max(1, min(shape.num_layers, max_weight_bytes // (layer_params * elem)))
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def rand(*size: int):
+        return (torch.randn(*size, generator=gen) * 0.02).to(device=device, dtype=dtype)
+
+    layers = [[rand(o, i) for o, i in mats] for _ in range(distinct)]
+    head = rand(vocab, hidden)
+    flops_per_row = 2.0 * (shape.num_layers * layer_params + vocab * hidden)
+    out = {}
+    for m in ms:
+        xs = [rand(m, i) for _o, i in mats]
+        xh = rand(m, hidden)
+
+        def forward(xs=xs, xh=xh) -> None:
+            for j in range(shape.num_layers):
+                for w, x in zip(layers[j % distinct], xs, strict=True):
+                    F.linear(x, w)
+            F.linear(xh, head)
+
+        out[m] = flops_per_row * m / _timeit(forward, sync, reps)
     return out
 
 
@@ -88,7 +138,9 @@ def forward_overheads(torch, device: str, reps: int, sync) -> tuple[float, float
     return max(0.0, t1 - per_layer), per_layer
 
 
-def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] = lambda _m: None) -> Hardware:
+def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] = lambda _m: None,
+          target: ModelShape | None = None) -> Hardware:
+    """Measure this machine. ``target``: the GEMM curves are measured on that model's own linear layers."""
     torch = _torch()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -102,9 +154,18 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
     reps = 3 if quick else 7
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16} | ({"fp16": torch.float16} if gpu else {})
     curves = {}
+    if target is not None:
+        target_matrices(target)  # refuses MoE / MLA targets before anything is measured
+        # every verification width a bs-1 plan reads (1 + D), then powers of two for prefill and batches
+        ms = [1, 2, 4, 8, 64] if quick else [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64, 128, 256]
+        cap = (64 << 30 if gpu else 1 << 30) if not quick else 64 << 20
     for name, dt in dtypes.items():
-        log(f"probe: GEMM {name} at M in {ms} (K=N={k})")
-        curves[name] = gemm_curve(torch, device, dt, ms, k, n, reps, sync)
+        if target is None:
+            log(f"probe: GEMM {name} at M in {ms} (K=N={k})")
+            curves[name] = gemm_curve(torch, device, dt, ms, k, n, reps, sync)
+        else:
+            log(f"probe: GEMM {name} at M in {ms} over {target.name}'s linear layers")
+            curves[name] = target_gemm_curve(torch, device, dt, ms, target, reps, sync, cap)
     nbytes = (1 << 30 if gpu else 256 << 20) if not quick else 64 << 20
     log(f"probe: memory bandwidth (copy of {nbytes >> 20} MiB)")
     bw = memory_bandwidth(torch, device, nbytes, reps, sync)
@@ -117,6 +178,8 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
         name = "probed-cpu"
         desc = f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads (probed)"
         mem = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    if target is not None:
+        desc = desc[:-1] + f"; GEMMs at {target.name}'s shapes)"
     peaks = {d: max(c.values()) for d, c in curves.items()}
     return Hardware(
         name=name, kind="gpu" if gpu else "cpu", description=desc,
@@ -128,6 +191,10 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
                             allreduce_latency_s=1e-5),
         gemm_flops_by_m=curves,
         probe={"device": device, "torch": torch.__version__, "threads": torch.get_num_threads(),
-               "gemm_k_n": k, "copy_bytes": nbytes, "seconds": round(time.perf_counter() - started, 2),
+               "gemm_k_n": None if target is not None else k,
+               "gemm_shapes": (None if target is None else
+                               {"target": target.name, "layers": target.num_layers,
+                                "layer_out_in": target_matrices(target)[0], "lm_head": target_matrices(target)[1]}),
+               "copy_bytes": nbytes, "seconds": round(time.perf_counter() - started, 2),
                "host": platform.node(), "quick": quick},
     )

@@ -37,7 +37,8 @@ def drafter_type(cfg: dict) -> str:
     if arch == "DFlashDraftModel" or "dflash_config" in cfg:
         return "dspark" if (cfg.get("dflash_config") or {}).get("projector_type") == "dspark" else "dflash"
     if "draft_vocab_size" in cfg or arch.endswith("Eagle3"):
-        return "eagle3"
+        # ModelOpt exports its EAGLE-MTP head under the EAGLE-3 architecture name, told apart by this flag
+        return "mtp" if (cfg.get("eagle_config") or {}).get("use_aux_hidden_state") is False else "eagle3"
     return "unknown"
 
 
@@ -54,8 +55,8 @@ def run_doctor(drafter_dir: Path, target_dir: Path | None, target_cfg: dict, hel
     tensors = load_safetensors(drafter_dir)
     kind = drafter_type(cfg)
     f: list[Finding] = []
-    if kind == "eagle3":
-        f += _eagle3_static(cfg, tensors, target_cfg)
+    if kind in ("eagle3", "mtp"):
+        f += _eagle3_static(cfg, tensors, target_cfg) if kind == "eagle3" else _mtp_static(cfg, tensors, target_cfg)
         if target_dir is not None and not any(x.level == "error" for x in f):
             f.append(_eagle3_parity(drafter_dir, target_dir, heldout, parity_tolerance))
     elif kind in ("dflash", "dspark"):
@@ -99,7 +100,6 @@ def _common(cfg: dict, tensors: dict[str, torch.Tensor]) -> list[Finding]:
 # ---- EAGLE-3 --------------------------------------------------------------------------------------------------
 
 def _eagle3_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
-    from trtllm_spec.data.vocab import check_d2t
     from trtllm_spec.train.convert import check_drafter
 
     out = []
@@ -121,13 +121,53 @@ def _eagle3_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
         out.append(Finding("error", "layers", f"captured target layers {ids} out of range for {n} target layers"))
     else:
         out.append(Finding("ok", "layers", f"captured target layers {ids or 'default'} within 0..{n - 1}"))
+    out += _d2t_findings(cfg, tensors)
+    return out
+
+
+def _d2t_findings(cfg: dict, tensors: dict) -> list[Finding]:
+    from trtllm_spec.data.vocab import check_d2t
+
     dv, vocab = cfg.get("draft_vocab_size"), cfg.get("vocab_size")
     if "d2t" in tensors:
         problems = check_d2t(tensors["d2t"].tolist(), vocab)
-        out.append(Finding("error", "d2t", "; ".join(problems)) if problems else
-                   Finding("ok", "d2t", f"{dv} draft ids map to distinct target ids in range"))
-    elif dv != vocab:
-        out.append(Finding("error", "d2t", f"draft_vocab_size {dv} < vocab {vocab} but no d2t table"))
+        return [Finding("error", "d2t", "; ".join(problems)) if problems else
+                Finding("ok", "d2t", f"{dv} draft ids map to distinct target ids in range")]
+    if dv != vocab:
+        return [Finding("error", "d2t", f"draft_vocab_size {dv} < vocab {vocab} but no d2t table")]
+    return []
+
+
+def _mtp_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
+    """ModelOpt's EAGLE-1/MTP layout: regular Llama layers over the target's final hidden state (no fc)."""
+    out = []
+    for key in ("hidden_size", "vocab_size"):
+        if cfg.get(key) != target.get(key):
+            out.append(Finding("error", "target", f"drafter {key} {cfg.get(key)} != target {key} {target.get(key)}: "
+                                                  "the drafter belongs to another target"))
+    h, heads = cfg.get("hidden_size") or 0, cfg.get("num_attention_heads") or 1
+    hd = cfg.get("head_dim") or h // heads
+    q, kv, inter = heads * hd, (cfg.get("num_key_value_heads") or heads) * hd, cfg.get("intermediate_size")
+    shapes = {"self_attn.q_proj": (q, h), "self_attn.k_proj": (kv, h), "self_attn.v_proj": (kv, h),
+              "self_attn.o_proj": (h, q), "mlp.gate_proj": (inter, h), "mlp.up_proj": (inter, h),
+              "mlp.down_proj": (h, inter), "input_layernorm": (h,), "post_attention_layernorm": (h,)}
+    bad = []
+    for i in range(cfg.get("num_hidden_layers") or 0):
+        for name, shape in shapes.items():
+            t = tensors.get(f"layers.{i}.{name}.weight")
+            if t is None or tuple(t.shape) != shape:
+                bad.append(f"layers.{i}.{name}.weight {None if t is None else list(t.shape)} (expected {list(shape)})")
+    if "norm.weight" not in tensors:
+        bad.append("norm.weight missing")
+    if "fc.weight" in tensors:
+        bad.append("fc.weight present although eagle_config.use_aux_hidden_state is false")
+    out.append(Finding("error", "layout", "; ".join(bad[:3])) if bad else
+               Finding("ok", "layout", f"{cfg.get('num_hidden_layers')} regular layer(s) over the target's final "
+                                       "hidden state, shapes match config.json"))
+    out += _d2t_findings(cfg, tensors)
+    out.append(Finding("warning", "deploy", "TensorRT-LLM serves MTP only as a target's own layers "
+                                            "(num_nextn_predict_layers, DeepSeek-V3-style checkpoints): this head is "
+                                            "for measurement and planning; train eagle3 for a deployable drafter"))
     return out
 
 
@@ -175,7 +215,7 @@ def _eagle3_parity(drafter_dir: Path, target_dir: Path, heldout: Path | None, to
     lm = _lm_head_check(drafter.lm_head if drafter.lm_head is not target.lm_head else None, drafter.d2t,
                         target.lm_head)
     diff = acc - recorded[0]
-    msg = (f"first-step accuracy on {len(chunks)} held-out chunks: {acc:.3f} with TensorRT-LLM semantics vs "
+    msg = (f"first-step accuracy on {len(chunks)} held-out chunks: {acc:.3f} reading the export as deployed vs "
            f"{recorded[0]:.3f} recorded in training ({lm.message})")
     if abs(diff) > tol:
         return Finding("error", "parity", msg + f": differs by {diff:+.3f} (> {tol}); the exported drafter does not "

@@ -7,6 +7,16 @@ First layer (TensorRT-LLM ``Eagle3DecoderLayer``, SafeAILab ``cnets``): residual
   x = [input_layernorm(emb); hidden_norm(g)] (2H) -> attention -> + residual -> post-attention norm -> MLP.
 Further layers are regular Llama layers. Logits = lm_head(norm(h)) over the draft vocabulary; a draft id maps
 to the target vocabulary as ``id + d2t[id]``. Embeddings are the target's (shared).
+
+The same class reads ModelOpt's EAGLE-1/MTP layout (``EAGLE_MTP_DEFAULT_CFG``: config ``eagle_config.
+use_aux_hidden_state: false``, no ``fc``, no ``hidden_norm``; ModelOpt 0.47's exporter requires the final norm,
+so its plain EAGLE-1 config, which has none, does not export).
+The original SafeAILab EAGLE-1 checkpoints (fc over [embedding; hidden], 2H -> H) are not read: no exporter
+we support writes them and TensorRT-LLM's PyTorch backend does not load them. In ModelOpt's Hugging Face flow
+the head reads the target's final (post-norm) hidden state alone, g_t = norm_target(h^L_t), through regular
+Llama layers, and never sees the next token's embedding (``EagleModule.forward`` stashes embeddings only when
+``use_aux_hidden_state``; modelopt 0.47 ``plugins/modeling_eagle.py``). Drafted positions chain on the head's
+own pre-norm output, as for EAGLE-3.
 """
 
 from __future__ import annotations
@@ -67,8 +77,14 @@ class Eagle3Weights:
             rope_theta=float(raw.get("rope_theta") or target_cfg.rope_theta), tied_embeddings=False,
         )
         self.draft_vocab_size = int(raw["draft_vocab_size"])
-        ids = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-        self.capture = tuple(ids) if ids else tuple(default_capture_layers(target_cfg.num_layers))
+        eagle = raw.get("eagle_config") or {}
+        # False only in ModelOpt's EAGLE-MTP export: the head reads the target's final hidden state
+        self.use_aux = eagle.get("use_aux_hidden_state", True) is not False
+        ids = eagle.get("eagle_aux_hidden_state_layer_ids")
+        if not self.use_aux:
+            self.capture = (target_cfg.num_layers - 1,)
+        else:
+            self.capture = tuple(ids) if ids else tuple(default_capture_layers(target_cfg.num_layers))
         self.tensors = load_safetensors(folder)
         self.prefixes = [_layer_prefix(self.tensors, i, self.cfg.num_layers) for i in range(self.cfg.num_layers)]
         if self.cfg.hidden_size != target_cfg.hidden_size:
@@ -90,8 +106,9 @@ class Eagle3Drafter(Drafter):
                 raise UserError(f"EAGLE-3 drafter in {folder} lacks tensor {name!r}")
             return w.tensors[name].to(device=dev, dtype=dt)
 
-        self.fc = get("fc.weight")
-        if self.fc.shape[1] != len(self.capture) * self.cfg.hidden_size:
+        self.use_aux = w.use_aux
+        self.fc = get("fc.weight") if w.use_aux else None
+        if self.fc is not None and self.fc.shape[1] != len(self.capture) * self.cfg.hidden_size:
             raise UserError(f"fc.weight takes {self.fc.shape[1]} inputs; {len(self.capture)} captured layers x "
                             f"hidden {self.cfg.hidden_size} = {len(self.capture) * self.cfg.hidden_size} expected")
         self.norm = get("norm.weight")
@@ -101,9 +118,13 @@ class Eagle3Drafter(Drafter):
         for i, p in enumerate(w.prefixes):
             attn = {"qkv": torch.cat([get(p + f"self_attn.{n}_proj.weight") for n in "qkv"]),
                     "o": get(p + "self_attn.o_proj.weight")}
-            first = i == 0
+            first = i == 0 and w.use_aux  # EAGLE-3's 2H-wide first layer; an MTP head's layers are all regular
             norm_in = p + ("input_layernorm.weight" if not first and p + "input_layernorm.weight" in w.tensors
                            else "hidden_norm.weight")
+            width = get(p + "self_attn.q_proj.weight").shape[1]
+            if width != (2 if first else 1) * self.cfg.hidden_size:
+                raise UserError(f"drafter {folder}: layer {i}'s q_proj takes {width} inputs; this layout expects "
+                                f"{(2 if first else 1) * self.cfg.hidden_size}")
             self.layers.append({
                 "attn": Attention(attn, self.cfg), "first": first,
                 "emb_norm": get(p + "input_layernorm.weight") if first else None, "in_norm": get(norm_in),
@@ -114,13 +135,20 @@ class Eagle3Drafter(Drafter):
         self.rope = Rope(self.cfg.head_dim, self.cfg.rope_theta, None, dev)
 
     # ---- the drafter network ----------------------------------------------------------------------------
+    def _g(self, aux: list[torch.Tensor]) -> torch.Tensor:
+        """The drafter's input at target-verified positions: fc over the captured layers (EAGLE-3), or the
+        target's final normed hidden state (EAGLE-MTP)."""
+        if self.fc is None:
+            return rms_norm(aux[0], self.target.norm, self.target.cfg.rms_norm_eps)
+        return F.linear(torch.cat(aux, dim=-1), self.fc)
+
     def _forward(self, g: torch.Tensor, next_tokens: list[int], start: int, all_logits: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """g [1, T, H] at positions start.., with the embeddings of ``next_tokens`` -> (logits over the draft
         vocab of the last position, or of all with ``all_logits``; pre-norm outputs [1, T, H])."""
         dev, eps = self.target.device, self.cfg.rms_norm_eps
         t = g.shape[1]
-        emb = F.embedding(torch.tensor([next_tokens], device=dev), self.target.embed)
+        emb = F.embedding(torch.tensor([next_tokens], device=dev), self.target.embed) if self.use_aux else None
         st = torch.tensor([start], device=dev)
         positions = st[:, None] + torch.arange(t, device=dev)
         cos, sin = self.rope(positions, g.dtype)
@@ -150,7 +178,7 @@ class Eagle3Drafter(Drafter):
         c = self.cfg
         self.cache = KVCache(c.num_layers, 1, c.num_kv_heads, len(tokens) + 1, c.head_dim, self.target.dtype,
                              self.target.device)
-        g = F.linear(torch.cat(aux, dim=-1)[:, :-1], self.fc)
+        g = self._g(aux)[:, :-1]
         logits, _ = self._forward(g, tokens[1:], 0, all_logits=True)
         return logits
 
@@ -165,8 +193,7 @@ class Eagle3Drafter(Drafter):
 
     @torch.inference_mode()
     def _ingest(self, next_tokens: list[int], aux: list[torch.Tensor]) -> None:
-        g = F.linear(torch.cat(aux, dim=-1), self.fc)
-        self.logits, h = self._forward(g, next_tokens, self.pos)
+        self.logits, h = self._forward(self._g(aux), next_tokens, self.pos)
         self.last_h = h[:, -1:]
         self.pos += len(next_tokens)
 

@@ -11,7 +11,7 @@ from trtllm_spec.runtime.llama import LlamaModel
 
 
 def folder_kind(folder: Path) -> str:
-    """'eagle3' | 'dflash' | 'dspark' | 'draft_model' from a folder's config.json."""
+    """'eagle3' | 'mtp' | 'dflash' | 'dspark' | 'draft_model' from a folder's config.json."""
     cfg_path = folder / "config.json"
     if not cfg_path.is_file():
         raise UserError(f"drafter folder {folder} has no config.json")
@@ -23,7 +23,8 @@ def folder_kind(folder: Path) -> str:
         return kind
     if cfg.get("model_type") in ("llama", "mistral", "qwen2", "qwen3"):
         return "draft_model"
-    raise UserError(f"{folder}: config.json is not an EAGLE-3, DFlash/DSpark drafter or a Llama-family draft model")
+    raise UserError(f"{folder}: config.json is not an EAGLE-3, EAGLE-MTP, DFlash/DSpark drafter or a Llama-family "
+                    "draft model")
 
 
 def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = None,
@@ -40,7 +41,7 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
         kind = folder_kind(folder)
         if expect and expect != kind and not (expect == "dspark" and kind == "dflash"):
             raise UserError(f"drafter folder {folder} holds a {kind} drafter, not {expect}")
-        if kind == "eagle3":
+        if kind in ("eagle3", "mtp"):  # an EAGLE-MTP head is an EAGLE layout without fc (see eagle3.py)
             from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
 
             drafter = Eagle3Drafter(folder, target, max_len=max_len)
