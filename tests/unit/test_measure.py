@@ -177,13 +177,14 @@ def test_measure_fp32_identical_and_bf16_agreement(target, tiny_suite):
 def test_cli_writes_profile_report_plots_provenance(cli, target, tiny_suite, tmp_path):
     out = tmp_path / "m"
     r = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "3", "--categories", "coding,math",
-            "--num-prompts", "1", "--max-new-tokens", "12", "--out", out)
+            "--num-prompts", "1", "--max-new-tokens", "12", "--device", "cpu", "--out", out)
     assert r.exit_code == 0, r.output
     for f in ("speculation_profile.json", "report.md", "provenance.json", "acceptance_length_by_category.png",
               "acceptance_by_position.png"):
         assert (out / f).is_file(), f
     prof = json.loads((out / "speculation_profile.json").read_text())
     assert profile_problems(prof) == [] and set(prof["categories"]) == {"coding", "math"}
+    assert prof["settings"]["machine"]["device"] == "cpu"
     prov = json.loads((out / "provenance.json").read_text())
     assert "measure" in prov["command"] and any(k.endswith("config.json") for k in prov["inputs"])
     # the profile feeds the planner
@@ -251,6 +252,18 @@ def test_bad_input_exit_2_nothing_written(cli, target, bad_inputs, tiny_suite, t
     r = cli("measure", *[x for kv in base.items() for x in kv], "--out", out)
     assert r.exit_code == 2, r.output
     assert match in r.stderr and "Traceback" not in r.output
+    assert not out.exists()
+
+
+def test_device_cuda_without_a_gpu_is_a_clear_error(cli, target, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible here")
+    out = tmp_path / "out"
+    r = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
+            "--device", "cuda", "--out", out)
+    assert r.exit_code == 2 and "--device cuda: no CUDA device" in r.stderr and "Traceback" not in r.output
     assert not out.exists()
 
 

@@ -201,7 +201,7 @@ def measure(ctx: BuildContext) -> StageResult:
     ctx.cache.start("measure", key, ctx.force)
     profile = run_measure(ctx.served_target, spec, draft_len, suite=m.suite, categories=m.categories,
                           num_prompts=m.num_prompts, max_new_tokens=m.max_new_tokens, temperature=m.temperature,
-                          dtype=m.dtype, seed=m.seed, progress=lambda msg: ctx.log(f"measure: {msg}"))
+                          dtype=m.dtype, seed=m.seed, device=m.device, progress=lambda msg: ctx.log(f"measure: {msg}"))
     write_json_atomic(path, profile)
     ctx.cache.finish("measure", key, {"draft_len": draft_len})
     ctx.profile_path = path

@@ -40,6 +40,8 @@ def _input_files(target: Path | None, drafter: str | None) -> list[Path]:
 @click.option("--dtype", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
               help="Precision of the PyTorch reference run.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Suite selection and sampling seed.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="Where the reference decoder runs (auto: CUDA when torch sees a GPU).")
 @click.option("--chat-template", type=click.Path(path_type=Path), help="Jinja chat template, if the checkpoint lacks one.")
 @click.option("--block-sweep", help="DFlash/DSpark: also measure these draft lengths, e.g. 1,2,4 (one run each).")
 @click.option("--engine", type=click.Choice(["pytorch", "trtllm"]), default="pytorch", show_default=True,
@@ -50,7 +52,7 @@ def _input_files(target: Path | None, drafter: str | None) -> list[Path]:
 @click.option("--force", is_flag=True, help="Replace a non-empty --out folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print speculation_profile.json to stdout.")
 def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: str, categories: str | None,
-                num_prompts: int, max_new_tokens: int, temperature: float, dtype: str, seed: int,
+                num_prompts: int, max_new_tokens: int, temperature: float, dtype: str, seed: int, device: str,
                 chat_template: Path | None, block_sweep: str | None, engine: str, bundle: Path | None,
                 out: Path | None, force: bool, as_json: bool) -> None:
     """Measure acceptance length (overall, per category, per draft position) and speedup of a drafter against
@@ -87,7 +89,7 @@ def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: 
     if engine == "pytorch":
         from trtllm_spec.measure.run import measure
 
-        profile = measure(target, drafter, draft_len, dtype=dtype, block_sweep=sweep, **common)
+        profile = measure(target, drafter, draft_len, dtype=dtype, block_sweep=sweep, device=device, **common)
     else:
         from trtllm_spec.measure.trtllm_engine import measure_trtllm
 
@@ -97,7 +99,8 @@ def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: 
         args = {"target": target, "drafter": drafter, "draft_len": draft_len, "engine": engine,
                 "bundle": str(bundle) if bundle else None, "suite": suite, "categories": cats,
                 "num_prompts": num_prompts, "max_new_tokens": max_new_tokens, "temperature": temperature,
-                "dtype": dtype, "seed": seed, "chat_template": str(chat_template) if chat_template else None,
+                "dtype": dtype, "seed": seed, "device": device,
+                "chat_template": str(chat_template) if chat_template else None,
                 "block_sweep": sweep}
         prov = provenance({"measure": args}, _input_files(target_path, drafter),
                           {"settings": profile["settings"], "suite": profile["suite"]})

@@ -100,10 +100,24 @@ def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
     return DrafterInfo(kind, folder, cfg, max_d)
 
 
-def machine_info(torch) -> dict:
-    return {"platform": platform.platform(terse=True), "machine": platform.machine(),
+def machine_info(torch, device: str = "cpu") -> dict:
+    info = {"platform": platform.platform(terse=True), "machine": platform.machine(),
             "processor": platform.processor() or None, "cpu_count": os.cpu_count(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "device": "cpu"}
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "device": device}
+    if device == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def resolve_device(torch, device: str) -> str:
+    """'auto' -> cuda when a CUDA device is visible, else cpu; 'cuda' without one is an error."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"--device {device!r}: choose auto, cpu or cuda")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device is visible to torch here; use --device cpu (or auto)")
+    return device
 
 
 def _timed(fn, *args, **kw):
@@ -122,9 +136,11 @@ def _eos_ids(model, tok) -> tuple[int, ...]:
 def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite: str = "speed-lite",
             categories: Sequence[str] | None = None, num_prompts: int = 10, max_new_tokens: int = 128,
             temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
-            progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None) -> dict:
+            progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None,
+            device: str = "auto") -> dict:
     """Measure acceptance of ``drafter_spec`` ('ngram' or a folder) against ``target_dir`` on the suite with
-    the PyTorch reference decoder; returns the speculation profile (see measure/profile.py)."""
+    the PyTorch reference decoder (on ``device``: auto = CUDA when visible); returns the speculation profile
+    (see measure/profile.py)."""
     log = progress or (lambda _m: None)
     check_settings(draft_len, max_new_tokens, temperature, dtype, block_sweep)
     if isinstance(categories, str):
@@ -142,14 +158,16 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
 
     import torch
 
+    dev = resolve_device(torch, device)
     from trtllm_spec.runtime.decoder import speculative_generate
     from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.runtime.sampling import SamplingParams
 
-    log(f"loading {target_path} ({dtype}) and the {info.kind} drafter")
-    target = LlamaModel.from_pretrained(target_path, dtype=torch.float32 if dtype == "fp32" else torch.bfloat16)
+    log(f"loading {target_path} ({dtype}, {dev}) and the {info.kind} drafter")
+    target = LlamaModel.from_pretrained(target_path, dtype=torch.float32 if dtype == "fp32" else torch.bfloat16,
+                                        device=dev)
     max_len = max(len(p) for p in prompts) + max_new_tokens + draft_len + 8
     kind, drafter = load_runtime_drafter(drafter_spec, target, max_len=max_len)
     limit = getattr(drafter, "max_draft_len", None)
@@ -159,7 +177,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     sweep = sorted(set(block_sweep or ()) - {draft_len}) if kind in BLOCK_KINDS else []
 
     def gen(i: int):
-        return torch.Generator().manual_seed(seed * 1_000_003 + i)
+        return torch.Generator(device=dev).manual_seed(seed * 1_000_003 + i)
 
     warm = prompts[0][-8:]  # first calls pay one-off costs (allocations, kernels); keep them out of the timing
     generate(target, warm, WARMUP_TOKENS, eos, params, gen(0))
@@ -187,7 +205,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
                "item_ids": [it.id for it in items]},
         settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
                   "eos_token_ids": list(eos), "chat_template": str(chat_template) if chat_template else "checkpoint",
-                  "machine": machine_info(torch)},
+                  "machine": machine_info(torch, dev)},
     )
 
 

@@ -53,7 +53,7 @@ def accept_or_resample(p: torch.Tensor, draft: int, q: torch.Tensor | None,
     """One rejection-sampling step: (accepted, token). ``q`` None means the drafter was deterministic."""
     q_d = 1.0 if q is None else float(q[draft])
     p_d = float(p[draft])
-    u = float(torch.rand((), generator=generator))
+    u = float(torch.rand((), generator=generator, device=p.device))
     if q_d > 0 and u < min(1.0, p_d / q_d):
         return True, draft
     residual = p.clone()
