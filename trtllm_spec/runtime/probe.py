@@ -5,8 +5,8 @@
   its measured time. Generic probe: one K=N square matrix. ``--target``: the target's own linear layers
   (fused QKV, O, fused gate/up, down per layer, then the lm_head), run in sequence as our decoder runs a
   forward. Small matrices behave differently from a 4096-square one: on the 2-core CPU of
-  benchmarks/ecosystem.md the square fp32 curve is flat for M = 1..4 (a 6-token verification then costs 6
-  decode steps) while SmolLM2-135M's own layers verify 6 tokens in ~1.5 decode steps.
+  benchmarks/ecosystem.md the square fp32 curve is flat for M = 1..4 and prices a 6-token GEMM pass at ~3.3
+  single-token ones, while SmolLM2-135M's own layers take ~1.3 (bf16: ~1.15).
 - Memory bandwidth: a large tensor copy (read + write).
 - Per-forward overheads of the code path our decoder runs (runtime/llama.py with its KV cache):
   t(L layers) = iteration + L * per_layer, solved from two tiny models where arithmetic is negligible.
