@@ -205,9 +205,6 @@ def run_train(recipe: Recipe, out: Path, *, max_steps: int | None = None, resume
         if p is None or not (p / "config.json").is_file():
             raise UserError(f"drafter.checkpoint {d.checkpoint} is not a drafter folder (no config.json)")
         return DrafterResult("reused", p, {"checkpoint": str(p)})
-    if d.type == "mtp" and d.training.init_from_target == "last_layer":
-        raise UserError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide first "
-                        "layer and fc); for an mtp head use none or lm_head")
     target_dir = require_checkpoint(target, "training a drafter")
     dist = Dist.from_env()
     ok = False

@@ -275,6 +275,9 @@ class Recipe(StrictModel):
             if d.training.seq_len % d.block_size:
                 raise ValueError(f"drafter.training.seq_len = {d.training.seq_len} is not divisible by "
                                  f"drafter.block_size = {d.block_size}; DFlash trains on whole blocks")
+        if isinstance(d, MTPDrafter) and d.training.init_from_target == "last_layer":
+            raise ValueError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide "
+                             "first layer and fc); for an mtp head use none or lm_head")
         need = MIN_TRTLLM.get(d.type)
         if need and self.engine.trtllm_version not in ("auto", need):
             raise ValueError(f"drafter {d.type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}); "

@@ -109,17 +109,6 @@ def machine_info(torch, device: str = "cpu") -> dict:
     return info
 
 
-def resolve_device(torch, device: str) -> str:
-    """'auto' -> cuda when a CUDA device is visible, else cpu; 'cuda' without one is an error."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device {device!r}: choose auto, cpu or cuda")
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is visible to torch here; use --device cpu (or auto)")
-    return device
-
-
 def _timed(fn, *args, **kw):
     t0 = time.perf_counter()
     out = fn(*args, **kw)
@@ -158,13 +147,14 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
 
     import torch
 
-    dev = resolve_device(torch, device)
     from trtllm_spec.runtime.decoder import speculative_generate
+    from trtllm_spec.runtime.device import resolve_device
     from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.runtime.sampling import SamplingParams
 
+    dev = resolve_device(torch, device)
     log(f"loading {target_path} ({dtype}, {dev}) and the {info.kind} drafter")
     target = LlamaModel.from_pretrained(target_path, dtype=torch.float32 if dtype == "fp32" else torch.bfloat16,
                                         device=dev)

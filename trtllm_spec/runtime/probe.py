@@ -142,10 +142,9 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
           target: ModelShape | None = None) -> Hardware:
     """Measure this machine. ``target``: the GEMM curves are measured on that model's own linear layers."""
     torch = _torch()
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is visible; use --device cpu")
+    from trtllm_spec.runtime.device import resolve_device
+
+    device = resolve_device(torch, device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     started = time.perf_counter()
     gpu = device == "cuda"
