@@ -5,7 +5,8 @@ AL on a fixed slice of speed-lite with the reference decoder.
 
 Run:  .venv/bin/python benchmarks/learning_curve.py recipes/smollm2-135m-eagle3-cpu.yaml --every 50 \
           --out out/curve [--num-prompts 1] [--max-new-tokens 48] [--draft-len 3] [--set key=value ...]
-Prints a markdown table; the raw rows go to OUT/curve.json.
+Prints a markdown table; the raw rows go to OUT/curve.json. Run again on the same OUT (e.g. with a larger
+``--set drafter.training.time_budget_minutes=``) to resume the training and measure only the new checkpoints.
 """
 
 from __future__ import annotations
@@ -62,9 +63,16 @@ def main() -> None:
     target_dir = resolve_target(recipe.target.model, recipe.base_dir).path
     res = run_train(recipe, args.out, resume=True, log=print)
     log = [json.loads(line) for line in (args.out / "train_log.jsonl").read_text().splitlines()]
+    settings = {"num_prompts": args.num_prompts, "max_new_tokens": args.max_new_tokens, "draft_len": args.draft_len}
+    curve = args.out / "curve.json"  # a resumed run measures only checkpoints not measured with these settings
+    measured = {r["step"]: r for r in (json.loads(curve.read_text()) if curve.is_file() else [])
+                if r.get("measured_with") == settings}
     rows = []
     for ckpt in sorted((args.out / "checkpoints").glob("step-*")):
         step = int(ckpt.name.split("-")[1])
+        if step in measured:
+            rows.append(measured[step])
+            continue
         rec = next((r for r in log if r["step"] == step), log[-1])
         with tempfile.TemporaryDirectory() as tmp:
             export_checkpoint(recipe, target_dir, res.drafter_dir, ckpt, Path(tmp) / "d")
@@ -74,9 +82,10 @@ def main() -> None:
         rows.append({"step": step, "tokens": rec["tokens"], "minutes": round(rec["elapsed_s"] / 60, 2),
                      "train_acc": [round(a, 3) for a in rec["train_acc"]], "al": o["mean_acceptance_length"],
                      "al_by_d": o["acceptance_length"], "speedup": o["speedup"],
-                     "categories": {c: v["mean_acceptance_length"] for c, v in prof["categories"].items()}})
+                     "categories": {c: v["mean_acceptance_length"] for c, v in prof["categories"].items()},
+                     "measured_with": settings})
         print(json.dumps(rows[-1]))
-    (args.out / "curve.json").write_text(json.dumps(rows, indent=2))
+    curve.write_text(json.dumps(rows, indent=2))
     print(f"\n| step | loss tokens | train minutes | train acc | AL (D={args.draft_len}) | speedup |")
     print("|---|---|---|---|---|---|")
     for r in rows:

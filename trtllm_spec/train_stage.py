@@ -292,9 +292,7 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
                       world=dist.world, wrapped=wrapped)
     if resume and trainer.load_checkpoint():
         log(f"resumed at step {trainer.step}")
-    steps = max_steps or tc.max_steps
-    budget = tc.time_budget_minutes * 60 if tc.time_budget_minutes else None
-    result = trainer.run(steps, budget)
+    result = trainer.run(max_steps or tc.max_steps)
     summary.update(steps=result.steps, tokens=result.tokens, train_seconds=round(result.seconds, 1),
                    train_acc=[round(a, 4) for a in result.train_acc],
                    heldout_acc=[round(a, 4) for a in result.heldout_acc], stopped_by=result.stopped_by,

@@ -66,7 +66,9 @@ EAGLE = {"type": "eagle3", "num_layers": 1, "draft_vocab_size": 64}
 def ddp_run(tiny_target, convs, tmp_path_factory):
     folder = tmp_path_factory.mktemp("ddp")
     out = folder / "train"
-    r = _torchrun(_recipe(folder, tiny_target, convs, EAGLE), out)
+    # a time budget far beyond the run: every step then joins the broadcast of rank 0's clock (the learning rate
+    # follows it), which must neither hang nor move the rate measurably (compared with one process below)
+    r = _torchrun(_recipe(folder, tiny_target, convs, EAGLE, time_budget_minutes=1e5), out)
     return out, r
 
 
@@ -109,8 +111,8 @@ def test_ddp_equals_single_process_accumulation(ddp_run, tiny_target, convs, tmp
 
     out, _ = ddp_run
     single = tmp_path / "single"
-    res = run_train(load_recipe(_recipe(tmp_path, tiny_target, convs, EAGLE, grad_accum=2)), single,
-                    log=lambda m: None)
+    res = run_train(load_recipe(_recipe(tmp_path, tiny_target, convs, EAGLE, grad_accum=2, time_budget_minutes=1e5)),
+                    single, log=lambda m: None)
     a = _weights(out / "checkpoints" / "step-0000003" / "trainable.safetensors")
     b = _weights(single / "checkpoints" / "step-0000003" / "trainable.safetensors")
     assert a.keys() == b.keys()

@@ -21,7 +21,8 @@ def _default_out(recipe, out: Path | None, what: str) -> Path:
 @main.command("train")
 @click.argument("recipe_file", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), help="Training folder (default out/<recipe>/train).")
-@click.option("--max-steps", type=int, help="Override drafter.training.max_steps.")
+@click.option("--max-steps", type=int, help="Stop after this step (continue later with --resume); the "
+              "learning-rate schedule still spans drafter.training.max_steps.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out exactly where it stopped.")
 @click.option("--force", is_flag=True, help="Delete --out and start over.")
 @set_option

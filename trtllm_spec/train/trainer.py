@@ -70,11 +70,16 @@ class Trainer:
                                      betas=(0.9, 0.95))
         total = cfg.max_steps
         warm = min(cfg.warmup_steps, max(0, total - 1))
+        self.time_budget_s = cfg.time_budget_minutes * 60 if cfg.time_budget_minutes else None
+        self._time_progress = 0.0  # rank 0's elapsed / time budget, set before each scheduler step
 
-        def lr_factor(step: int) -> float:  # linear warmup, cosine to 10%
+        def lr_factor(step: int) -> float:
+            """Linear warmup, then cosine to 10% over the run's progress: steps done / max_steps or, with a time
+            budget, elapsed / budget when that is further along (so a run that the budget ends still anneals;
+            a step-only cosine left the overnight recipe at its peak rate on any machine slower than ours)."""
             if step < warm:
                 return (step + 1) / (warm + 1)
-            t = (step - warm) / max(1, total - warm)
+            t = max((step - warm) / max(1, total - warm), self._time_progress)
             return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
 
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lr_factor)
@@ -86,6 +91,7 @@ class Trainer:
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0
+        self._step_started = time.perf_counter()
 
     @property
     def distributed(self) -> bool:
@@ -126,6 +132,7 @@ class Trainer:
             tokens = sum(rank_tokens)
         torch.nn.utils.clip_grad_norm_(self.params.values(), 1.0)
         self.opt.step()
+        self._time_progress = self._progress_by_time()
         self.sched.step()
         self.opt.zero_grad(set_to_none=True)
         self.step += 1
@@ -135,6 +142,18 @@ class Trainer:
         if self.world > 1:
             rec["rank_tokens"] = rank_tokens
         return rec
+
+    def _progress_by_time(self) -> float:
+        """Share of the time budget spent before this step (0 without one); rank 0's clock for every rank, so
+        all ranks keep the same learning rate."""
+        if not self.time_budget_s:
+            return 0.0
+        progress = (self.elapsed + time.perf_counter() - self._step_started) / self.time_budget_s
+        if self.distributed:
+            t = torch.tensor([progress], dtype=torch.float64)
+            tdist.broadcast(t, src=0)
+            progress = float(t.item())
+        return progress
 
     @torch.no_grad()
     def evaluate(self, chunks: list[Chunk] | None = None, max_chunks: int = 16) -> list[float]:
@@ -215,15 +234,17 @@ class Trainer:
         return True
 
     # ---- the loop ------------------------------------------------------------------------------------------
-    def run(self, max_steps: int, time_budget_s: float | None = None) -> TrainResult:
+    def run(self, max_steps: int) -> TrainResult:
+        """Train until ``max_steps`` or, with ``time_budget_minutes``, until the budget is spent."""
         log_path = self.out / "train_log.jsonl"
         history: list[dict] = []
         last_acc: list[float] = []
         stopped = "max_steps"
+        budget = self.time_budget_s
         while self.step < max_steps:
-            t0 = time.perf_counter()
+            self._step_started = time.perf_counter()
             rec = self.train_step()
-            self.elapsed += time.perf_counter() - t0
+            self.elapsed += time.perf_counter() - self._step_started
             rec.update(elapsed_s=round(self.elapsed, 2), tokens_per_s=round(self.tokens / max(self.elapsed, 1e-9), 1),
                        epoch=round(self.schedule.epoch_of(self.step), 3))
             last_acc = rec["train_acc"]
@@ -235,7 +256,7 @@ class Trainer:
                 self.on_step(rec)
             if self.step % self.cfg.checkpoint_every == 0:
                 self.save_checkpoint()
-            if time_budget_s is not None and self._all(self.elapsed >= time_budget_s):
+            if budget is not None and self._all(self.elapsed >= budget):
                 stopped = "time_budget"
                 break
         self.save_checkpoint()
