@@ -144,8 +144,8 @@ class Trainer:
         return rec
 
     def _progress_by_time(self) -> float:
-        """Share of the time budget spent before this step (0 without one); rank 0's clock for every rank, so
-        all ranks keep the same learning rate."""
+        """Share of the time budget spent so far, the step in flight included (0 without a budget); rank 0's
+        clock for every rank, so all ranks keep the same learning rate."""
         if not self.time_budget_s:
             return 0.0
         progress = (self.elapsed + time.perf_counter() - self._step_started) / self.time_budget_s
