@@ -24,9 +24,10 @@ def check_recipe_inputs(recipe: Recipe) -> list[str]:
     return notes
 
 
-MTP_HEAD_NOTE = ("drafter.type mtp on a target without native MTP layers: 'train' fits ModelOpt's EAGLE-MTP head "
-                 "and 'measure'/'plan' use it, but TensorRT-LLM serves MTP only as a target's own layers "
-                 "(num_nextn_predict_layers), so 'build' refuses it; use drafter.type eagle3 for a bundle")
+MTP_HEAD_WHY = ("'train' fits ModelOpt's EAGLE-MTP head and 'measure'/'plan' use it, but TensorRT-LLM serves MTP "
+                "only as a target's own layers (num_nextn_predict_layers), so 'build' refuses it; use drafter.type "
+                "eagle3 for a bundle")
+MTP_HEAD_NOTE = "drafter.type mtp on a target without native MTP layers: " + MTP_HEAD_WHY
 
 
 def mtp_head_without_native_layers(recipe: Recipe, native_mtp_layers: int) -> bool:
@@ -41,4 +42,4 @@ def check_buildable(recipe: Recipe) -> None:
     target = resolve_target(recipe.target.model, recipe.base_dir)
     if mtp_head_without_native_layers(recipe, target.shape.mtp_layers):
         raise UserError(f"drafter.type: mtp -- target {recipe.target.model} has no native MTP layers. "
-                        + MTP_HEAD_NOTE.split(": ", 1)[1])
+                        + MTP_HEAD_WHY)

@@ -153,8 +153,9 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
     reps = 3 if quick else 7
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16} | ({"fp16": torch.float16} if gpu else {})
     curves = {}
+    mats = None
     if target is not None:
-        target_matrices(target)  # refuses MoE / MLA targets before anything is measured
+        mats = target_matrices(target)  # refuses MoE / MLA targets before anything is measured
         # every verification width a bs-1 plan reads (1 + D), then powers of two for prefill and batches
         ms = [1, 2, 4, 8, 64] if quick else [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64, 128, 256]
         cap = (64 << 30 if gpu else 1 << 30) if not quick else 64 << 20
@@ -191,9 +192,9 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
         gemm_flops_by_m=curves,
         probe={"device": device, "torch": torch.__version__, "threads": torch.get_num_threads(),
                "gemm_k_n": None if target is not None else k,
-               "gemm_shapes": (None if target is None else
+               "gemm_shapes": (None if mats is None else
                                {"target": target.name, "layers": target.num_layers,
-                                "layer_out_in": target_matrices(target)[0], "lm_head": target_matrices(target)[1]}),
+                                "layer_out_in": mats[0], "lm_head": mats[1]}),
                "copy_bytes": nbytes, "seconds": round(time.perf_counter() - started, 2),
                "host": platform.node(), "quick": quick},
     )

@@ -240,7 +240,6 @@ class Trainer:
         history: list[dict] = []
         last_acc: list[float] = []
         stopped = "max_steps"
-        budget = self.time_budget_s
         while self.step < max_steps:
             self._step_started = time.perf_counter()
             rec = self.train_step()
@@ -256,7 +255,7 @@ class Trainer:
                 self.on_step(rec)
             if self.step % self.cfg.checkpoint_every == 0:
                 self.save_checkpoint()
-            if budget is not None and self._all(self.elapsed >= budget):
+            if self.time_budget_s is not None and self._all(self.elapsed >= self.time_budget_s):
                 stopped = "time_budget"
                 break
         self.save_checkpoint()
