@@ -247,6 +247,10 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
         convs = conversations(recipe, target_dir, out / "data", log, regenerate_missing=False)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     offline = offline_ready(convs, offline_capture(recipe, target_dir))
+    if tc.feature_noise and not offline:
+        raise UserError(f"drafter.training.feature_noise = {tc.feature_noise} needs offline features, and these "
+                        "conversations carry none (multi-turn, or a data.path file written without them); "
+                        "regenerate single-turn data with offline_features: true, or set feature_noise: 0")
     # features sit next to the conversations: our own regeneration, or an earlier one named by data.path
     data_dir = recipe.resolve_path(tc.data.path).parent if tc.data.path else out / "data"
     chunks, heldout, counts, _ = prepare_samples(tok, convs, tc.seq_len, tc.data.eval_fraction, pad,

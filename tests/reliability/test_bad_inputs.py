@@ -632,6 +632,23 @@ def _(c):
     return ["train", c.tiny_recipe(d), "--out", c.w / "train"]
 
 
+@case("recipe-noise-online", "recipe validate", "feature noise without offline EAGLE-3 features",
+      "drafter.training.feature_noise = 0.2", "offline_features: true")
+def _(c):
+    return ["recipe", "validate", c.tiny_recipe({"type": "eagle3", "training": {
+        "feature_noise": 0.2, "data": {"offline_features": False}}})]
+
+
+@case("train-noise-no-features", "train", "feature noise on conversations that carry no features",
+      "drafter.training.feature_noise = 0.1", "needs offline features", "feature_noise: 0")
+def _(c):
+    (c.w / "conv.jsonl").write_text(json.dumps({"id": "a", "messages": [
+        {"role": "user", "content": "w1 w2"}, {"role": "assistant", "content": "w3 w4"}]}) + "\n")
+    d = {"type": "eagle3", "draft_vocab_size": 64, "training": {
+        "max_steps": 1, "seq_len": 64, "precision": "fp32", "feature_noise": 0.1, "data": {"path": "conv.jsonl"}}}
+    return ["train", c.tiny_recipe(d), "--out", c.w / "train"]
+
+
 # ---- doctor ------------------------------------------------------------------------------------------------------
 
 @case("doctor-no-folder", "doctor", "drafter folder does not exist", "nodrafter", "not a folder")

@@ -52,17 +52,53 @@ def test_offline_training_exports_a_drafter_doctor_accepts(tiny_target, tiny_sui
     assert online.summary["train_acc"] and res.summary["train_acc"]
 
 
-@pytest.mark.parametrize("offline", [True])
-def test_offline_resume_equals_uninterrupted(tiny_target, tiny_suite, tmp_path, offline):
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_offline_resume_equals_uninterrupted(tiny_target, tiny_suite, tmp_path, noise):
+    """Also with feature noise: a resumed run draws the same noise as an uninterrupted one."""
     from safetensors.torch import load_file
 
     from trtllm_spec.train_stage import run_train
 
-    a = run_train(_recipe(tiny_target, offline), tmp_path / "a", log=lambda m: None)
-    run_train(_recipe(tiny_target, offline), tmp_path / "b", max_steps=1, log=lambda m: None)
-    b = run_train(_recipe(tiny_target, offline), tmp_path / "b", resume=True, log=lambda m: None)
+    a = run_train(_recipe(tiny_target, True, feature_noise=noise), tmp_path / "a", log=lambda m: None)
+    run_train(_recipe(tiny_target, True, feature_noise=noise), tmp_path / "b", max_steps=1, log=lambda m: None)
+    b = run_train(_recipe(tiny_target, True, feature_noise=noise), tmp_path / "b", resume=True, log=lambda m: None)
     ta, tb = load_file(str(a.drafter_dir / "model.safetensors")), load_file(str(b.drafter_dir / "model.safetensors"))
     assert all(torch.equal(ta[k], tb[k]) for k in ta)
+    if noise:  # and the noise reaches training: the same data and seed without it train other weights
+        c = run_train(_recipe(tiny_target, True), tmp_path / "c", log=lambda m: None)
+        tc = load_file(str(c.drafter_dir / "model.safetensors"))
+        assert not all(torch.equal(ta[k], tc[k]) for k in ta if ta[k].is_floating_point())
+
+
+def test_feature_noise_perturbs_the_drafter_input_only():
+    from trtllm_spec.train.samples import with_feature_noise
+
+    g = torch.Generator().manual_seed(0)
+    aux = torch.randn(2, 300, 6, generator=g) * torch.tensor([1.0, 10.0, 0.1, 1.0, 1.0, 0.0])
+    hidden = torch.randn(2, 300, 4, generator=g)
+    out = with_feature_noise({"aux_hidden_states": aux, "base_model_hidden_states": hidden}, 0.2, (0, 5, 0, 0))
+    assert out["base_model_hidden_states"] is hidden  # the labels stay exact
+    delta = out["aux_hidden_states"] - aux
+    # noise per channel: 0.2 x that channel's spread (a constant channel is left alone)
+    ratio = delta.flatten(0, 1).std(0) / aux.flatten(0, 1).std(0).clamp_min(1e-9)
+    assert torch.allclose(ratio[:5], torch.full((5,), 0.2), rtol=0.15) and delta[..., 5].abs().max() == 0
+    again = with_feature_noise({"aux_hidden_states": aux, "base_model_hidden_states": hidden}, 0.2, (0, 5, 0, 0))
+    other = with_feature_noise({"aux_hidden_states": aux, "base_model_hidden_states": hidden}, 0.2, (0, 6, 0, 0))
+    assert torch.equal(again["aux_hidden_states"], out["aux_hidden_states"])
+    assert not torch.equal(other["aux_hidden_states"], out["aux_hidden_states"])
+
+
+def test_feature_noise_refuses_data_without_features(tiny_target, tmp_path):
+    """Online data (a data.path file written without features) would silently ignore the noise: an error."""
+    from tests.tiny import write_conversations
+    from trtllm_spec.errors import UserError
+    from trtllm_spec.train_stage import run_train
+
+    recipe = _recipe(tiny_target, True, feature_noise=0.1)
+    recipe.drafter.training.data.path = str(write_conversations(tmp_path / "plain.jsonl", 8))
+    with pytest.raises(UserError, match="feature_noise = 0.1 needs offline features"):
+        run_train(recipe, tmp_path / "t", log=lambda m: None)
+    assert not (tmp_path / "t/drafter").exists()
 
 
 def test_training_reuses_an_earlier_regeneration_through_data_path(tiny_target, tiny_suite, tmp_path):

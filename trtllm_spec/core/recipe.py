@@ -70,6 +70,9 @@ class TrainingConfig(StrictModel):
         "none", description="EAGLE-3 start: none (ModelOpt's random init), lm_head (the target's final norm and "
         "lm_head rows of the draft vocabulary; the layer random), last_layer (also the target's last decoder layer)")
     ttt_steps: int | None = Field(None, ge=1, le=16, description="EAGLE test-time-training steps")
+    feature_noise: float = Field(
+        0.0, ge=0, le=1, description="EAGLE-3 offline training: Gaussian noise on the captured target layers, as a "
+        "fraction of each channel's standard deviation (regularises a head that memorises little data; 0 = off)")
     data: DataConfig = DataConfig()
     distributed: DistributedConfig = DistributedConfig()
 
@@ -278,6 +281,11 @@ class Recipe(StrictModel):
         if isinstance(d, MTPDrafter) and d.training.init_from_target == "last_layer":
             raise ValueError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide "
                              "first layer and fc); for an mtp head use none or lm_head")
+        if isinstance(d, _Trained) and d.training.feature_noise and not (
+                isinstance(d, Eagle3Drafter) and d.training.data.offline_features):
+            raise ValueError(f"drafter.training.feature_noise = {d.training.feature_noise} perturbs the target features "
+                             "of offline EAGLE-3 training; set it to 0 or use drafter.type: eagle3 with "
+                             "drafter.training.data.offline_features: true")
         need = MIN_TRTLLM.get(d.type)
         if need and self.engine.trtllm_version not in ("auto", need):
             raise ValueError(f"drafter {d.type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}); "

@@ -58,7 +58,8 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
 
     With ``capture`` (target layer ids), single-turn records also keep the exact token ids (prompt + reply), an
     assistant mask and the target's hidden states over them (``features/*.safetensors``, bf16): drafter training
-    then needs no second pass of the target over the data (ModelOpt's offline mode)."""
+    then needs no second pass of the target over the data (ModelOpt's offline mode). ``max_new_tokens=0`` only
+    reads the prompts (their features, an empty reply): ``benchmarks/prefill_data.py``."""
     import torch
 
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids

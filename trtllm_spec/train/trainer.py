@@ -27,7 +27,7 @@ import torch.distributed as tdist
 from trtllm_spec.core.files import write_json_atomic, write_text_atomic
 from trtllm_spec.core.recipe import TrainingConfig
 from trtllm_spec.errors import UserError
-from trtllm_spec.train.samples import Chunk, Schedule, stack_outputs
+from trtllm_spec.train.samples import Chunk, Schedule, stack_outputs, with_feature_noise
 
 
 @dataclass
@@ -110,6 +110,9 @@ class Trainer:
         accs, losses, tokens = [], [], 0
         for micro in range(self.cfg.grad_accum):
             ids, attn, loss_mask, base_outputs = self.schedule.micro_batch(self.step, micro)
+            if self.cfg.feature_noise and base_outputs is not None:
+                base_outputs = with_feature_noise(base_outputs, self.cfg.feature_noise,
+                                                  (self.cfg.seed, self.step, micro, self.rank))
             last = micro == self.cfg.grad_accum - 1
             sync = self.forward_model.no_sync() if self.distributed and not last and \
                 hasattr(self.forward_model, "no_sync") else contextlib.nullcontext()
