@@ -121,10 +121,11 @@ def stack_outputs(outputs: list[dict | None]) -> dict | None:
 def with_feature_noise(outputs: dict, scale: float, key: tuple) -> dict:
     """Offline inputs with Gaussian noise on the captured target layers (the drafter's input), ``scale`` x each
     channel's standard deviation over this micro-batch's tokens; the final hidden state, which gives the target's
-    next-token distribution (the labels), stays exact. At serving time the drafter reads features of text it has
-    never seen, and after its first step its own predictions: noise in training is EAGLE's answer to both (their
-    training scripts add uniform noise to the target features, SafeAILab/EAGLE ``AddUniformNoise``). Seeded by
-    ``key`` (seed, step, micro-batch, rank), so a resumed run draws the same noise."""
+    next-token distribution (the labels), stays exact. EAGLE's training scripts add noise to the target features
+    (SafeAILab/EAGLE ``AddUniformNoise``) so the head tolerates inputs unlike its training data (in EAGLE's account,
+    the errors of its own predicted features); here the hope was also less memorising of a small data set
+    (``benchmarks/drafter_training.md`` section 5). The spread includes padded positions. Seeded by ``key`` (seed,
+    step, micro-batch, rank), so a resumed run draws the same noise."""
     aux = outputs["aux_hidden_states"]
     seed = int.from_bytes(hashlib.sha256(repr(key).encode()).digest()[:8], "big") >> 1
     noise = torch.randn(aux.shape, generator=torch.Generator().manual_seed(seed), dtype=aux.dtype)
