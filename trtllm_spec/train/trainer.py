@@ -71,12 +71,15 @@ class Trainer:
         total = cfg.max_steps
         warm = min(cfg.warmup_steps, max(0, total - 1))
         self.time_budget_s = cfg.time_budget_minutes * 60 if cfg.time_budget_minutes else None
-        self._time_progress = 0.0  # rank 0's elapsed / time budget, set before each scheduler step
+        self._time_progress = 0.0  # rank 0's share of the budget after warmup, set before each scheduler step
+        self.warm = warm
 
         def lr_factor(step: int) -> float:
-            """Linear warmup, then cosine to 10% over the run's progress: steps done / max_steps or, with a time
-            budget, elapsed / budget when that is further along (so a run that the budget ends still anneals;
-            a step-only cosine left the overnight recipe at its peak rate on any machine slower than ours)."""
+            """Linear warmup, then cosine to 10% over the run's progress after warmup: steps or, with a time
+            budget, minutes when those are further along (so a run that the budget ends still anneals; a step-only
+            cosine left the overnight recipe at its peak rate on any machine slower than ours). Both count from
+            the end of warmup, so at a steady step time the minutes lead only when max_steps would not fit in the
+            budget: a run that fits gets the step cosine, the same on every machine."""
             if step < warm:
                 return (step + 1) / (warm + 1)
             t = max((step - warm) / max(1, total - warm), self._time_progress)
@@ -91,6 +94,7 @@ class Trainer:
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0
+        self.warm_elapsed: float | None = 0.0 if warm == 0 else None  # elapsed at the end of warmup
         self._step_started = time.perf_counter()
 
     @property
@@ -147,11 +151,13 @@ class Trainer:
         return rec
 
     def _progress_by_time(self) -> float:
-        """Share of the time budget spent so far, the step in flight included (0 without a budget); rank 0's
-        clock for every rank, so all ranks keep the same learning rate."""
-        if not self.time_budget_s:
+        """Share of the time budget left after warmup that is spent so far, the step in flight included (0 without
+        a budget or during warmup); rank 0's clock for every rank, so all ranks keep the same learning rate."""
+        if not self.time_budget_s or self.warm_elapsed is None:
             return 0.0
-        progress = (self.elapsed + time.perf_counter() - self._step_started) / self.time_budget_s
+        now = self.elapsed + time.perf_counter() - self._step_started
+        after_warmup = self.time_budget_s - self.warm_elapsed
+        progress = (now - self.warm_elapsed) / after_warmup if after_warmup > 0 else 1.0
         if self.distributed:
             t = torch.tensor([progress], dtype=torch.float64)
             tdist.broadcast(t, src=0)
@@ -201,7 +207,8 @@ class Trainer:
         save_file({n: p.detach().contiguous().clone() for n, p in self.params.items()}, str(tmp / "trainable.safetensors"))
         torch.save({"optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict(),
                     "rng": rng[0], "rng_per_rank": rng}, tmp / "optimizer.pt")
-        write_json_atomic(tmp / "state.json", {"step": self.step, "tokens": self.tokens, "elapsed_s": self.elapsed})
+        write_json_atomic(tmp / "state.json", {"step": self.step, "tokens": self.tokens, "elapsed_s": self.elapsed,
+                                               "warm_elapsed_s": self.warm_elapsed})
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -234,6 +241,8 @@ class Trainer:
         torch.set_rng_state(per_rank[self.rank] if len(per_rank) == self.world else state["rng"])
         meta = json.loads((folder / "state.json").read_text())
         self.step, self.tokens, self.elapsed = meta["step"], meta["tokens"], meta["elapsed_s"]
+        # checkpoints from before warm_elapsed_s count the budget from step 0 (as they were trained)
+        self.warm_elapsed = meta.get("warm_elapsed_s", 0.0 if self.step >= self.warm else None)
         return True
 
     # ---- the loop ------------------------------------------------------------------------------------------
@@ -247,6 +256,8 @@ class Trainer:
             self._step_started = time.perf_counter()
             rec = self.train_step()
             self.elapsed += time.perf_counter() - self._step_started
+            if self.step == self.warm:
+                self.warm_elapsed = self.elapsed
             rec.update(elapsed_s=round(self.elapsed, 2), tokens_per_s=round(self.tokens / max(self.elapsed, 1e-9), 1),
                        epoch=round(self.schedule.epoch_of(self.step), 3))
             last_acc = rec["train_acc"]
