@@ -27,7 +27,6 @@ def main() -> None:
     ap.add_argument("--num", type=int, default=1200, help="prefill-only prompts to add")
     ap.add_argument("--max-tokens", type=int, default=380, help="longest prompt, in tokens (~4 characters each)")
     ap.add_argument("--target", default="smollm2-135m")
-    ap.add_argument("--layers", default="1,14,26", help="captured layers (those of the regeneration)")
     ap.add_argument("--eval-fraction", type=float, default=0.05)
     args = ap.parse_args()
 
@@ -42,7 +41,12 @@ def main() -> None:
         (args.out / "features" / f.name).symlink_to(f.resolve())
     dst = args.out / "conversations.jsonl"
     shutil.copyfile(args.data, dst)
-    have = set(read_done(dst))
+    done = read_done(dst)
+    have = set(done)
+    # capture the layers the regeneration captured (its records name them)
+    layers = next((tuple(r["features"]["layers"]) for r in done.values() if r.get("features")), None)
+    if not layers:
+        raise SystemExit(f"{args.data}: no record carries features; regenerate with offline_features: true first")
     pool = training_items(None, len(have) + 2 * args.num, 0, max_prompt_chars=4 * args.max_tokens)
     # single-turn only: regeneration keeps features for those alone, and one record without features would
     # send the whole file to online training
@@ -51,7 +55,7 @@ def main() -> None:
     target = resolve_target(args.target, Path.cwd()).path
     started = time.perf_counter()
     regenerate(items, target, dst, max_new_tokens=0, batch_size=16,
-               capture=tuple(int(x) for x in args.layers.split(",")),
+               capture=layers,
                progress=lambda n, total, _: print(f"prefill: {n - len(have)}/{total} records", flush=True))
     tokens = sum(len(r["tokens"]) for k, r in read_done(dst).items() if k not in have)
     seconds = time.perf_counter() - started
