@@ -24,23 +24,11 @@ from pathlib import Path
 
 
 def score(target, drafter, cells: dict[str, list[int]], ids: list[int], scored: list[int], label: str) -> None:
-    """Add (full hits, within hits, covered, n) over the tokens j with scored[j] = 1 to cells[label]; the drafter
-    predicts token j from position j - 2 (the target's features there and the embedding of token j - 1)."""
-    import torch
+    from trtllm_spec.train.doctor import first_step_counts
 
-    cache = target.new_cache(1, len(ids) + 1)
-    logits, aux, _ = target.forward(torch.tensor([ids]), torch.tensor([0]), cache, capture=drafter.capture)
-    draft = drafter.teacher_forced(ids, aux)  # position t predicts token t + 2
-    vocab_ids = torch.arange(draft.shape[-1]) + (drafter.d2t if drafter.d2t is not None else 0)
-    greedy = logits[0].argmax(-1)[1:]  # the target's token t + 2, chosen at position t + 1
-    best_inside = logits[0][:, vocab_ids].argmax(-1)[1:]
-    prop = draft.argmax(-1)
-    mask = torch.tensor(scored[2:] + [0], dtype=torch.bool)
     c = cells.setdefault(label, [0, 0, 0, 0])
-    c[0] += int((vocab_ids[prop] == greedy)[mask].sum())
-    c[1] += int((prop == best_inside)[mask].sum())
-    c[2] += int(torch.isin(greedy, vocab_ids)[mask].sum())
-    c[3] += int(mask.sum())
+    for i, v in enumerate(first_step_counts(target, drafter, ids, scored)):
+        c[i] += v
 
 
 def main() -> None:

@@ -73,6 +73,35 @@ def test_doctor_finds_broken_exports(eagle_run, tiny_target, cli, tmp_path):
     assert "dtype" in r.output and "mapped more than once" in r.output
 
 
+def test_first_step_counts_are_what_the_decoder_proposes(eagle_run, tiny_target):
+    """doctor's parity and benchmarks/first_step_accuracy.py score the teacher-forced first step; at every position
+    it must be the decoder's own first proposal (reset on the prefix, propose one), counted as documented."""
+    from tests.unit.test_runtime import _prompts
+    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
+    from trtllm_spec.runtime.generate import generate
+    from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.train.doctor import first_step_counts
+
+    target = LlamaModel.from_pretrained(tiny_target)
+    drafter = Eagle3Drafter(eagle_run[1].drafter_dir, target)
+    prompt = _prompts(1)[0]
+    ids = prompt + generate(target, prompt, 24)
+    _, aux, _ = target.forward(torch.tensor([ids]), torch.tensor([0]), target.new_cache(1, len(ids) + 1),
+                               capture=drafter.capture)
+    logits, _, _ = target.forward(torch.tensor([ids]), torch.tensor([0]), target.new_cache(1, len(ids) + 1))
+    vocab = torch.arange(64) + drafter.d2t
+    got, want = [], []
+    for j in range(2, len(ids)):  # token j, drafted after the prefix ids[:j]
+        got.append(first_step_counts(target, drafter, ids, [int(i == j) for i in range(len(ids))]))
+        drafter.reset(ids[:j - 1], ids[j - 1], [a[:, :j - 1] for a in aux])
+        proposal, greedy = drafter.propose(1)[0][0], int(logits[0, j - 1].argmax())
+        best_inside = int(vocab[logits[0, j - 1, vocab].argmax()])
+        want.append((int(proposal == greedy), int(proposal == best_inside), int(greedy in vocab.tolist()), 1))
+    assert got == want
+    assert 0 < sum(w[1] for w in want) < len(want)  # the per-position check is not vacuous
+    assert first_step_counts(target, drafter, ids, [1] * len(ids)) == tuple(map(sum, zip(*want, strict=True)))
+
+
 def test_resume_equals_uninterrupted(tiny_target, convs, tmp_path, eagle_run):
     from safetensors.torch import load_file
 

@@ -185,6 +185,23 @@ def _lm_head_check(drafter_lm: torch.Tensor | None, d2t: torch.Tensor | None, ta
     return Finding("ok", "lm_head", f"lm_head rows follow the target's (mean cosine {cos:.3f})")
 
 
+def first_step_counts(target, drafter, ids: list[int], scored: list[int]) -> tuple[int, int, int, int]:
+    """Teacher-forced first draft step of an EAGLE-3 ``drafter`` over the tokens j of ``ids`` with ``scored[j]``
+    (each predicted from position j - 2: the target's features there and the embedding of token j - 1):
+    (proposals equal to the target's greedy token, i.e. accepted; proposals equal to the target's best token
+    inside the draft vocabulary, the metric training reports; greedy tokens the draft vocabulary holds; tokens)."""
+    cache = target.new_cache(1, len(ids) + 1)
+    logits, aux, _ = target.forward(torch.tensor([ids]), torch.tensor([0]), cache, capture=drafter.capture)
+    draft = drafter.teacher_forced(ids, aux)  # position t predicts token t + 2
+    vocab_ids = torch.arange(draft.shape[-1]) + (drafter.d2t if drafter.d2t is not None else 0)
+    greedy = logits[0].argmax(-1)[1:]  # token t + 2 as the target chooses it at position t + 1
+    best_inside = logits[0][:, vocab_ids].argmax(-1)[1:]
+    prop = draft.argmax(-1)
+    mask = torch.tensor([*scored[2:], 0], dtype=torch.bool)
+    return (int((vocab_ids[prop] == greedy)[mask].sum()), int((prop == best_inside)[mask].sum()),
+            int(torch.isin(greedy, vocab_ids)[mask].sum()), int(mask.sum()))
+
+
 def _eagle3_parity(drafter_dir: Path, target_dir: Path, heldout: Path | None, tol: float) -> Finding:
     from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
     from trtllm_spec.runtime.llama import LlamaModel
@@ -199,19 +216,11 @@ def _eagle3_parity(drafter_dir: Path, target_dir: Path, heldout: Path | None, to
     chunks = json.loads(path.read_text())
     target = LlamaModel.from_pretrained(target_dir, dtype=torch.float32)
     drafter = Eagle3Drafter(drafter_dir, target)
-    hit = total = 0.0
-    for c in chunks:
-        ids, loss = c["input_ids"], c["loss_mask"]
-        cache = target.new_cache(1, len(ids) + 1)
-        logits, aux, _ = target.forward(torch.tensor([ids]), torch.tensor([0]), cache, capture=drafter.capture)
-        draft_logits = drafter.teacher_forced(ids, aux)  # position t predicts t + 2
-        vocab_ids = torch.arange(draft_logits.shape[-1]) + (drafter.d2t if drafter.d2t is not None else 0)
-        target_pred = logits[0][:, vocab_ids].argmax(-1)  # the target's choice within the draft vocabulary
-        match = (draft_logits.argmax(-1) == target_pred[1:]).float()
-        mask = torch.tensor(loss[1:], dtype=torch.float32)
-        hit += float((match * mask).sum())
-        total += float(mask.sum())
-    acc = hit / max(total, 1.0)
+    hit = total = 0
+    for c in chunks:  # loss_mask[j] gates token j + 1
+        _, within, _, n = first_step_counts(target, drafter, c["input_ids"], [0, *c["loss_mask"][:-1]])
+        hit, total = hit + within, total + n
+    acc = hit / max(total, 1)
     lm = _lm_head_check(drafter.lm_head if drafter.lm_head is not target.lm_head else None, drafter.d2t,
                         target.lm_head)
     diff = acc - recorded[0]
