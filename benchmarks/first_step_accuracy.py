@@ -44,7 +44,7 @@ def main() -> None:
     from trtllm_spec.data.model_assets import model_dir
     from trtllm_spec.data.suite import build_suite
     from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
-    from trtllm_spec.runtime.generate import generate_batch
+    from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
 
     d = model_dir("smollm2-135m")
@@ -52,11 +52,11 @@ def main() -> None:
     target = LlamaModel.from_pretrained(d, dtype=torch.float32)
     eos = tuple(target.cfg.eos_token_ids)
     items = build_suite(num_prompts=args.num_prompts)
-    # the target's own greedy replies, one prompt at a time in fp32: what the decoder verifies against
+    # the target's own greedy replies in fp32: the reference decoding every speculative run reproduces
     seqs = []
     for it in items:
         p = prompt_ids(tok, it.messages)
-        seqs.append((it.category, p, generate_batch(target, [p], args.max_new_tokens, eos)[0]))
+        seqs.append((it.category, p, generate(target, p, args.max_new_tokens, eos)))
     print(f"{platform.machine()}, torch {torch.__version__}, fp32 target; {len(items)} speed-lite prompts x "
           f"{args.max_new_tokens} reply tokens")
 
