@@ -112,3 +112,37 @@ def test_plan_does_not_import_torch(tmp_path):
             "assert 'torch' not in sys.modules and 'modelopt' not in sys.modules, 'heavy import on plan'\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_plan_when_no_batch_fits(cli, tmp_path):
+    """Issue 17: a 70B bf16 target on one H200 used to end in a matplotlib traceback and blame the drafter."""
+    out = tmp_path / "p"
+    r = cli("plan", "--target", "llama-3.3-70b-instruct", "--gpu", "h200", "--batch-sizes", "1,64", "--isl", "8192",
+            "--osl", "1024", "--out", out, "--json")
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)["recommendation"]
+    assert rec["infeasible_batch_sizes"] == [1, 64] and not rec["by_batch"]
+    assert "weights alone do not fit" in rec["note"] and "--tp 2" in rec["note"] and "fp8" in rec["note"]
+    assert "improve the drafter" not in rec["note"]
+    assert rec["memory"]["weight_bytes"] > rec["memory"]["hbm_bytes"] - rec["memory"]["runtime_reserve_bytes"]
+    md = (out / "plan.md").read_text()
+    assert "no batch size fits in memory" in md and not list(out.glob("*.png"))
+
+
+def test_plan_names_kv_bytes_when_large_batches_do_not_fit(cli, tmp_path):
+    r = cli("plan", "--target", "llama-3.3-70b-instruct", "--gpu", "h200", "--dtype", "fp8", "--batch-sizes",
+            "1,64", "--isl", "8192", "--osl", "1024", "--json", "--no-compare")
+    assert r.exit_code == 0, r.output
+    mem = json.loads(r.stdout)["recommendation"]["memory"]
+    assert 0 < mem["max_batch_without_speculation"] < 64 and "one sequence of 9216 tokens" in mem["note"]
+
+
+@pytest.mark.parametrize("kv", [7, 0])
+def test_plan_refuses_impossible_kv_heads(cli, tmp_path, kv):
+    from tests.conftest import LLAMA_TINY, write_config
+
+    folder = write_config(tmp_path / "m", **{**LLAMA_TINY, "num_attention_heads": 32, "hidden_size": 256,
+                                              "num_key_value_heads": kv})
+    r = cli("plan", "--target", folder, "--gpu", "h100", "--json")
+    assert r.exit_code == 2, r.output
+    assert "num_key_value_heads" in r.output and "Traceback" not in r.output

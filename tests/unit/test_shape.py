@@ -102,3 +102,24 @@ def test_bad_target_specs(tmp_path):
 def test_hf_id_and_prefix_alias():
     assert resolve_target("meta-llama/Llama-3.1-8B-Instruct").shape.name == "llama-3.1-8b-instruct"
     assert resolve_target("smollm2-135m").kind in ("preset", "asset")
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"num_key_value_heads": 7}, "num_key_value_heads = 7 does not divide num_attention_heads = 4"),
+    ({"num_attention_heads": 32, "num_key_value_heads": 7}, "does not divide"),
+    ({"num_key_value_heads": 0}, "num_key_value_heads = 0 is invalid"),
+    ({"num_key_value_heads": -2}, "num_key_value_heads = -2 is invalid"),
+    ({"num_attention_heads": 0}, "num_attention_heads = 0 is invalid"),
+    ({"num_attention_heads": -4}, "num_attention_heads = -4 is invalid"),
+    ({"head_dim": 0}, "head_dim = 0 is invalid"),
+    ({"hidden_size": 66}, "hidden_size = 66 is not a multiple of num_attention_heads = 4"),
+])
+def test_impossible_heads_are_refused(change, match):
+    """Issue 17: 0 KV heads used to be read as 'absent' (G silently 1); 7 KV heads for 32 heads was planned."""
+    with pytest.raises(ShapeError, match=match):
+        shape_from_config({**LLAMA_TINY, **change}, source="config.json")
+
+
+def test_explicit_head_dim_may_differ_from_hidden_over_heads():
+    s = shape_from_config({**LLAMA_TINY, "hidden_size": 66, "head_dim": 16}, source="config.json")
+    assert s.head_dim == 16 and s.group_size() == 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from trtllm_spec.core.files import read_text
 from trtllm_spec.core.schema import StrictModel
@@ -74,6 +74,12 @@ class ModelShape(StrictModel):
     native_weight_dtype: str = "bf16"
     max_position_embeddings: int | None = None
     source: str = ""
+
+    @model_validator(mode="after")
+    def _gqa(self) -> ModelShape:
+        if self.mla is None and self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_kv_heads = {self.num_kv_heads} must divide num_heads = {self.num_heads}")
+        return self
 
     # ---- derived -------------------------------------------------------------------------------------
     @property
@@ -221,8 +227,7 @@ def shape_from_config(cfg: dict, name: str = "model", source: str = "") -> Model
                          "is this the model's full config.json?")
 
     layers, hidden, heads = int(need("num_hidden_layers")), int(need("hidden_size")), int(need("num_attention_heads"))
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    kv_heads, head_dim = _heads(cfg, where, hidden, heads, model_type)
     fields = dict(
         name=name, model_type=model_type, num_layers=layers, hidden_size=hidden, num_heads=heads,
         num_kv_heads=kv_heads, head_dim=head_dim, vocab_size=int(need("vocab_size")),
@@ -250,6 +255,39 @@ def shape_from_config(cfg: dict, name: str = "model", source: str = "") -> Model
         raise ShapeError(f"{where}: config.json values are invalid: {problems}; fix config.json") from None
     except ValueError as exc:
         raise ShapeError(f"{where}: config.json values are invalid: {exc}") from None
+
+
+def _positive(cfg: dict, key: str, where: str) -> int | None:
+    """A config integer that must be >= 1 when present (None when absent): 0 is a value, not 'absent'."""
+    v = cfg.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or int(v) != v or v < 1:
+        raise ShapeError(f"{where}: config.json {key} = {v!r} is invalid; it must be a whole number >= 1; "
+                         "fix config.json")
+    return int(v)
+
+
+def _heads(cfg: dict, where: str, hidden: int, heads: int, model_type: str) -> tuple[int, int]:
+    """(num_kv_heads, head_dim), refusing shapes no attention kernel can run: KV heads that are 0 or do not
+    divide the query heads (GQA shares each KV head among heads / kv_heads query heads), and, where the family
+    derives head_dim (no ``head_dim`` key), a hidden size the heads do not divide."""
+    for key in ("num_hidden_layers", "hidden_size", "num_attention_heads"):
+        _positive(cfg, key, where)
+    kv = _positive(cfg, "num_key_value_heads", where)
+    kv_heads = heads if kv is None else kv
+    if FAMILIES[model_type] != "deepseek" and heads % kv_heads:
+        raise ShapeError(f"{where}: config.json num_key_value_heads = {kv_heads} does not divide "
+                         f"num_attention_heads = {heads}; grouped-query attention needs heads to be a multiple of "
+                         "KV heads (e.g. 8 for 32 heads); fix config.json")
+    head_dim = _positive(cfg, "head_dim", where)
+    if head_dim is None:
+        if hidden % heads:
+            raise ShapeError(f"{where}: config.json has no head_dim and hidden_size = {hidden} is not a multiple "
+                             f"of num_attention_heads = {heads} ({model_type} derives head_dim = hidden / heads); "
+                             "add head_dim or fix the sizes")
+        head_dim = hidden // heads
+    return kv_heads, head_dim
 
 
 def _deepseek(cfg: dict, need, layers: int) -> dict:

@@ -11,6 +11,7 @@ from trtllm_spec.drafters import registry
 from trtllm_spec.planner import guidelines as gl
 from trtllm_spec.planner.acceptance import AcceptanceModel
 from trtllm_spec.planner.cost import Parallelism, Precision, kv_bytes_per_token_per_gpu
+from trtllm_spec.planner.feasibility import infeasible_note, memory_budget
 from trtllm_spec.planner.schedule import check_schedule, render_schedule
 from trtllm_spec.planner.search import (
     Candidate,
@@ -137,7 +138,11 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
         meets = [r for r in rows if r["tpot_s"] * 1e3 <= req.latency_target_ms]
         out["latency_target"] = {"tpot_ms": req.latency_target_ms,
                                  "largest_batch_meeting_it": max((r["batch_size"] for r in meets), default=None)}
-    if max_d == 0:
+    if infeasible:
+        out["memory"] = memory_budget(ctx) | {"note": infeasible_note(ctx, infeasible)}
+    if not best:
+        out["note"] = "nothing to plan: " + out["memory"]["note"]
+    elif max_d == 0:
         out["note"] = ("speculation does not pay at any planned batch size with this acceptance and cost; "
                        "serve without a speculative_config, or improve the drafter and re-measure")
     return out

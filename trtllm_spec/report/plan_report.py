@@ -33,6 +33,8 @@ def render_markdown(plan: dict) -> str:
         lines += [f"**{rec['mechanism']}**, `max_draft_len: {rec['max_draft_len']}`"
                   + (f", `draft_len_schedule: {rec['draft_len_schedule']}` (TensorRT-LLM {rec['trtllm_profile']} rules)"
                      if rec["draft_len_schedule"] else " at every batch size"), ""]
+    elif not rec["by_batch"]:
+        lines += [f"**No plan: no batch size fits in memory.** {rec['memory']['note']}", ""]
     else:
         lines += [f"**No speculation.** {rec.get('note', '')}", ""]
     lines += ["| batch | D | AL | speedup | TPOT ms | tok/s/user | tok/s/GPU |", "|---|---|---|---|---|---|---|"]
@@ -42,6 +44,8 @@ def render_markdown(plan: dict) -> str:
     if rec["infeasible_batch_sizes"]:
         lines += ["", f"Batch sizes that do not fit in memory: {rec['infeasible_batch_sizes']} "
                       f"(largest feasible by D: {rec['largest_feasible_batch']})"]
+        if rec.get("memory") and rec["by_batch"]:
+            lines += ["", rec["memory"]["note"]]
     if rec.get("latency_target"):
         lt = rec["latency_target"]
         lines += ["", f"Latency target {lt['tpot_ms']} ms/token: largest batch meeting it: "
@@ -61,31 +65,74 @@ def render_markdown(plan: dict) -> str:
                          f"{_fmt_ms(tb['comm_s'])} | {_fmt_ms(tb['overhead_s'])} | {_fmt_ms(db['total_s'])} | "
                          f"{_fmt_ms(c['step_time_s'])} | {c['acceptance_length']:.2f} | {c['speedup']:.2f}x |")
     lines += ["", "## Assumptions", ""] + [f"- {a}" for a in plan["assumptions"]]
-    lines += ["", "Plots: `speedup_vs_draft_len.png`, `pareto_frontier.png`, `step_time_breakdown.png`.", ""]
+    names = drawable_plots(plan)
+    lines += ["", ("Plots: " + ", ".join(f"`{n}`" for n in names) + ".") if names else
+              "No plots: no batch size fits in memory, so there is nothing to draw.", ""]
     return "\n".join(lines)
 
 
+def drawable_plots(plan: dict) -> list[str]:
+    """The plots that have data: none of them when no candidate fits in memory (nothing to draw)."""
+    if not any(c["feasible"] for c in plan["candidates"]):
+        return []
+    return ["speedup_vs_batch.png", "speedup_vs_draft_len.png", "pareto_frontier.png", "step_time_breakdown.png"]
+
+
 def write_plots(plan: dict, out: Path) -> list[Path]:
+    names = drawable_plots(plan)
+    if not names:
+        return []
     plt = pyplot()
     main = plan["drafter"]["type"]
+    mine = [c for c in plan["candidates"] if c["mechanism"] == main]
+    drawers = {"speedup_vs_batch.png": _speedup_vs_batch, "speedup_vs_draft_len.png": _speedup_vs_draft_len,
+               "pareto_frontier.png": _pareto, "step_time_breakdown.png": _breakdown}
     paths = []
+    for name in names:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        drawers[name](ax, plan, main, mine)
+        paths.append(out / name)
+        save(fig, paths[-1])
+    return paths
+
+
+def _speedup_vs_batch(ax, plan: dict, main: str, mine: list[dict]) -> None:
+    """Predicted speedup of every D across batch sizes (feasible points), the recommended D per batch circled,
+    and where speculation stops paying."""
+    by_d: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for c in mine:
+        if c["draft_len"] and c["feasible"]:
+            by_d[c["draft_len"]].append((c["batch_size"], c["speedup"]))
+    for d, pts in sorted(by_d.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", lw=1, label=f"D={d}")
+    rows = plan["recommendation"]["by_batch"]
+    ax.scatter([r["batch_size"] for r in rows], [r["speedup"] for r in rows], s=90, facecolors="none",
+               edgecolors="black", lw=1.5, zorder=5, label="chosen D")
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    stop = plan["recommendation"].get("speculation_pays_up_to")
+    if stop is not None:
+        ax.axvline(stop, color="red", lw=0.8, ls=":", label=f"pays up to B={stop}")
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="batch size", ylabel="predicted speedup vs D=0", title=f"{main}: speedup per D across batch sizes")
+    ax.legend(fontsize=7, ncol=2)
+
+
+def _speedup_vs_draft_len(ax, plan: dict, main: str, mine: list[dict]) -> None:
     by_batch: dict[int, list[tuple[int, float]]] = defaultdict(list)
-    for c in plan["candidates"]:
-        if c["mechanism"] == main:
+    for c in mine:
+        if c["feasible"]:
             by_batch[c["batch_size"]].append((c["draft_len"], c["speedup"]))
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for b, pts in sorted(by_batch.items()):
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"B={b}")
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set(xlabel="draft length D", ylabel="predicted speedup vs D=0", title=f"{main}: speedup vs draft length")
     ax.legend(fontsize=8)
-    paths.append(out / "speedup_vs_draft_len.png")
-    save(fig, paths[-1])
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    mechs = sorted({c["mechanism"] for c in plan["candidates"]})
-    for m in mechs:
+
+def _pareto(ax, plan: dict, main: str, mine: list[dict]) -> None:
+    for m in sorted({c["mechanism"] for c in plan["candidates"]}):
         pts = [c for c in plan["candidates"] if c["mechanism"] == m and c["feasible"]]
         ax.scatter([c["tokens_per_s_per_user"] for c in pts], [c["tokens_per_s_per_gpu"] for c in pts], s=10,
                    alpha=0.5, label=m)
@@ -95,13 +142,11 @@ def write_plots(plan: dict, out: Path) -> list[Path]:
     ax.set(xlabel="tokens/s per user", ylabel="tokens/s per GPU", title="Per-user speed vs per-GPU throughput")
     ax.set_yscale("log")
     ax.legend(fontsize=8)
-    paths.append(out / "pareto_frontier.png")
-    save(fig, paths[-1])
 
-    b0 = plan["workload"]["batch_sizes"][0]
-    rows = sorted((c for c in plan["candidates"] if c["mechanism"] == main and c["batch_size"] == b0),
-                  key=lambda c: c["draft_len"])
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+
+def _breakdown(ax, plan: dict, main: str, mine: list[dict]) -> None:
+    b0 = min(c["batch_size"] for c in mine if c["feasible"])
+    rows = sorted((c for c in mine if c["batch_size"] == b0), key=lambda c: c["draft_len"])
     xs = [c["draft_len"] for c in rows]
     bottom = [0.0] * len(rows)
     parts = [("target GEMM", lambda c: c["breakdown"]["target"]["gemm_s"]),
@@ -115,6 +160,3 @@ def write_plots(plan: dict, out: Path) -> list[Path]:
         bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
     ax.set(xlabel="draft length D", ylabel="ms per iteration", title=f"Step-time breakdown at B={b0} ({main})")
     ax.legend(fontsize=8)
-    paths.append(out / "step_time_breakdown.png")
-    save(fig, paths[-1])
-    return paths
