@@ -1,18 +1,26 @@
-"""Planner predictions vs published speculative-decoding measurements, side by side.
+"""Planner predictions vs published speculative-decoding measurements across batch sizes, side by side.
 
-Run:  .venv/bin/python benchmarks/planner_validation.py [--json]
-Each point names its source; `calibration` marks the points the default overheads were fitted on (in-sample).
-The acceptance length measured by each source is fed in, so what is compared is the cost model: step times and
-the speedup they imply at that AL. Results recorded in benchmarks/planner_validation.md.
+Run:  .venv/bin/python benchmarks/planner_validation.py            # tables of benchmarks/planner_validation.md
+      .venv/bin/python benchmarks/planner_validation.py --fit      # re-fit the parameters on the calibration set
+      .venv/bin/python benchmarks/planner_validation.py --json     # raw numbers
+
+The points were split into a calibration set and a validation set by source *before* any fitting (the split is
+the ``split`` field below and never changes with the fit); ``--fit`` searches the free parameters on calibration
+points only and prints the values that are then recorded here (FRAMEWORKS) and as the planner's defaults
+(core/hardware.py: TensorRT-LLM's profile and the shared GEMM overlap). Each point feeds its source's measured
+acceptance length to the planner, so what is compared is the cost model: step times and the speedup they imply.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import statistics
 import sys
 from dataclasses import dataclass, field
 
-from trtllm_spec.core.hardware import load_hardware
+from trtllm_spec.core.hardware import GB, TB, TFLOPS, Hardware, load_hardware
 from trtllm_spec.core.recipe import Eagle3Drafter, MTPDrafter
 from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.planner.acceptance import table
@@ -20,95 +28,221 @@ from trtllm_spec.planner.cost import Parallelism, Precision
 from trtllm_spec.planner.plan import PlanRequest, make_plan
 from trtllm_spec.planner.search import Workload
 
+# GeForce RTX 3090 (GA102 whitepaper: 71 TFLOP/s dense bf16/fp16 tensor with fp32 accumulate, 936 GB/s GDDR6X,
+# 24 GB, 82 SMs; no NVLink needed at tp 1). Not in the catalogue: only the vLLM sweep of the EAGLE-3 paper uses it.
+RTX3090 = Hardware(name="rtx3090", description="NVIDIA GeForce RTX 3090 24GB (GDDR6X)",
+                   source="NVIDIA GA102 architecture whitepaper", peak_flops_per_s={"bf16": 71 * TFLOPS,
+                                                                                    "fp16": 71 * TFLOPS},
+                   mem_bytes_per_s=0.936 * TB, mem_bytes=24 * GB, sm_count=82)
+
+# Per-framework host costs (core/hardware.py Overheads fields), fitted with --fit on the calibration points of
+# that framework only; gemm_overlap is shared physics, fitted on all calibration points together.
+GEMM_OVERLAP = 0.0
+FRAMEWORKS: dict[str, dict[str, float]] = {  # --fit output, recorded 2026-12-01
+    "TensorRT-LLM": {"iteration_s": 1.5e-3, "draft_step_s": 3e-4, "spec_iteration_s": 2.5e-4},
+    "vLLM": {"iteration_s": 1.25e-3, "draft_step_s": 8e-4, "spec_iteration_s": 1e-3},
+    "SGLang": {"iteration_s": 1e-4, "draft_step_s": 1e-3, "spec_iteration_s": 0.0},
+}
+GRID = {"iteration_s": [1e-4, 2e-4, 4e-4, 6e-4, 8e-4, 1.0e-3, 1.25e-3, 1.5e-3, 2e-3, 2.5e-3],
+        "draft_step_s": [5e-5, 1e-4, 2e-4, 3e-4, 4e-4, 6e-4, 8e-4, 1.0e-3, 1.25e-3, 1.5e-3],
+        "spec_iteration_s": [0.0, 2.5e-4, 5e-4, 1e-3, 1.5e-3, 2e-3, 3e-3, 4e-3]}
+OVERLAP_GRID = [0.0, 0.25, 0.5, 0.75, 1.0]
+
 
 @dataclass
 class Point:
+    """One published sweep: speedup measured at (batch, D) pairs for one model, GPU, framework and acceptance."""
+
     name: str
     source: str
     framework: str
     target: str
-    gpu: str
+    gpu: str | Hardware
     drafter: object
     par: Parallelism
     num_gpus: int
     weights: str
-    batch: int
     isl: int
     osl: int
-    al: dict[int, float]  # measured AL per D
-    speedup: dict[int, float]  # measured speedup per D
-    base_step_s: float | None = None
-    calibration: bool = False
+    al: dict[int, float]  # AL per D as the source (or the named stand-in) measured it
+    speedup: dict[tuple[int, int], float]  # (batch, D) -> measured speedup over the same framework without it
+    split: str  # "calibration" or "validation", fixed before fitting
+    base_step_s: dict[int, float] = field(default_factory=dict)  # batch -> measured plain step (TPOT), if given
     notes: str = ""
-    extra: dict = field(default_factory=dict)
 
+
+E3_SGL = {2: 1.81, 4: 1.82, 8: 1.62, 16: 1.48, 24: 1.39, 32: 1.32, 48: 1.38, 56: 1.34, 64: 1.38}
+E3_VLLM_3090 = {2: 1.75, 4: 1.68, 8: 1.58, 16: 1.49, 24: 1.42, 32: 1.36, 48: 1.21, 56: 1.01}
+VLLM_20780_AL = {2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54}
+EAGLE3_32K = Eagle3Drafter(draft_vocab_size=32000)
 
 POINTS = [
-    Point("DeepSeek-R1 MTP D-sweep", "NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/blog1 (table 'Autoregressive MTP "
-          "Layers')", "TensorRT-LLM", "deepseek-v3", "b200", MTPDrafter(), Parallelism(tp=8, ep=2), 8, "nvfp4", 1,
-          1024, 2048, {1: 1.92, 2: 2.58, 3: 2.82, 4: 2.99, 5: 3.01},
-          {1: 1.78, 2: 2.25, 3: 2.28, 4: 2.21, 5: 2.15}, base_step_s=1 / 111, calibration=True),
-    Point("Llama-3.3-70B EAGLE-3, conc 4", "NVIDIA/TensorRT-LLM PR #5146 (H200 TP8, conc=4, aa_gen_16k_1k)",
-          "TensorRT-LLM", "llama-3.3-70b-instruct", "h200", Eagle3Drafter(draft_vocab_size=32000),
-          Parallelism(tp=8), 8, "bf16", 4, 16384, 1024, {3: 1.83}, {3: 1.26}, calibration=True,
-          notes="speculative run with disable_overlap_scheduler: true"),
-    Point("Llama-4-Maverick EAGLE-3, conc 4", "NVIDIA/TensorRT-LLM PR #5146 (H200 TP8, conc=4)", "TensorRT-LLM",
-          "llama-4-maverick-17b-128e-instruct", "h200", Eagle3Drafter(draft_vocab_size=32000), Parallelism(tp=8), 8,
-          "fp8", 4, 16384, 1024, {3: 2.90}, {3: 1.67}),
-    Point("Llama-3.1-8B EAGLE-3 K-sweep, bs1", "vllm-project/vllm issue #20780 (MT-Bench, GPU likely H100)", "vLLM",
-          "llama-3.1-8b-instruct", "h100", Eagle3Drafter(draft_vocab_size=32000), Parallelism(), 1, "bf16", 1, 512,
-          256, {2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54},
-          {2: 1.64, 3: 1.73, 4: 1.75, 5: 1.71, 6: 1.68, 7: 1.65}, base_step_s=7.07e-3),
-    Point("Qwen3-30B-A3B EAGLE-3 chain D=3, bs1", "Tencent/AngelSlim-linked sgl-project/SpecForge issue #339 "
-          "(2x H100 TP2, MT-Bench)", "SGLang", "qwen3-30b-a3b", "h100", Eagle3Drafter(draft_vocab_size=32000),
-          Parallelism(tp=2), 2, "bf16", 1, 512, 256, {3: 1.86}, {3: 0.72}, base_step_s=1 / 222.47),
-    Point("Qwen3-30B-A3B EAGLE-3 chain D=3, bs4", "sgl-project/SpecForge issue #339 (2x H100 TP2)", "SGLang",
-          "qwen3-30b-a3b", "h100", Eagle3Drafter(draft_vocab_size=32000), Parallelism(tp=2), 2, "bf16", 4, 512, 256,
-          {3: 1.86}, {3: 0.79}),
+    Point("Llama-3.1-8B EAGLE-3 D=3, bs 2-64", "EAGLE-3 paper (arXiv 2503.01840v3) Table 3: SGLang v0.4.4, 1x H100, "
+          "MT-bench, chain of 3", "SGLang", "llama-3.1-8b-instruct", "h100", EAGLE3_32K, Parallelism(), 1, "bf16",
+          128, 512, {3: VLLM_20780_AL[3]}, {(b, 3): s for b, s in E3_SGL.items()}, "calibration",
+          notes="AL(3) 2.79 from vllm #20780 (same target, MT-bench, EAGLE-3 head; SGLang's AL is not given)"),
+    Point("Llama-3.1-8B EAGLE-3 K-sweep, bs1", "vllm-project/vllm issue #20780 (vLLM V1, MT-bench, TPOT)", "vLLM",
+          "llama-3.1-8b-instruct", "h100", EAGLE3_32K, Parallelism(), 1, "bf16", 128, 512, VLLM_20780_AL,
+          {(1, 2): 1.64, (1, 3): 1.73, (1, 4): 1.75, (1, 5): 1.71, (1, 6): 1.68, (1, 7): 1.65}, "calibration",
+          base_step_s={1: 7.07e-3}, notes="speedup = 7.07 ms / TPOT; GPU most likely H100"),
+    Point("DeepSeek-R1 MTP D-sweep, bs1", "NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/blog1 (table "
+          "'Autoregressive MTP Layers'; FP4, 8x B200)", "TensorRT-LLM", "deepseek-v3", "b200", MTPDrafter(),
+          Parallelism(tp=8, ep=2), 8, "nvfp4", 1024, 2048, {1: 1.92, 2: 2.58, 3: 2.82, 4: 2.99, 5: 3.01},
+          {(1, 1): 1.78, (1, 2): 2.25, (1, 3): 2.28, (1, 4): 2.21, (1, 5): 2.15}, "calibration",
+          base_step_s={1: 1 / 111}),
+    Point("Llama-3.3-70B EAGLE-3, conc 4", "NVIDIA/TensorRT-LLM PR #5146 (H200 TP8, aa_gen_16k_1k)", "TensorRT-LLM",
+          "llama-3.3-70b-instruct", "h200", EAGLE3_32K, Parallelism(tp=8), 8, "bf16", 16384, 1024, {3: 1.83},
+          {(4, 3): 1.26}, "calibration", notes="speculative run with disable_overlap_scheduler: true"),
+    # ---- validation: never used by --fit ----
+    Point("Llama-3.1-8B EAGLE-3 D=2, bs 2-56", "EAGLE-3 paper (arXiv 2503.01840v3) Table 5: vLLM, 1x RTX 3090, "
+          "MT-bench, chain of 2", "vLLM", "llama-3.1-8b-instruct", RTX3090, EAGLE3_32K, Parallelism(), 1, "bf16",
+          128, 512, {2: VLLM_20780_AL[2]}, {(b, 2): s for b, s in E3_VLLM_3090.items()}, "validation",
+          notes="AL(2) 2.36 from vllm #20780 (same target and benchmark)"),
+    Point("Llama-4-Maverick EAGLE-3, conc 4", "NVIDIA/TensorRT-LLM PR #5146 (H200 TP8)", "TensorRT-LLM",
+          "llama-4-maverick-17b-128e-instruct", "h200", EAGLE3_32K, Parallelism(tp=8), 8, "fp8", 16384, 1024,
+          {3: 2.90}, {(4, 3): 1.67}, "validation"),
+    Point("Qwen3-30B-A3B EAGLE-3 D=3, bs 1 and 4", "sgl-project/SpecForge issue #339 (SGLang, 2x H100 TP2, "
+          "MT-bench)", "SGLang", "qwen3-30b-a3b", "h100", EAGLE3_32K, Parallelism(tp=2), 2, "bf16", 128, 512,
+          {3: 1.86}, {(1, 3): 0.72, (4, 3): 0.79}, "validation", base_step_s={1: 1 / 222.47}),
 ]
 
 
-def predict(p: Point) -> dict:
-    d_max = max(p.al)
-    req = PlanRequest(
-        target=resolve_shape(p.target), hardware=load_hardware(p.gpu), drafter=p.drafter,
-        workload=Workload((p.batch,), p.isl, p.osl), par=p.par, num_gpus=p.num_gpus,
-        precision=Precision(weight=p.weights), acceptance=table(p.al, p.source, measured=True),
-        max_draft_len=d_max, compare=False,
-    )
+def hardware_for(p: Point, overlap: float, profile: dict[str, float]) -> Hardware:
+    hw = p.gpu.model_copy(deep=True) if isinstance(p.gpu, Hardware) else load_hardware(p.gpu)
+    data = hw.model_dump()
+    data["efficiency"]["gemm_overlap"] = overlap
+    data["overheads"].update(profile)
+    return Hardware.model_validate(data)
+
+
+def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] | None = None) -> dict:
+    hw = hardware_for(p, overlap, profile or FRAMEWORKS[p.framework])
+    batches = tuple(sorted({b for b, _d in p.speedup}))
+    req = PlanRequest(target=resolve_shape(p.target), hardware=hw, drafter=p.drafter,
+                      workload=Workload(batches, p.isl, p.osl), par=p.par, num_gpus=p.num_gpus,
+                      precision=Precision(weight=p.weights), acceptance=table(p.al, p.source, measured=True),
+                      max_draft_len=max(p.al), compare=False)
     plan = make_plan(req)
-    by_d = {c["draft_len"]: c for c in plan["candidates"]}
-    rows = []
-    for d, s in sorted(p.speedup.items()):
-        pred = by_d[d]["speedup"]
-        rows.append({"draft_len": d, "al": p.al[d], "measured": s, "predicted": round(pred, 3),
-                     "error": round(pred / s - 1, 3)})
-    best_measured = max(p.speedup, key=p.speedup.get)
-    best_predicted = max(p.speedup, key=lambda d: by_d[d]["speedup"])
-    out = {"point": p.name, "framework": p.framework, "source": p.source, "calibration": p.calibration,
-           "rows": rows, "best_d_measured": best_measured, "best_d_predicted": best_predicted}
-    if p.base_step_s:
-        out["base_step_ms"] = {"measured": round(p.base_step_s * 1e3, 2),
-                               "predicted": round(by_d[0]["step_time_s"] * 1e3, 2)}
+    cand = {(c["batch_size"], c["draft_len"]): c for c in plan["candidates"]}
+    rows = [{"batch": b, "draft_len": d, "al": p.al[d], "measured": s, "predicted": round(cand[(b, d)]["speedup"], 3),
+             "error": round(cand[(b, d)]["speedup"] / s - 1, 3)} for (b, d), s in sorted(p.speedup.items())]
+    out = {"point": p.name, "framework": p.framework, "split": p.split, "source": p.source, "rows": rows,
+           "base_step_ms": {b: {"measured": round(t * 1e3, 2), "predicted": round(cand[(b, 0)]["step_time_s"] * 1e3, 2)}
+                            for b, t in p.base_step_s.items()}}
+    if len(batches) > 1:  # the batch trend: sign of (last - first) at the sweep's D
+        d = rows[0]["draft_len"]
+        first, last = rows[0], rows[-1]
+        out["trend"] = {"from": first["batch"], "to": last["batch"], "draft_len": d,
+                        "measured": round(last["measured"] - first["measured"], 3),
+                        "predicted": round(last["predicted"] - first["predicted"], 3)}
+        out["best_d_predicted"] = {b: min((dd for dd in range(0, max(p.al) + 1)),
+                                          key=lambda dd, b=b: -cand[(b, dd)]["speedup"]) for b in batches}
+    if len({d for _b, d in p.speedup}) > 1:
+        meas = max(p.speedup, key=p.speedup.get)[1]
+        pred = max((d for _b, d in p.speedup), key=lambda d: cand[(batches[0], d)]["speedup"])
+        out["best_d"] = {"measured": meas, "predicted": pred}
     return out
 
 
+def loss(results: list[dict]) -> float:
+    """Mean squared log error of speedups, plus base-step errors where a source gives the plain step time."""
+    errs = [math.log(1 + r["error"]) ** 2 for res in results for r in res["rows"]]
+    errs += [math.log(v["predicted"] / v["measured"]) ** 2 for res in results for v in res["base_step_ms"].values()]
+    return sum(errs) / len(errs)
+
+
+def fit() -> tuple[float, dict[str, dict[str, float]]]:
+    """Grid search on calibration points only: per framework its host costs, then the shared GEMM overlap."""
+    calib = [p for p in POINTS if p.split == "calibration"]
+    best_overlap, best_profiles, best_total = None, {}, math.inf
+    for overlap in OVERLAP_GRID:
+        profiles, total = {}, 0.0
+        for fw in sorted({p.framework for p in calib}):
+            pts = [p for p in calib if p.framework == fw]
+            scored = []
+            for vals in itertools.product(*GRID.values()):
+                prof = dict(zip(GRID, vals, strict=True))
+                scored.append((loss([predict(p, overlap, prof) for p in pts]) * len(pts), prof))
+            score, prof = min(scored, key=lambda t: t[0])
+            profiles[fw], total = prof, total + score
+        print(f"overlap {overlap}: calibration loss {total:.4f}", file=sys.stderr)
+        if total < best_total:
+            best_overlap, best_profiles, best_total = overlap, profiles, total
+    return best_overlap, best_profiles
+
+
+def summary(results: list[dict], split: str) -> dict:
+    rows = [r for res in results if res["split"] == split for r in res["rows"]]
+    trends = [res["trend"] for res in results if res["split"] == split and "trend" in res]
+    errs = [abs(r["error"]) for r in rows]
+    same = [t for t in trends if (t["measured"] > 0) == (t["predicted"] > 0)]
+    return {"points": len(rows), "median_abs_error": statistics.median(errs), "max_abs_error": max(errs),
+            "trends": len(trends), "trend_signs_reproduced": len(same)}
+
+
+def render(results: list[dict]) -> str:
+    lines = []
+    for split in ("calibration", "validation"):
+        lines += [f"### {split.capitalize()} set", "", "| sweep | framework | batch | D | AL | measured | predicted | "
+                  "error |", "|---|---|---|---|---|---|---|---|"]
+        for res in (r for r in results if r["split"] == split):
+            for r in res["rows"]:
+                lines.append(f"| {res['point']} | {res['framework']} | {r['batch']} | {r['draft_len']} | {r['al']:.2f} "
+                             f"| {r['measured']:.2f}x | {r['predicted']:.2f}x | {r['error']:+.0%} |")
+        s = summary(results, split)
+        lines += ["", f"{split}: {s['points']} points, median |error| {s['median_abs_error']:.1%}, max "
+                      f"{s['max_abs_error']:.1%}; batch-trend signs reproduced {s['trend_signs_reproduced']}/"
+                      f"{s['trends']}", ""]
+    lines += ["### Trends, best D and base steps", ""]
+    for res in results:
+        bits = []
+        if "trend" in res:
+            t = res["trend"]
+            bits.append(f"speedup change B={t['from']}->{t['to']} at D={t['draft_len']}: measured {t['measured']:+.2f}, "
+                        f"predicted {t['predicted']:+.2f}")
+            bits.append("predicted best D by batch " + ", ".join(f"{b}:{d}" for b, d in res["best_d_predicted"].items()))
+        if "best_d" in res:
+            bits.append(f"best D measured {res['best_d']['measured']}, predicted {res['best_d']['predicted']}")
+        for b, v in res["base_step_ms"].items():
+            bits.append(f"plain step at B={b}: predicted {v['predicted']} ms vs measured {v['measured']} ms")
+        lines.append(f"- {res['point']} ({res['split']}): " + "; ".join(bits))
+    return "\n".join(lines)
+
+
+def issue_example() -> str:
+    """The sweep of issue 17: Llama-3.1-8B + EAGLE-3 on one H100, ISL = OSL = 512, AL from vllm #20780."""
+    batches = (1, 2, 4, 8, 16, 32, 64, 128)
+    req = PlanRequest(target=resolve_shape("llama-3.1-8b-instruct"), hardware=load_hardware("h100"),
+                      drafter=EAGLE3_32K, workload=Workload(batches, 512, 512),
+                      acceptance=table({1: 1.78, **VLLM_20780_AL}, "vllm #20780", measured=True), max_draft_len=7,
+                      compare=False)
+    plan = make_plan(req)
+    sp = {(c["batch_size"], c["draft_len"]): c["speedup"] for c in plan["candidates"]}
+    rec = plan["recommendation"]
+    lines = ["| batch | " + " | ".join(f"D={d}" for d in range(1, 8)) + " | chosen D |",
+             "|---|" + "---|" * 8]
+    chosen = {r["batch_size"]: r["draft_len"] for r in rec["by_batch"]}
+    for b in batches:
+        lines.append(f"| {b} | " + " | ".join(f"{sp[(b, d)]:.2f}x" for d in range(1, 8)) + f" | {chosen.get(b)} |")
+    lines.append(f"\nschedule (TensorRT-LLM {rec['trtllm_profile']}): max_draft_len {rec['max_draft_len']}, "
+                 f"draft_len_schedule {rec['draft_len_schedule']}; speculation pays up to "
+                 f"{rec.get('speculation_pays_up_to')}")
+    return "\n".join(lines)
+
+
 def main() -> None:
+    if "--fit" in sys.argv:
+        overlap, profiles = fit()
+        print(json.dumps({"gemm_overlap": overlap, "frameworks": profiles}, indent=2))
+        return
     results = [predict(p) for p in POINTS]
     if "--json" in sys.argv:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"results": results, "calibration": summary(results, "calibration"),
+                          "validation": summary(results, "validation")}, indent=2, default=str))
         return
-    print("| point | framework | in-sample | D | AL | measured | predicted | error |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in results:
-        for row in r["rows"]:
-            print(f"| {r['point']} | {r['framework']} | {'yes' if r['calibration'] else 'no'} | {row['draft_len']} | "
-                  f"{row['al']:.2f} | {row['measured']:.2f}x | {row['predicted']:.2f}x | {row['error']:+.0%} |")
-    print()
-    for r in results:
-        base = r.get("base_step_ms")
-        extra = f"; base step {base['predicted']} ms predicted vs {base['measured']} ms measured" if base else ""
-        print(f"- {r['point']}: best D measured {r['best_d_measured']}, predicted {r['best_d_predicted']}{extra}")
+    print(render(results))
+    print("\n### Issue 17's example (H100, Llama-3.1-8B, EAGLE-3, ISL = OSL = 512): predicted speedup per D\n")
+    print(issue_example())
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ from trtllm_spec.planner.cost import (
     experts_touched,
     forward_time,
     gemm_time_s,
+    overlapped,
+    padded_rows,
+    sampling_time_s,
+    wave_efficiency,
 )
 from trtllm_spec.planner.search import CostContext, Workload, draft_step, max_feasible_batch, target_step
 
@@ -22,12 +26,56 @@ def ctx(shape=LLAMA8, hw=H100, par=Parallelism(), prec=Precision(), isl=1024, os
     return CostContext(shape, hw, par, prec, Workload((1, 8, 64), isl, osl))
 
 
-def test_gemm_roofline_regimes():
+def test_gemm_small_m_is_weight_stream_plus_work():
+    """Catalogue GPUs: t = max(mem, comp) + (1 - overlap) min(mem, comp); default overlap 0 (fitted): the sum."""
     p = 4096 * 4096
     mem = p * 2 / H100.achievable_mem_bytes_per_s
-    assert gemm_time_s(H100, p, 1, Precision()) == pytest.approx(mem, rel=0.01)  # memory-bound
-    big = gemm_time_s(H100, p, 8192, Precision())
-    assert big == pytest.approx(2 * 8192 * p / H100.gemm_flops_per_s("bf16", 8192), rel=0.01)  # compute-bound
+    flops = H100.gemm_flops_per_s("bf16", 1)
+    # M = 1 computes 8 rows (the MMA's narrow side): mem + 2 * 8 * P / F
+    assert gemm_time_s(H100, p, 1, Precision()) == pytest.approx(mem + 2 * 8 * p / flops, rel=1e-9)
+    assert gemm_time_s(H100, p, 5, Precision()) == gemm_time_s(H100, p, 8, Precision())  # same padded rows
+    roof = H100.model_copy(update={"efficiency": H100.efficiency.model_copy(update={"gemm_overlap": 1.0})})
+    assert gemm_time_s(roof, p, 1, Precision()) == pytest.approx(mem, rel=1e-9)  # overlap 1: the old roofline
+    big = gemm_time_s(roof, p, 8192, Precision())
+    assert big == pytest.approx(2 * 8192 * p / flops, rel=0.01)  # compute-bound
+
+
+def test_wave_quantisation():
+    # 132 SMs, 128 x 128 tiles: 1 x 14336/128 = 112 CTAs fit one wave (split-K fills it): 1.0
+    assert wave_efficiency(64, 14336, 132, 128, 128) == 1.0
+    # 2 x 112 = 224 CTAs: two waves of 132, the second 92/132 full: 224 / 264
+    assert wave_efficiency(256, 14336, 132, 128, 128) == pytest.approx(224 / 264)
+    assert wave_efficiency(256, 14336, 0, 128, 128) == 1.0  # no SM count (probed CPU): no quantisation
+    assert padded_rows(1, 8) == 8 and padded_rows(9, 8) == 16 and padded_rows(16, 8) == 16
+
+
+def test_overlapped_and_sampling():
+    assert overlapped(3.0, 1.0, 1.0) == 3.0 and overlapped(3.0, 1.0, 0.0) == 4.0
+    assert overlapped(1.0, 3.0, 0.5) == 3.5
+    # 4 rows x 128256 vocab of fp32 logits read once: 2 MB / achievable bandwidth
+    assert sampling_time_s(H100, 4, 128256) == pytest.approx(4 * 128256 * 4 / H100.achievable_mem_bytes_per_s)
+
+
+def test_verification_is_not_free_below_the_ridge():
+    """Issue 17: the D=3 verification of 4 tokens per sequence cost nothing extra below the roofline ridge; now
+    each verified token adds ~2 P / F (vLLM's fitted Llama-3.1-8B H100 step: +21 us per batched token)."""
+    c = ctx(isl=512, osl=512)
+    per_token = (target_step(c, 64, 3).gemm_s - target_step(c, 64, 0).gemm_s) / (64 * 3)
+    assert 15e-6 < per_token < 30e-6
+
+
+def test_speedup_falls_with_batch():
+    """The sweep of issue 17 (Llama-3.1-8B + EAGLE-3 on H100, ISL = OSL = 512): D=3 speedup falls from batch 1 on."""
+    from trtllm_spec.planner.limits import speedup_at
+    from trtllm_spec.planner.plan import PlanRequest, mechanism_plan
+
+    c = ctx(isl=512, osl=512)
+    req = PlanRequest(target=LLAMA8, hardware=H100, drafter=Eagle3Drafter(draft_vocab_size=32000),
+                      workload=c.workload)
+    mp = mechanism_plan(req, "eagle3", req.drafter, None)
+    s = [speedup_at(c, mp, b, 3) for b in (1, 2, 8, 32, 64, 128)]
+    assert all(b <= a * 1.005 for a, b in zip(s, s[1:], strict=False)), s  # never rises (SGLang: 1.81x, 1.82x)
+    assert s[2] < s[0] * 0.97 and s[-1] < s[0] * 0.8, s
 
 
 def test_experts_touched():
@@ -56,10 +104,11 @@ def test_step_time_monotone_in_d_and_batch():
 
 
 def test_llama8b_h100_bs1_matches_published_step():
-    # SGLang on 1x H100, Llama-3.1-8B-Instruct, no speculation: 158.34 tok/s = 6.32 ms/token
-    # (sgl-project docs "speculative decoding", MT-Bench). Our TensorRT-LLM-calibrated overheads: within 10%.
+    # vLLM V1 on 1x H100, Llama-3.1-8B-Instruct, no speculation: 7.07 ms TPOT (vllm-project/vllm #20780); the
+    # default (TensorRT-LLM-fitted) overheads: within 10%; SGLang's 6.32 ms (158.34 tok/s) within 20%.
     t = target_step(ctx(isl=256, osl=256), 1, 0).total_s
-    assert t == pytest.approx(6.32e-3, rel=0.10)
+    assert t == pytest.approx(7.07e-3, rel=0.10)
+    assert t == pytest.approx(6.32e-3, rel=0.20)
 
 
 def test_tp_splits_weights_and_adds_allreduce():

@@ -56,8 +56,9 @@ def test_base_step_time_within_15_percent(plan):
 
 # NVIDIA/TensorRT-LLM PR #5146 (Eagle3 one-model, 8x H200 TP8, concurrency 4, aa_gen_16k_1k, D = 3):
 # Llama-3.3-70B BF16 AL 1.83 -> 1.26x tokens/s per user; Llama-4-Maverick FP8 AL 2.90 -> 1.67x.
-# The planner is optimistic on these (+23% / +16%: the run disabled the overlap scheduler, 2025 kernels);
-# the tolerance says so rather than hiding it.
+# Llama-3.3-70B is in the calibration set of benchmarks/planner_validation.py, Maverick in its validation set; the
+# planner stays optimistic on both (+21% / +20%: the run disabled the overlap scheduler, 2025 kernels); the
+# tolerance says so rather than hiding it.
 @pytest.mark.parametrize("target,weights,al,measured", [
     ("llama-3.3-70b-instruct", "bf16", 1.83, 1.26),
     ("llama-4-maverick-17b-128e-instruct", "fp8", 2.90, 1.67),

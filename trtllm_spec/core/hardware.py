@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, field_validator
 from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import HardwareError
 
+GEMM_OVERLAP = 0.0  # Efficiency.gemm_overlap default: fitted on the calibration set of benchmarks/planner_validation.md
 TFLOPS = 1e12
 TB = 1e12
 GB = 1e9
@@ -36,6 +37,9 @@ class Efficiency(StrictModel):
     attention: float = Field(0.50, gt=0, le=1, description="fraction of peak FLOP/s decode attention reaches")
     memory: float = Field(0.90, gt=0, le=1, description="fraction of peak memory bandwidth streams reach")
     interconnect: float = Field(0.80, gt=0, le=1, description="fraction of NVLink bandwidth all-reduce reaches")
+    gemm_overlap: float = Field(GEMM_OVERLAP, ge=0, le=1, description="fraction of the shorter of weight streaming "
+                                "and tensor-core work that hides under the longer in a small-M GEMM (1 = roofline "
+                                "max, 0 = sum); fitted in benchmarks/planner_validation.py")
 
 
 class Overheads(StrictModel):
@@ -49,12 +53,23 @@ class Overheads(StrictModel):
     needs ~0.25 ms per draft step plus ~0.25 ms per speculative iteration beyond the roofline.
     """
 
-    iteration_s: float = Field(6e-4, ge=0, description="per target iteration: scheduler, sampling, host")
+    iteration_s: float = Field(1.5e-3, ge=0, description="per target iteration: scheduler, sampling, host")
     per_layer_s: float = Field(2e-5, ge=0, description="per dense decoder layer per forward: kernel gaps")
     per_expert_s: float = Field(1.0e-6, ge=0, description="per expert touched per GPU per MoE layer")
-    draft_step_s: float = Field(2.5e-4, ge=0, description="per sequential draft step: sampling, bookkeeping")
+    draft_step_s: float = Field(3e-4, ge=0, description="per sequential draft step: sampling, bookkeeping")
     spec_iteration_s: float = Field(2.5e-4, ge=0, description="per speculative iteration: acceptance, KV rewind")
     allreduce_latency_s: float = Field(1e-5, ge=0, description="per all-reduce call (p2p latency)")
+    overlap_hides: float = Field(0.0, ge=0, le=1, description="fraction of iteration_s an overlap scheduler hides "
+                                 "behind the previous step's GPU work on plain decoding")
+    overlap_with_speculation: bool = Field(False, description="whether that hiding also applies to speculative "
+                                           "iterations (TensorRT-LLM PR #5146 ran EAGLE-3 with "
+                                           "disable_overlap_scheduler: true)")
+
+    def exposed_iteration_s(self, speculative: bool) -> float:
+        """The per-iteration host time a step waits for: an overlap scheduler hides ``overlap_hides`` of it on
+        plain decoding, and on speculative iterations only when ``overlap_with_speculation``."""
+        hidden = self.overlap_hides if (not speculative or self.overlap_with_speculation) else 0.0
+        return self.iteration_s * (1.0 - hidden)
 
 
 class Hardware(StrictModel):
@@ -69,6 +84,11 @@ class Hardware(StrictModel):
     mem_bytes: float = Field(gt=0)
     interconnect_bytes_per_s: float = Field(0.0, ge=0, description="NVLink per GPU per direction; 0 = none")
     attention_tile_rows: int = Field(128, ge=1)
+    sm_count: int = Field(0, ge=0, description="streaming multiprocessors, for GEMM wave quantisation (0 = none)")
+    gemm_tile_m: int = Field(128, ge=1, description="GEMM output tile rows (wave quantisation)")
+    gemm_tile_n: int = Field(128, ge=1, description="GEMM output tile columns (wave quantisation)")
+    gemm_row_granularity: int = Field(8, ge=1, description="rows a GEMM kernel computes at least (M is rounded up "
+                                      "to a multiple: the MMA's narrow side once small-M kernels swap A and B)")
     runtime_reserve_bytes: float = Field(3.5 * 2**30, ge=0, description="activations, workspace, CUDA context "
                                          "(aiconfigurator's other_mem default: 3.5 GiB)")
     efficiency: Efficiency = Efficiency()
@@ -105,6 +125,10 @@ class Hardware(StrictModel):
             return _interp_log(curve, m)
         return self.peak_flops_per_s[cd] * self.efficiency.gemm
 
+    def has_gemm_curve(self, dtype: str) -> bool:
+        """Whether GEMM times come from a probed curve (measured times at each M) for this weight dtype."""
+        return bool((self.gemm_flops_by_m or {}).get(self.compute_dtype(dtype)))
+
     def attention_flops_per_s(self, dtype: str) -> float:
         cd = self.compute_dtype(dtype)
         curve = (self.gemm_flops_by_m or {}).get(cd)
@@ -132,7 +156,7 @@ def _interp_log(curve: dict[int, float], m: int) -> float:
     return points[-1][1]
 
 
-def _gpu(name, description, bf16, fp8, fp4, hbm_tb_s, hbm_gb, nvlink_dir_gb_s, source) -> Hardware:
+def _gpu(name, description, bf16, fp8, fp4, hbm_tb_s, hbm_gb, nvlink_dir_gb_s, source, sms=0) -> Hardware:
     peaks = {"bf16": bf16 * TFLOPS, "fp16": bf16 * TFLOPS}
     if fp8:
         peaks["fp8"] = fp8 * TFLOPS
@@ -146,6 +170,7 @@ def _gpu(name, description, bf16, fp8, fp4, hbm_tb_s, hbm_gb, nvlink_dir_gb_s, s
         mem_bytes_per_s=hbm_tb_s * TB,
         mem_bytes=hbm_gb * GB,
         interconnect_bytes_per_s=nvlink_dir_gb_s * GB,
+        sm_count=sms,
     )
 
 
@@ -154,19 +179,20 @@ CATALOGUE: dict[str, Hardware] = {
     h.name: h
     for h in (
         _gpu("h100-sxm", "NVIDIA H100 SXM 80GB (HBM3)", 989, 1979, None, 3.35, 80, 450,
-             _AIC.format("h100_sxm") + "; H100 datasheet"),
+             _AIC.format("h100_sxm") + "; H100 datasheet", 132),
         _gpu("h200", "NVIDIA H200 SXM 141GB (HBM3e)", 989, 1979, None, 4.8, 141, 450,
-             _AIC.format("h200_sxm") + "; H200 datasheet"),
+             _AIC.format("h200_sxm") + "; H200 datasheet", 132),
         _gpu("b200", "NVIDIA B200 (HGX, 1000 W) 180GB", 2250, 4500, 9000, 7.7, 180, 900,
-             _AIC.format("b200_sxm") + "; Blackwell datasheet (7.7 TB/s per aiconfigurator, 8 TB/s marketing)"),
+             _AIC.format("b200_sxm") + "; Blackwell datasheet (7.7 TB/s per aiconfigurator, 8 TB/s marketing)", 148),
         _gpu("gb200", "NVIDIA GB200 NVL72, per GPU (1200 W) 186GB", 2500, 5000, 10000, 8.0, 186, 900,
-             _AIC.format("gb200") + "; Blackwell datasheet"),
+             _AIC.format("gb200") + "; Blackwell datasheet", 148),
         _gpu("b300", "NVIDIA B300 (HGX Blackwell Ultra) 288GB", 2250, 4500, 14000, 7.75, 288, 900,
-             _AIC.format("b300_sxm") + "; Blackwell Ultra datasheet (fp4 dense 13.5-14 PF across sources)"),
+             _AIC.format("b300_sxm") + "; Blackwell Ultra datasheet (fp4 dense 13.5-14 PF across sources); SMs "
+             "assumed as B200", 148),
         _gpu("a100-80gb", "NVIDIA A100 SXM 80GB (HBM2e), no fp8", 312, None, None, 2.039, 80, 300,
-             _AIC.format("a100_sxm") + "; A100 datasheet"),
+             _AIC.format("a100_sxm") + "; A100 datasheet", 108),
         _gpu("l40s", "NVIDIA L40S 48GB GDDR6, PCIe only", 362.05, 733, None, 0.864, 48, 32,
-             _AIC.format("l40s") + "; L40S datasheet (PCIe Gen4 x16: 64 GB/s bidirectional)"),
+             _AIC.format("l40s") + "; L40S datasheet (PCIe Gen4 x16: 64 GB/s bidirectional)", 142),
     )
 }
 

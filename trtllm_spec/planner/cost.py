@@ -1,17 +1,27 @@
-"""Roofline cost model of one forward pass, per GPU.
+"""Cost model of one forward pass, per GPU: rooflines corrected for what real kernels do at small M.
 
 For a pass over ``batch`` sequences with ``q_len`` new tokens each (GEMM M = batch * q_len) at context C:
 
-- linear layers:  t = max(2 * M * P / F(M),  (P * bytes_w + activations) / BW)        [P: weight elements]
+- linear layers, per matrix [N, K] (``gemm_time_s``):
+      t_mem  = (N K bytes_w + M (N + K) bytes_act) / BW
+      t_comp = 2 * M_pad * N * K / (peak * eff_gemm) / wave_eff(M, N)
+      t      = max(t_mem, t_comp) + (1 - overlap) * min(t_mem, t_comp)
+  M_pad rounds M up to the kernel's row granularity; wave_eff is the wave quantisation of the CTA grid
+  (``wave_efficiency``); ``overlap`` (Efficiency.gemm_overlap) is how much of the smaller of weight streaming
+  and tensor-core work hides under the larger. overlap = 1 is the roofline max(); a decoder forward of small-M
+  GEMMs behaves closer to the sum: vLLM's fitted step time for Llama-3.1-8B on one H100 is 5.9 ms + 21 us per
+  batched token + 39 ns per KV token (SpecDecode-Bench/simulator ``predictor.py``, fitted on measured steps at
+  batch 1-64), and 21 us per token is 2 P / (0.77 x 989 TFLOP/s) *added* to the weight stream, not hidden in it.
+  A probed curve F(M) (``hw probe``) already holds the measured time at each M: t = max(t_mem, 2 M P / F(M)).
 - MoE layers:     distinct experts touched by M tokens, each picking top_k of E:
                   E_touched = E * (1 - (1 - k/E)^M); weight traffic = E_touched experts, compute = M * k experts
-- attention:      per layer, per sequence: KV bytes = C * kv_elems * bytes_kv;
+- attention:      per layer, per sequence: KV bytes = C * kv_elems * bytes_kv (grows with batch x context);
                   FLOPs = kv_heads * ceil(G * q_len / tile) * tile * C * flops_per_row  (rows padded to the
                   kernel tile: run time steps when G * q_len crosses a tile boundary -- guideline 3)
                   t = max(FLOPs / F_attn, KV bytes / BW)
 - tensor parallel: 2 all-reduces of M * H activations per layer, ring: 2 (tp-1)/tp * bytes / link + latency
 - overheads:      per layer per forward (kernel gaps, in units of a dense layer: MLA +1, MoE +3), per expert
-                  touched per GPU, and, for the target, per iteration (host, sampling)
+                  touched per GPU, and, for the target, per iteration (host, sampling; see search.target_step)
 
 All times in seconds; F and BW are achievable (datasheet x efficiency, or probed).
 """
@@ -70,13 +80,42 @@ class Breakdown:
         return {f.name: getattr(self, f.name) for f in fields(self)} | {"total_s": self.total_s}
 
 
-def gemm_time_s(hw: Hardware, params: float, m: int, prec: Precision, act_elems: float = 0.0) -> float:
-    """Linear layers with ``params`` weight elements (on this GPU) at GEMM-M = m rows."""
+def padded_rows(m: int, granularity: int) -> int:
+    """GEMM rows as the kernel computes them: M rounded up to its row granularity (the MMA tile's small side;
+    small-M kernels swap A and B so the token dimension maps to the 8-wide side of the MMA)."""
+    return -(-m // granularity) * granularity
+
+
+def wave_efficiency(m: int, n: int, sm_count: int, tile_m: int, tile_n: int) -> float:
+    """Fraction of the SMs' time a GEMM grid keeps busy (wave quantisation, NVIDIA 'Matrix Multiplication
+    Background User's Guide'): ceil(M/tile_m) * ceil(N/tile_n) output tiles run in waves of ``sm_count``; the last
+    wave runs part-empty. Grids smaller than one wave are filled by split-K (CUTLASS/cuBLAS), so they count as 1."""
+    if m <= 0 or n <= 0 or sm_count <= 0:
+        return 1.0
+    ctas = math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    if ctas <= sm_count:
+        return 1.0
+    return ctas / (math.ceil(ctas / sm_count) * sm_count)
+
+
+def overlapped(a_s: float, b_s: float, overlap: float) -> float:
+    """Two kernel phases of which ``overlap`` (0..1) of the shorter hides under the longer: 1 = max, 0 = sum."""
+    return max(a_s, b_s) + (1.0 - overlap) * min(a_s, b_s)
+
+
+def gemm_time_s(hw: Hardware, params: float, m: int, prec: Precision, act_elems: float = 0.0,
+                n_out: int | None = None) -> float:
+    """Linear layers with ``params`` weight elements (on this GPU) at GEMM-M = m rows; ``n_out`` (the output width
+    of one matrix) enables wave quantisation. Probed curves are measured times: max(traffic, 2 m P / F(m))."""
     if params <= 0 or m <= 0:
         return 0.0
-    compute_s = 2.0 * m * params / hw.gemm_flops_per_s(prec.weight, m)
     traffic_s = (params * prec.weight_bytes + act_elems * prec.act_bytes) / hw.achievable_mem_bytes_per_s
-    return max(compute_s, traffic_s)
+    if hw.has_gemm_curve(prec.weight):
+        return max(2.0 * m * params / hw.gemm_flops_per_s(prec.weight, m), traffic_s)
+    rows = padded_rows(m, hw.gemm_row_granularity)
+    waves = wave_efficiency(m, n_out or 0, hw.sm_count, hw.gemm_tile_m, hw.gemm_tile_n)
+    compute_s = 2.0 * rows * params / hw.gemm_flops_per_s(prec.weight, m) / waves
+    return overlapped(compute_s, traffic_s, hw.efficiency.gemm_overlap)
 
 
 def experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
@@ -85,13 +124,22 @@ def experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
 
 
 def layer_linear_time_s(shape: ModelShape, hw: Hardware, prec: Precision, par: Parallelism, m: int) -> float:
-    """All linear layers of the decoder stack (attention projections, dense FFN, MoE), one GPU's share."""
+    """All linear layers of the decoder stack (fused QKV, O, fused gate/up, down; MoE), one GPU's share."""
     h, tp = shape.hidden_size, par.tp
-    attn_act = m * (2 * h + (shape.num_heads + 2 * shape.num_kv_heads) * shape.head_dim) / tp
-    t = shape.num_layers * gemm_time_s(hw, shape.attn_params_per_layer() / tp, m, prec, attn_act)
+    q_kv = (shape.num_heads + 2 * shape.num_kv_heads) * shape.head_dim
+    attn = shape.attn_params_per_layer() / tp
+    if shape.mla is None:  # QKV [q+2kv, h] then O [h, q]: split the parameters by matrix for wave quantisation
+        qkv = h * q_kv / tp
+        t = gemm_time_s(hw, qkv, m, prec, m * (h + q_kv / tp), q_kv // tp)
+        t += gemm_time_s(hw, attn - qkv, m, prec, m * (h + shape.num_heads * shape.head_dim / tp), h)
+    else:
+        t = gemm_time_s(hw, attn, m, prec, m * (2 * h + q_kv / tp))
+    t *= shape.num_layers
     if shape.num_dense_layers:
-        mlp_act = m * (2 * h + 3 * shape.intermediate_size) / tp
-        t += shape.num_dense_layers * gemm_time_s(hw, shape.dense_mlp_params() / tp, m, prec, mlp_act)
+        inter = shape.intermediate_size
+        up = gemm_time_s(hw, 2 * h * inter / tp, m, prec, m * (h + 2 * inter / tp), 2 * inter // tp)
+        down = gemm_time_s(hw, h * inter / tp, m, prec, m * (h + inter / tp), h)
+        t += shape.num_dense_layers * (up + down)
     if shape.moe is not None:
         t += shape.moe.num_moe_layers * moe_layer_time_s(shape, hw, prec, par, m)
     return t
@@ -108,13 +156,20 @@ def moe_layer_time_s(shape: ModelShape, hw: Hardware, prec: Precision, par: Para
     compute_s = 2.0 * m * moe.top_k * shape.expert_params() / par.tp / hw.gemm_flops_per_s(prec.weight,
                                                                                             rows_per_expert)
     tiles_s = touched / par.ep * hw.overheads.per_expert_s  # latency-bound grouped-GEMM work per expert
-    return t + max(weight_s, compute_s) + tiles_s
+    overlap = 1.0 if hw.has_gemm_curve(prec.weight) else hw.efficiency.gemm_overlap
+    return t + overlapped(weight_s, compute_s, overlap) + tiles_s
 
 
 def lm_head_time_s(shape: ModelShape, hw: Hardware, prec: Precision, par: Parallelism, m: int,
                    vocab: int | None = None) -> float:
     v = vocab or shape.vocab_size
-    return gemm_time_s(hw, v * shape.hidden_size / par.tp, m, prec, m * (shape.hidden_size + v / par.tp))
+    return gemm_time_s(hw, v * shape.hidden_size / par.tp, m, prec, m * (shape.hidden_size + v / par.tp), v // par.tp)
+
+
+def sampling_time_s(hw: Hardware, rows: int, vocab: int, tp: int = 1) -> float:
+    """Reading the fp32 logits of ``rows`` positions once more for sampling / acceptance (a memory-bound pass the
+    lm_head GEMM does not include): rows * vocab / tp * 4 bytes / BW. Grows with B (1 + D)."""
+    return rows * vocab / tp * 4.0 / hw.achievable_mem_bytes_per_s
 
 
 def attention_time_s(shape: ModelShape, hw: Hardware, prec: Precision, par: Parallelism, batch: int,

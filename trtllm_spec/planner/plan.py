@@ -12,6 +12,7 @@ from trtllm_spec.planner import guidelines as gl
 from trtllm_spec.planner.acceptance import AcceptanceModel
 from trtllm_spec.planner.cost import Parallelism, Precision, kv_bytes_per_token_per_gpu
 from trtllm_spec.planner.feasibility import infeasible_note, memory_budget
+from trtllm_spec.planner.limits import limit_note, speculation_limit
 from trtllm_spec.planner.schedule import check_schedule, render_schedule
 from trtllm_spec.planner.search import (
     Candidate,
@@ -138,6 +139,9 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
         meets = [r for r in rows if r["tpot_s"] * 1e3 <= req.latency_target_ms]
         out["latency_target"] = {"tpot_ms": req.latency_target_ms,
                                  "largest_batch_meeting_it": max((r["batch_size"] for r in meets), default=None)}
+    limit = speculation_limit(ctx, main)
+    out["speculation_limit"] = limit | {"note": limit_note(limit)}
+    out["speculation_pays_up_to"] = limit["pays_up_to"]
     if infeasible:
         out["memory"] = memory_budget(ctx) | {"note": infeasible_note(ctx, infeasible)}
     if not best:

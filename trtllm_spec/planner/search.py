@@ -1,7 +1,12 @@
 """The search: mechanism x draft length x batch size -> step time, AL, TPOT, throughput, speedup.
 
 Per iteration at batch B and draft length D (context C = isl + osl/2, the mean during decode):
-    t_step   = t_target(B, 1 + D) + t_draft(B, D)          t_target includes the per-iteration overhead
+    t_step   = t_target(B, 1 + D) + t_draft(B, D)
+    t_target = forward(B, 1 + D) + exposed host time per iteration (an overlap scheduler may hide it on plain
+               decoding only) + per speculative iteration (acceptance, KV rewind) + sampling over B (1 + D) rows
+    t_draft  = chain drafters: a catch-up pass over the 1 + D tokens the target just settled, then D - 1 passes of
+               one token per sequence (EAGLE-3 / MTP / draft model; every pass at M = B rows grows with B), plus
+               host time per draft step; block drafters: one pass over D + 1 tokens
     AL       = acceptance model at D
     TPOT     = t_step / AL
     tok/s/user = AL / t_step ;  tok/s/GPU = B * AL / (t_step * tp)   (pp stages pipeline pp micro-batches)
@@ -26,6 +31,7 @@ from trtllm_spec.planner.cost import (
     forward_time,
     gemm_time_s,
     kv_bytes_per_token_per_gpu,
+    sampling_time_s,
     weight_bytes_per_gpu,
 )
 
@@ -95,8 +101,11 @@ class CostContext:
 
 def target_step(ctx: CostContext, batch: int, draft_len: int) -> Breakdown:
     """Verification pass over 1 + D tokens per sequence, plus the per-iteration overhead."""
-    b = forward_time(ctx.target, ctx.hw, ctx.prec, ctx.par, batch, 1 + draft_len, ctx.workload.mean_context)
-    b.overhead_s += ctx.hw.overheads.iteration_s + (ctx.hw.overheads.spec_iteration_s if draft_len else 0.0)
+    hw = ctx.hw
+    b = forward_time(ctx.target, hw, ctx.prec, ctx.par, batch, 1 + draft_len, ctx.workload.mean_context)
+    b.overhead_s += hw.overheads.exposed_iteration_s(draft_len > 0)
+    b.overhead_s += hw.overheads.spec_iteration_s if draft_len else 0.0
+    b.overhead_s += sampling_time_s(hw, batch * (1 + draft_len), ctx.target.vocab_size, ctx.par.tp)
     return b
 
 
@@ -110,9 +119,12 @@ def draft_step(ctx: CostContext, cost: DraftCost, batch: int, draft_len: int) ->
         if p.shape is None:
             m = batch * (1 + draft_len)
             total += Breakdown(gemm_s=gemm_time_s(ctx.hw, p.extra_params / ctx.par.tp, m, ctx.prec))
-        elif p.per_token:
-            one = forward_time(p.shape, ctx.hw, ctx.prec, ctx.par, batch, 1, c, p.lm_head_vocab, p.extra_params)
-            total += one.scaled(draft_len)
+        elif p.per_token:  # catch-up over the 1 + D settled tokens, then D - 1 single-token steps
+            total += forward_time(p.shape, ctx.hw, ctx.prec, ctx.par, batch, 1 + draft_len, c, p.lm_head_vocab,
+                                  p.extra_params)
+            if draft_len > 1:
+                one = forward_time(p.shape, ctx.hw, ctx.prec, ctx.par, batch, 1, c, p.lm_head_vocab, p.extra_params)
+                total += one.scaled(draft_len - 1)
         else:
             total += forward_time(p.shape, ctx.hw, ctx.prec, ctx.par, batch, 1 + draft_len, c, p.lm_head_vocab,
                                   p.extra_params)

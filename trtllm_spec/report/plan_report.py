@@ -37,6 +37,8 @@ def render_markdown(plan: dict) -> str:
         lines += [f"**No plan: no batch size fits in memory.** {rec['memory']['note']}", ""]
     else:
         lines += [f"**No speculation.** {rec.get('note', '')}", ""]
+    if rec.get("speculation_limit"):
+        lines += [f"Where speculation stops paying: {rec['speculation_limit']['note']}.", ""]
     lines += ["| batch | D | AL | speedup | TPOT ms | tok/s/user | tok/s/GPU |", "|---|---|---|---|---|---|---|"]
     for r in rec["by_batch"]:
         lines.append(f"| {r['batch_size']} | {r['draft_len']} | {r['acceptance_length']:.2f} | {r['speedup']:.2f}x | "
