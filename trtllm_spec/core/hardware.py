@@ -93,6 +93,9 @@ class Hardware(StrictModel):
                                          "(aiconfigurator's other_mem default: 3.5 GiB)")
     efficiency: Efficiency = Efficiency()
     overheads: Overheads = Overheads()
+    attention_kv_bytes_per_s: float | None = Field(None, gt=0, description="measured decode-attention KV streaming "
+                                                   "rate ('hw probe --target'); replaces the memory bandwidth in "
+                                                   "the attention term")
     # Measured GEMM throughput by M (probe): {dtype: {M: FLOP/s}}. When present it replaces peak*efficiency.
     gemm_flops_by_m: dict[str, dict[int, float]] | None = None
     probe: dict | None = Field(None, description="provenance of a probed entry")

@@ -185,7 +185,7 @@ def attention_time_s(shape: ModelShape, hw: Hardware, prec: Precision, par: Para
     else:
         kv_elems = 2 * kvh * shape.head_dim
         flops_per_row = 4 * shape.head_dim
-    f_attn, bw = hw.attention_flops_per_s(prec.weight), hw.achievable_mem_bytes_per_s
+    f_attn, bw = hw.attention_flops_per_s(prec.weight), hw.attention_kv_bytes_per_s or hw.achievable_mem_bytes_per_s
     total = 0.0
     for n_layers, ctx in shape.layer_contexts(context):
         flops = batch * kvh * padded_rows * ctx * flops_per_row

@@ -8,6 +8,9 @@
   benchmarks/ecosystem.md the square fp32 curve is flat for M = 1..4 and prices a 6-token GEMM pass at ~3.3
   single-token ones, while SmolLM2-135M's own layers take ~1.3 (bf16: ~1.15).
 - Memory bandwidth: a large tensor copy (read + write).
+- ``--target``: decode attention at the target's heads (G query heads per KV head, one token over a long
+  context): the KV streaming rate replaces the memory bandwidth in the planner's attention term. On CUDA the
+  entry also records the SM count (GEMM wave quantisation). Same code on CPU and GPU, device as a parameter.
 - Per-forward overheads of the code path our decoder runs (runtime/llama.py with its KV cache):
   t(L layers) = iteration + L * per_layer, solved from two tiny models where arithmetic is negligible.
 """
@@ -108,6 +111,33 @@ def memory_bandwidth(torch, device: str, nbytes: int, reps: int, sync) -> float:
     return 2.0 * nbytes / t
 
 
+def attention_kv_rate(torch, device: str, dtype, shape: ModelShape, batch: int, context: int, reps: int,
+                      sync) -> float:
+    """Decode attention at the target's own head shapes (its G query heads per KV head, one new token per
+    sequence over ``context`` cached tokens, torch's SDPA with grouped KV): KV bytes streamed per second. It
+    replaces the memory bandwidth in the planner's attention term (``Hardware.attention_kv_bytes_per_s``)."""
+    import torch.nn.functional as F
+
+    d, kvh, g = shape.head_dim, shape.num_kv_heads, shape.group_size()
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    q = torch.randn(batch, kvh * g, 1, d, generator=gen).to(device=device, dtype=dtype)
+    k = torch.randn(batch, kvh, context, d, generator=gen).to(device=device, dtype=dtype)
+    v = torch.randn(batch, kvh, context, d, generator=gen).to(device=device, dtype=dtype)
+    t = _timeit(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=g > 1), sync, reps)
+    return 2.0 * batch * kvh * context * d * k.element_size() / t
+
+
+def device_facts(torch, device: str) -> dict:
+    """What the probed entry records about the device itself: CUDA properties on a GPU, the host otherwise."""
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        return {"name": "probed-cuda", "kind": "gpu", "description": f"{props.name} (probed)",
+                "mem_bytes": float(props.total_memory), "sm_count": int(props.multi_processor_count)}
+    return {"name": "probed-cpu", "kind": "cpu", "sm_count": 0,
+            "description": f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads "
+                           "(probed)", "mem_bytes": float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))}
+
+
 def forward_overheads(torch, device: str, reps: int, sync) -> tuple[float, float]:
     """(iteration_s, per_layer_s) of one decode step of trtllm-spec's reference decoder (the code path whose
     speed the CPU plan is checked against), from tiny models where arithmetic is negligible."""
@@ -171,20 +201,23 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
     bw = memory_bandwidth(torch, device, nbytes, reps, sync)
     log("probe: per-forward overheads (the reference decoder on tiny models, 1 and 8 layers)")
     iteration_s, per_layer_s = forward_overheads(torch, device, reps if not quick else 3, sync)
-    if gpu:
-        props = torch.cuda.get_device_properties(0)
-        name, desc, mem = "probed-cuda", f"{props.name} (probed)", float(props.total_memory)
-    else:
-        name = "probed-cpu"
-        desc = f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads (probed)"
-        mem = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    facts = device_facts(torch, device)
+    desc = facts["description"]
+    attention = None
     if target is not None:
-        desc = desc[:-1] + f"; GEMMs at {target.name}'s shapes)"
+        desc = desc[:-1] + f"; GEMMs and attention at {target.name}'s shapes)"
+        batch, context = (32, 4096) if gpu else (4, 1024)
+        if quick:
+            batch, context = 2, 256
+        log(f"probe: decode attention over {target.name}'s heads (batch {batch}, context {context})")
+        attention = attention_kv_rate(torch, device, torch.bfloat16 if gpu else torch.float32, target, batch,
+                                      context, reps, sync)
     peaks = {d: max(c.values()) for d, c in curves.items()}
     return Hardware(
-        name=name, kind="gpu" if gpu else "cpu", description=desc,
-        source="measured by 'trtllm-spec hw probe'", peak_flops_per_s=peaks, mem_bytes_per_s=bw, mem_bytes=mem,
-        interconnect_bytes_per_s=0.0, attention_tile_rows=128 if gpu else 1,
+        name=facts["name"], kind=facts["kind"], description=desc, sm_count=facts["sm_count"],
+        attention_kv_bytes_per_s=attention,
+        source="measured by 'trtllm-spec hw probe'", peak_flops_per_s=peaks, mem_bytes_per_s=bw,
+        mem_bytes=facts["mem_bytes"], interconnect_bytes_per_s=0.0, attention_tile_rows=128 if gpu else 1,
         runtime_reserve_bytes=(2 * 2**30 if gpu else 0.0),
         efficiency=Efficiency(gemm=1.0, attention=0.5, memory=1.0),
         overheads=Overheads(iteration_s=iteration_s, per_layer_s=per_layer_s, draft_step_s=1e-4 if not gpu else 3e-5,
