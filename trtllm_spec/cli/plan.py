@@ -1,4 +1,4 @@
-"""``trtllm-spec plan``: draft length D and draft_len_schedule from the roofline and the five guidelines."""
+"""``trtllm-spec plan``: draft length D and draft_len_schedule from the cost model and the five guidelines."""
 
 from __future__ import annotations
 
@@ -109,3 +109,7 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
         click.echo(f"{rec['mechanism']}: max_draft_len {rec['max_draft_len']}"
                    + (f", draft_len_schedule {sched}" if sched else "")
                    + f"  ->  {out}/plan.md", err=as_json)
+        if rec.get("memory") and not rec["by_batch"]:
+            click.echo(rec["memory"]["note"], err=as_json)
+        elif rec.get("speculation_limit", {}).get("stops_paying_at") is not None:
+            click.echo(rec["speculation_limit"]["note"], err=as_json)

@@ -112,9 +112,10 @@ def _speedup_vs_batch(ax, plan: dict, main: str, mine: list[dict]) -> None:
     ax.scatter([r["batch_size"] for r in rows], [r["speedup"] for r in rows], s=90, facecolors="none",
                edgecolors="black", lw=1.5, zorder=5, label="chosen D")
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-    stop = plan["recommendation"].get("speculation_pays_up_to")
-    if stop is not None:
-        ax.axvline(stop, color="red", lw=0.8, ls=":", label=f"pays up to B={stop}")
+    limit = plan["recommendation"].get("speculation_limit") or {}
+    if limit.get("stops_paying_at") is not None:
+        ax.axvline(limit["stops_paying_at"], color="red", lw=0.8, ls=":",
+                   label=f"stops paying at B={limit['stops_paying_at']}")
     ax.set_xscale("log", base=2)
     ax.set(xlabel="batch size", ylabel="predicted speedup vs D=0", title=f"{main}: speedup per D across batch sizes")
     ax.legend(fontsize=7, ncol=2)
