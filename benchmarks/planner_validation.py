@@ -125,7 +125,8 @@ def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] |
     plan = make_plan(req)
     cand = {(c["batch_size"], c["draft_len"]): c for c in plan["candidates"]}
     rows = [{"batch": b, "draft_len": d, "al": p.al[d], "measured": s, "predicted": round(cand[(b, d)]["speedup"], 3),
-             "error": round(cand[(b, d)]["speedup"] / s - 1, 3)} for (b, d), s in sorted(p.speedup.items())]
+             "error": round(cand[(b, d)]["speedup"] / s - 1, 3), "fits": cand[(b, d)]["feasible"]}
+            for (b, d), s in sorted(p.speedup.items())]
     out = {"point": p.name, "framework": p.framework, "split": p.split, "source": p.source, "rows": rows,
            "base_step_ms": {b: {"measured": round(t * 1e3, 2), "predicted": round(cand[(b, 0)]["step_time_s"] * 1e3, 2)}
                             for b, t in p.base_step_s.items()}}
@@ -184,11 +185,12 @@ def render(results: list[dict]) -> str:
     lines = []
     for split in ("calibration", "validation"):
         lines += [f"### {split.capitalize()} set", "", "| sweep | framework | batch | D | AL | measured | predicted | "
-                  "error |", "|---|---|---|---|---|---|---|---|"]
+                  "error | fits in memory (model) |", "|---|---|---|---|---|---|---|---|---|"]
         for res in (r for r in results if r["split"] == split):
             for r in res["rows"]:
                 lines.append(f"| {res['point']} | {res['framework']} | {r['batch']} | {r['draft_len']} | {r['al']:.2f} "
-                             f"| {r['measured']:.2f}x | {r['predicted']:.2f}x | {r['error']:+.0%} |")
+                             f"| {r['measured']:.2f}x | {r['predicted']:.2f}x | {r['error']:+.0%} | "
+                             f"{'yes' if r['fits'] else 'no'} |")
         s = summary(results, split)
         lines += ["", f"{split}: {s['points']} points, median |error| {s['median_abs_error']:.1%}, max "
                       f"{s['max_abs_error']:.1%}; batch-trend signs reproduced {s['trend_signs_reproduced']}/"
@@ -225,8 +227,7 @@ def issue_example() -> str:
     for b in batches:
         lines.append(f"| {b} | " + " | ".join(f"{sp[(b, d)]:.2f}x" for d in range(1, 8)) + f" | {chosen.get(b)} |")
     lines.append(f"\nschedule (TensorRT-LLM {rec['trtllm_profile']}): max_draft_len {rec['max_draft_len']}, "
-                 f"draft_len_schedule {rec['draft_len_schedule']}; speculation pays up to "
-                 f"{rec.get('speculation_pays_up_to')}")
+                 f"draft_len_schedule {rec['draft_len_schedule']}; {rec['speculation_limit']['note']}")
     return "\n".join(lines)
 
 
