@@ -138,3 +138,30 @@ def test_kv_capacity():
     e3 = MECHANISMS["eagle3"].cost(LLAMA8, Eagle3Drafter(draft_vocab_size=32000))
     assert max_feasible_batch(c, e3, 8) < b0
     assert max_feasible_batch(ctx(shape=resolve_shape("llama-3.3-70b-instruct")), None, 0) == 0  # 141 GB of weights
+
+
+def test_overlap_scheduler_hides_host_time_on_plain_decoding_only():
+    hw = H100.model_copy(update={"overheads": H100.overheads.model_copy(update={"overlap_hides": 0.5})})
+    plain = target_step(ctx(hw=hw), 8, 0).overhead_s - target_step(ctx(), 8, 0).overhead_s
+    spec = target_step(ctx(hw=hw), 8, 3).overhead_s - target_step(ctx(), 8, 3).overhead_s
+    assert plain == pytest.approx(-0.5 * H100.overheads.iteration_s) and spec == pytest.approx(0.0)
+    both = hw.model_copy(update={"overheads": hw.overheads.model_copy(update={"overlap_with_speculation": True})})
+    assert target_step(ctx(hw=both), 8, 3).overhead_s == pytest.approx(
+        target_step(ctx(), 8, 3).overhead_s - 0.5 * H100.overheads.iteration_s)
+
+
+def test_chain_drafter_pays_a_catch_up_pass_that_grows_with_batch():
+    from trtllm_spec.planner.plan import PlanRequest, mechanism_plan
+
+    req = PlanRequest(target=LLAMA8, hardware=H100, drafter=Eagle3Drafter(draft_vocab_size=32000),
+                      workload=ctx().workload)
+    cost = mechanism_plan(req, "eagle3", req.drafter, None).cost
+    c = ctx()
+    assert draft_step(c, cost, 64, 3).gemm_s > draft_step(c, cost, 1, 3).gemm_s * 1.1  # drafting grows with B
+    # D = 1: the one draft pass runs over the 2 settled tokens of each sequence (M = 16 rows at B = 8), not 1
+    layers = next(p for p in cost.passes if p.per_token)
+    two = forward_time(layers.shape, H100, Precision(), Parallelism(), 8, 2, c.workload.mean_context,
+                       layers.lm_head_vocab, layers.extra_params)
+    fc = next(p for p in cost.passes if p.shape is None)
+    assert draft_step(c, cost, 8, 1).gemm_s == pytest.approx(two.gemm_s + gemm_time_s(H100, fc.extra_params, 16,
+                                                                                       Precision()))

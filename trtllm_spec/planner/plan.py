@@ -172,9 +172,17 @@ def assumptions(req: PlanRequest, plans: list[MechanismPlan], skipped: list[str]
         f"decode context = isl + osl/2 = {req.workload.mean_context} tokens (mean over the generation)",
         f"achievable fractions: GEMM {hw.efficiency.gemm}, attention {hw.efficiency.attention}, memory "
         f"{hw.efficiency.memory}, interconnect {hw.efficiency.interconnect}"
-        + (" (GEMM from the probed curve)" if hw.gemm_flops_by_m else ""),
-        f"overheads: {hw.overheads.iteration_s * 1e3:.3f} ms per iteration, {hw.overheads.per_layer_s * 1e6:.1f} us "
-        f"per layer per forward, {hw.overheads.draft_step_s * 1e6:.1f} us per draft step",
+        + (" (GEMM from the probed curve)" if hw.gemm_flops_by_m else
+           f"; small-M GEMM overlap {hw.efficiency.gemm_overlap} (0: weight stream plus tensor-core work, 1: "
+           f"roofline max), {hw.sm_count} SMs for wave quantisation")
+        + (" (attention KV rate probed)" if hw.attention_kv_bytes_per_s else ""),
+        f"overheads: {hw.overheads.iteration_s * 1e3:.3f} ms per iteration"
+        + (f" ({hw.overheads.overlap_hides:.0%} hidden by the overlap scheduler on plain decoding"
+           + (" and speculation)" if hw.overheads.overlap_with_speculation else ")")
+           if hw.overheads.overlap_hides else "")
+        + f", {hw.overheads.spec_iteration_s * 1e3:.3f} ms per speculative iteration, "
+        f"{hw.overheads.per_layer_s * 1e6:.1f} us per layer per forward, {hw.overheads.draft_step_s * 1e6:.1f} us per "
+        "draft step (TensorRT-LLM profile fitted in benchmarks/planner_validation.md)",
         f"attention tile = {hw.attention_tile_rows} query rows per KV head",
     ]
     for mp in plans:
