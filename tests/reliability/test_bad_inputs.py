@@ -436,7 +436,29 @@ def _(c):
     return ["plan", "--target", d, "--json"]
 
 
-@case("target-config-negative", "plan", "num_hidden_layers = -3", "config.json", "num_layers", "greater than")
+@case("target-config-kv-heads", "plan", "num_key_value_heads = 7 for 32 heads", "config.json",
+      "num_key_value_heads = 7", "num_attention_heads = 32")
+def _(c):
+    from tests.conftest import LLAMA_TINY
+
+    d = c.w / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**LLAMA_TINY, "hidden_size": 256, "num_attention_heads": 32,
+                                               "num_key_value_heads": 7}))
+    return ["plan", "--target", d, "--json"]
+
+
+@case("target-config-kv-zero", "plan", "num_key_value_heads = 0", "config.json", "num_key_value_heads = 0", ">= 1")
+def _(c):
+    from tests.conftest import LLAMA_TINY
+
+    d = c.w / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**LLAMA_TINY, "num_key_value_heads": 0}))
+    return ["plan", "--target", d, "--json"]
+
+
+@case("target-config-negative", "plan", "num_hidden_layers = -3", "config.json", "num_hidden_layers = -3", ">= 1")
 def _(c):
     from tests.conftest import LLAMA_TINY
 
