@@ -15,7 +15,6 @@ Neither gives per-position rates, so a TensorRT-LLM profile has AL at the bundle
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -59,15 +58,13 @@ def request_acceptance(completion) -> RequestAcceptance:
 
 def iteration_acceptance(stats: Iterable) -> dict | None:
     """Totals over ``llm.get_stats()`` entries (dicts, or their JSON text); None without speculative steps."""
-    drafted = accepted = requests = 0
-    for entry in stats:
-        data = json.loads(entry) if isinstance(entry, str | bytes) else entry
-        spec = (data or {}).get("specDecodingStats") or {}
-        drafted += int(spec.get("numDraftTokens", 0))
-        accepted += int(spec.get("numAcceptedTokens", 0))
-        requests += int(spec.get("numRequestsWithDraftTokens", 0))
-    if requests == 0:
+    from trtllm_spec.measure.engine_reports import iteration_totals
+
+    t = iteration_totals(stats, "llm.get_stats()", required=False)
+    if t is None:
         return None
+    drafted, accepted, requests = (t[k] for k in ("num_draft_tokens", "num_accepted_tokens",
+                                                 "num_requests_with_draft_tokens"))
     return {"num_draft_tokens": drafted, "num_accepted_tokens": accepted, "num_requests_with_draft_tokens": requests,
             "acceptance_length": (accepted + requests) / requests,
             "draft_acceptance_rate": accepted / drafted if drafted else None}
