@@ -210,6 +210,9 @@ def report(ctx: BuildContext) -> StageResult:
         write_measure_outputs(profile, measured)
     stages = [s.as_dict() for s in ctx.results]
     data = overhead_json(ctx.plan, profile, stages)
+    from trtllm_spec.core.trtllm_gates import gate_reasons
+
+    data["recommendation"]["speculation_gates"] = gate_reasons(ctx.options, ctx.recipe.trtllm_profile)
     if (ctx.bundle / ALT_OPTIONS_FILE).is_file():
         data["recommendation"]["speculative_alternative"] = {"options": ALT_OPTIONS_FILE,
                                                              "bench": "bench_speculative.sh"}
