@@ -131,11 +131,16 @@ def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | No
 
 
 def _bench_dataset(ctx: BuildContext) -> str:
-    try:
-        from trtllm_spec.data.suite import build_suite
+    """trtllm-bench's dataset from the recipe's suite (your own prompts when measure.suite is a file)."""
+    from trtllm_spec.data.user_suite import is_builtin, recipe_suite, select_suite
 
-        prompts = [it.messages[-1]["content"] for it in build_suite(num_prompts=ctx.recipe.measure.num_prompts)]
+    m = ctx.recipe.measure
+    try:
+        items, _ = select_suite(recipe_suite(ctx.recipe), m.categories, m.num_prompts, m.seed)
+        prompts = [it.messages[-1]["content"] for it in items]
     except UserError:
+        if not is_builtin(m.suite):
+            raise  # the user's own suite must be readable
         prompts = ["Explain speculative decoding in three sentences."]
     return sc.bench_dataset_jsonl(prompts, ctx.recipe.workload.osl)
 
@@ -237,7 +242,10 @@ def trtllm(ctx: BuildContext) -> StageResult:
         return StageResult("trtllm", "deferred", detail="TensorRT-LLM is here but the target weights are not local",
                            command="trtllm-spec measure --engine trtllm --target <checkpoint> --bundle <bundle>")
     m = ctx.recipe.measure
-    profile = measure_trtllm(ctx.served_target, ctx.bundle, suite=m.suite, categories=m.categories,
+    from trtllm_spec.data.user_suite import recipe_suite, recipe_suite_check
+
+    profile = measure_trtllm(ctx.served_target, ctx.bundle, suite=recipe_suite(ctx.recipe), categories=m.categories,
+                             suite_check=recipe_suite_check(ctx.recipe, ctx.log),
                              num_prompts=m.num_prompts, max_new_tokens=m.max_new_tokens, progress=ctx.log)
     write_json(ctx.bundle / "report" / "trtllm_speculation_profile.json", profile)
     return StageResult("trtllm", "done", detail=f"TensorRT-LLM warm-up over the suite: AL "

@@ -58,7 +58,14 @@ def _write(profile: dict, out: Path | None, force: bool, as_json: bool, args: di
 @click.option("--drafter", help="Exported drafter folder (EAGLE-3, EAGLE-1/MTP head, DFlash/DSpark), a draft model "
               "folder, or 'ngram'. With --engine trtllm the bundle's drafter is used.")
 @click.option("--draft-len", type=int, help="D: drafts per target iteration (required with --engine pytorch).")
-@click.option("--suite", default="speed-lite", show_default=True, help="Prompt suite.")
+@click.option("--suite", default="speed-lite", show_default=True, metavar="speed-lite|FILE|DIR",
+              help="Prompt suite: the built-in speed-lite, or your own JSONL file (or a folder of them, one per "
+              "category): OpenAI 'messages', 'prompt' or ShareGPT 'conversations' per line, optional 'category'.")
+@click.option("--training-data", type=click.Path(path_type=Path),
+              help="With your own --suite: the drafter's training conversations (JSONL); suite prompts found there "
+              "are refused (the packaged train pools are always checked).")
+@click.option("--allow-overlap", is_flag=True, help="Measure suite prompts that are also training prompts, with a "
+              "warning giving their count.")
 @click.option("--categories", help="Comma-separated suite categories (default: all).")
 @click.option("--num-prompts", type=int, default=10, show_default=True, help="Prompts per category.")
 @click.option("--max-new-tokens", type=int, default=128, show_default=True)
@@ -82,7 +89,8 @@ def _write(profile: dict, out: Path | None, force: bool, as_json: bool, args: di
 @click.option("--out", type=click.Path(path_type=Path), help="Write speculation_profile.json, report.md, plots here.")
 @click.option("--force", is_flag=True, help="Replace a non-empty --out folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print speculation_profile.json to stdout.")
-def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: str, categories: str | None,
+def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: str, training_data: Path | None,
+                allow_overlap: bool, categories: str | None,
                 num_prompts: int, max_new_tokens: int, temperature: float, dtype: str, seed: int, device: str,
                 chat_template: Path | None, block_sweep: str | None, engine: str, bundle: Path | None,
                 bench_report: Path | None, metrics: str | None, out: Path | None, force: bool, as_json: bool) -> None:
@@ -133,8 +141,11 @@ def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: 
     inputs = tuple(Path(p) for p in (target, drafter) if p and p != "ngram" and Path(p).is_dir())
     if out is not None:
         check_output_dir(out, force, inputs)  # fail before minutes of decoding, not after
+    from trtllm_spec.data.user_suite import suite_checker
+
     common = dict(suite=suite, categories=cats, num_prompts=num_prompts, max_new_tokens=max_new_tokens,
-                  temperature=temperature, seed=seed, chat_template=chat_template, progress=_log)
+                  temperature=temperature, seed=seed, chat_template=chat_template, progress=_log,
+                  suite_check=suite_checker(suite, training_data, allow_overlap, _log))
     if engine == "pytorch":
         from trtllm_spec.measure.run import measure
 
@@ -145,6 +156,7 @@ def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: 
         profile = measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
     args = {"target": target, "drafter": drafter, "draft_len": draft_len, "engine": engine,
             "bundle": str(bundle) if bundle else None, "suite": suite, "categories": cats,
+            "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap,
             "num_prompts": num_prompts, "max_new_tokens": max_new_tokens, "temperature": temperature,
             "dtype": dtype, "seed": seed, "device": device,
             "chat_template": str(chat_template) if chat_template else None, "block_sweep": sweep}

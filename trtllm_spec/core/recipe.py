@@ -231,7 +231,10 @@ class PlannerConfig(StrictModel):
 
 
 class MeasureConfig(StrictModel):
-    suite: Literal["speed-lite"] = "speed-lite"
+    suite: str = Field("speed-lite", min_length=1, description="'speed-lite', or your own prompts: a JSONL file or a "
+                       "folder of them (OpenAI messages, prompt, ShareGPT conversations), relative to the recipe")
+    allow_overlap: bool = Field(False, description="measure a suite that shares prompts with the training "
+                                "conversations (warns with the count) instead of refusing it")
     categories: list[str] | None = None
     num_prompts: int = Field(10, ge=1, le=10_000)
     max_new_tokens: int = Field(128, ge=1, le=100_000)

@@ -156,7 +156,8 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
                    suite: str = "speed-lite", categories: Sequence[str] | None = None, num_prompts: int = 10,
                    max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0,
                    chat_template: str | Path | None = None, baseline: bool = True, out: str | None = None,
-                   progress: Callable[[str], None] | None = None) -> dict:
+                   progress: Callable[[str], None] | None = None, suite_check: Callable[[list], dict] | None = None
+                   ) -> dict:
     """The speculation profile measured with TensorRT-LLM (batch size 1, one prompt at a time)."""
     from trtllm_spec.measure.run import check_settings, target_checkpoint, target_summary
 
@@ -179,11 +180,13 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
                         f"(inside NVIDIA's container {CONTAINER}, or after pip install 'trtllm-spec[trtllm]')"
                         ) from None
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
-    from trtllm_spec.data.suite import build_suite, suite_provenance
+    from trtllm_spec.data.user_suite import check_context, select_suite
 
-    items = build_suite(suite, categories, num_prompts, seed)
+    items, suite_prov = select_suite(suite, categories, num_prompts, seed)
+    overlap = suite_check(items) if suite_check else None
     tok = load_tokenizer(target_path, chat_template)
     prompts = [prompt_ids(tok, it.messages) for it in items]
+    check_context(items, prompts, max_new_tokens, target_cfg.get("max_position_embeddings"), d)
     import torch
 
     if not torch.cuda.is_available():
@@ -233,8 +236,8 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
                     "acceptance_kind": "block" if kind in ("dflash", "dspark") else "chain",
                     "al_method": "measured_at_bundle_draft_len", "bundle": str(Path(bundle).resolve())},
         "target": target_summary(target_dir, target_path, target_cfg),
-        "suite": {**suite_provenance(items), "seed": seed, "num_prompts_per_category": num_prompts,
-                  "item_ids": [it.id for it in items]},
+        "suite": {**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
+                  "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
         "settings": {"dtype": "bundle", "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
                      "trtllm_version": tensorrt_llm.__version__, "llm_api_options": options,
                      "machine": {"device": torch.cuda.get_device_name(0)}},
