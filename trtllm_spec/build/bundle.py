@@ -89,9 +89,10 @@ def engine(ctx: BuildContext) -> StageResult:
     write_text_atomic(b / "bench.sh", sc.bench_sh(model=ctx.recipe.target.hf_id or model, model_path=model
                                                   if model == "target" else None, concurrency=batches))
     write_text_atomic(b / "dataset.jsonl", _bench_dataset(ctx))
-    for f in ("serve.sh", "bench.sh"):
+    write_text_atomic(b / "replan.sh", sc.replan_sh(report=f"bench_results/report_c{min(batches)}.json"))
+    for f in ("serve.sh", "bench.sh", "replan.sh"):
         (b / f).chmod(0o755)
-    files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "dataset.jsonl"]
+    files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "replan.sh", "dataset.jsonl"]
     if rec["max_draft_len"] == 0:
         files += _speculative_alternative(ctx, model, spec_model, extra)
     files += _multinode(ctx, model)
