@@ -152,3 +152,12 @@ def test_replanned_options_change_only_the_plan():
     assert new["speculative_config"]["max_concurrency"] == 16 and "draft_len_schedule" not in new["speculative_config"]
     new, notes = replanned_options(old, {"max_draft_len": 0, "draft_len_schedule": None}, "1.2")
     assert "speculative_config" not in new and "target alone" in notes[0]
+
+
+def test_relative_out_keeps_the_scripts_intact(cli, tmp_path, monkeypatch):
+    """Regression: redacting the relative --out 'bundle' rewrote the word in every script ('--<bundle> .')."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({"target": {"model": "llama-3.1-8b-instruct"},
+                                                     "drafter": {"type": "ngram"}}))
+    assert cli("build", "r.yaml", "--out", "bundle").exit_code == 0
+    assert "--bundle . --from-trtllm-bench" in (tmp_path / "bundle" / "replan.sh").read_text()

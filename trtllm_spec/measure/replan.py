@@ -156,7 +156,7 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
         old_text = read_text(bundle / OPTIONS_FILE, "bundle options", UserError)
         write_text_atomic(tmp / OPTIONS_FILE, new_text)
         diff_name = "llm_api_options.diff"
-        write_text_atomic(tmp / diff_name, _diff(old_text, new_text, f"{bundle.name}/{OPTIONS_FILE}",
+        write_text_atomic(tmp / diff_name, _diff(old_text, new_text, f"{bundle.resolve().name}/{OPTIONS_FILE}",
                                                  f"{out.name}/{OPTIONS_FILE}"))
         write_text_atomic(tmp / "replan.md", summary_markdown(prof, old_plan, plan, notes, diff_name))
     return {"profile": prof, "plan": plan, "options": options, "notes": notes, "out": out}
