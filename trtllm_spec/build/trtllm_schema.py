@@ -285,25 +285,18 @@ class DSpark13(_Base13, _BlockFields):
 
 # ---- 1.4 ---------------------------------------------------------------------------------------------
 
-class Eagle14(_Base14, _EagleFields):
-    decoding_type: Literal["Eagle"] = "Eagle"
+def _tagged(name: str, bases: tuple[type, ...], tag: str) -> type[_Decoding]:
+    """A decoding config class ``bases`` + ``decoding_type: Literal[tag]`` (the 1.4 classes that only change base)."""
+    return type(name, bases, {"__annotations__": {"decoding_type": Literal[tag]}, "decoding_type": tag,
+                              "__module__": __name__})
 
 
-class Eagle3_14(_Base14, _EagleFields):
-    decoding_type: Literal["Eagle3"] = "Eagle3"
-
-
-class MTP14(_Base14):
-    # R14 rc4 lists num_nextn_predict_layers: int | None = None again; max_draft_len stays the knob we emit
-    decoding_type: Literal["MTP"] = "MTP"
-
-
-class NGram14(_Base14, _NGramFields):
-    decoding_type: Literal["NGram"] = "NGram"
-
-
-class DraftTarget14(_Base14, _DraftTargetFields):
-    decoding_type: Literal["Draft_Target"] = "Draft_Target"
+# R14 rc4 lists MTP num_nextn_predict_layers: int | None = None again; max_draft_len stays the knob we emit
+Eagle14 = _tagged("Eagle14", (_Base14, _EagleFields), "Eagle")
+Eagle3_14 = _tagged("Eagle3_14", (_Base14, _EagleFields), "Eagle3")
+MTP14 = _tagged("MTP14", (_Base14,), "MTP")
+NGram14 = _tagged("NGram14", (_Base14, _NGramFields), "NGram")
+DraftTarget14 = _tagged("DraftTarget14", (_Base14, _DraftTargetFields), "Draft_Target")
 
 
 class DFlash14(_Base14, _BlockFields):
