@@ -50,7 +50,8 @@ def _machine_paths(recipe_file: Path, out: Path, bundle: Path, cache: Path | Non
 
     from trtllm_spec.core.targets import cache_dir
 
-    return {str(bundle): ".", str(out.resolve()): "<bundle>", str(out): "<bundle>", str(cache or cache_dir()): "<cache>",
+    # only absolute paths: a relative --out such as "bundle" would also rewrite that word in every script
+    return {str(bundle): ".", str(out.resolve()): "<bundle>", str(cache or cache_dir()): "<cache>",
             str(recipe_file.resolve().parent): "<recipe-dir>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>",
             tempfile.gettempdir(): "<tmp>"}
 

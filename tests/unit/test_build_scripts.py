@@ -32,6 +32,7 @@ def all_scripts() -> dict[str, str]:
         "serve.sh": scripts.serve_sh(model="meta-llama/Llama-3.1-8B-Instruct"),
         "bench.sh": scripts.bench_sh(model="meta-llama/Llama-3.1-8B-Instruct", model_path="target",
                                      concurrency=[1, 8, 64], num_requests=200),
+        "replan.sh": scripts.replan_sh(report="bench_results/report_c8.json"),
         "serve_srun.sh": scripts.multinode_serve_sh(model="target", world_size=16, gpus_per_node=8),
         "serve_mpirun.sh": scripts.multinode_serve_sh(model="target", world_size=16, gpus_per_node=8,
                                                       launcher="mpirun"),

@@ -89,9 +89,10 @@ def engine(ctx: BuildContext) -> StageResult:
     write_text_atomic(b / "bench.sh", sc.bench_sh(model=ctx.recipe.target.hf_id or model, model_path=model
                                                   if model == "target" else None, concurrency=batches))
     write_text_atomic(b / "dataset.jsonl", _bench_dataset(ctx))
-    for f in ("serve.sh", "bench.sh"):
+    write_text_atomic(b / "replan.sh", sc.replan_sh(report=f"bench_results/report_c{min(batches)}.json"))
+    for f in ("serve.sh", "bench.sh", "replan.sh"):
         (b / f).chmod(0o755)
-    files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "dataset.jsonl"]
+    files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "replan.sh", "dataset.jsonl"]
     if rec["max_draft_len"] == 0:
         files += _speculative_alternative(ctx, model, spec_model, extra)
     files += _multinode(ctx, model)
@@ -131,11 +132,16 @@ def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | No
 
 
 def _bench_dataset(ctx: BuildContext) -> str:
-    try:
-        from trtllm_spec.data.suite import build_suite
+    """trtllm-bench's dataset from the recipe's suite (your own prompts when measure.suite is a file)."""
+    from trtllm_spec.data.user_suite import is_builtin, recipe_suite, select_suite
 
-        prompts = [it.messages[-1]["content"] for it in build_suite(num_prompts=ctx.recipe.measure.num_prompts)]
+    m = ctx.recipe.measure
+    try:
+        items, _ = select_suite(recipe_suite(ctx.recipe), m.categories, m.num_prompts, m.seed)
+        prompts = [it.messages[-1]["content"] for it in items]
     except UserError:
+        if not is_builtin(m.suite):
+            raise  # the user's own suite must be readable
         prompts = ["Explain speculative decoding in three sentences."]
     return sc.bench_dataset_jsonl(prompts, ctx.recipe.workload.osl)
 
@@ -210,6 +216,9 @@ def report(ctx: BuildContext) -> StageResult:
         write_measure_outputs(profile, measured)
     stages = [s.as_dict() for s in ctx.results]
     data = overhead_json(ctx.plan, profile, stages)
+    from trtllm_spec.core.trtllm_gates import gate_reasons
+
+    data["recommendation"]["speculation_gates"] = gate_reasons(ctx.options, ctx.recipe.trtllm_profile)
     if (ctx.bundle / ALT_OPTIONS_FILE).is_file():
         data["recommendation"]["speculative_alternative"] = {"options": ALT_OPTIONS_FILE,
                                                              "bench": "bench_speculative.sh"}
@@ -234,7 +243,10 @@ def trtllm(ctx: BuildContext) -> StageResult:
         return StageResult("trtllm", "deferred", detail="TensorRT-LLM is here but the target weights are not local",
                            command="trtllm-spec measure --engine trtllm --target <checkpoint> --bundle <bundle>")
     m = ctx.recipe.measure
-    profile = measure_trtllm(ctx.served_target, ctx.bundle, suite=m.suite, categories=m.categories,
+    from trtllm_spec.data.user_suite import recipe_suite, recipe_suite_check
+
+    profile = measure_trtllm(ctx.served_target, ctx.bundle, suite=recipe_suite(ctx.recipe), categories=m.categories,
+                             suite_check=recipe_suite_check(ctx.recipe, ctx.log),
                              num_prompts=m.num_prompts, max_new_tokens=m.max_new_tokens, progress=ctx.log)
     write_json(ctx.bundle / "report" / "trtllm_speculation_profile.json", profile)
     return StageResult("trtllm", "done", detail=f"TensorRT-LLM warm-up over the suite: AL "

@@ -39,6 +39,10 @@ def redact_tree(bundle: Path, prefixes: dict[str, str]) -> int:
     return changed
 
 
+# folders the bundle's own scripts write into it (bench.sh, bench_speculative.sh, replan.sh): not bundle content
+RUNTIME_OUTPUTS = ("bench_results", "bench_results_speculative", "replan")
+
+
 def write_manifest(bundle: Path, body: dict) -> dict:
     manifest = {"schema": SCHEMA, **body, "files": hash_tree(bundle, exclude=(MANIFEST,))}
     (bundle / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
@@ -61,7 +65,8 @@ def verify_bundle(bundle: Path) -> dict:
         raise UserError(f"{path} is not a valid manifest (unreadable, or 'files' is not a {{path: sha256}} table); "
                         "rebuild the bundle") from None
     actual = {p.relative_to(bundle).as_posix(): p for p in bundle.rglob("*")
-              if p.is_file() and p.relative_to(bundle).as_posix() != MANIFEST}
+              if p.is_file() and p.relative_to(bundle).as_posix() != MANIFEST
+              and p.relative_to(bundle).parts[0] not in RUNTIME_OUTPUTS}
     missing = sorted(set(recorded) - set(actual))
     extra = sorted(set(actual) - set(recorded))
     changed = sorted(k for k in set(recorded) & set(actual) if sha256_file(actual[k]) != recorded[k])

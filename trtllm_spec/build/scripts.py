@@ -1,4 +1,4 @@
-"""Shell scripts a bundle ships: serve, bench, multi-node serve, SLURM jobs, legacy engine builds.
+"""Shell scripts a bundle ships: serve, bench, replan, multi-node serve, SLURM jobs, legacy engine builds.
 
 Every script works from its own folder (``cd "$(dirname "$0")"``, or ``$SLURM_SUBMIT_DIR`` for sbatch, which
 runs a copy of the script), so the bundle can move: paths given here must be relative to the bundle root,
@@ -117,6 +117,22 @@ def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None =
         f'        --concurrency "$c" --warmup {int(warmup)}{extra} \\\n'
         f'        --report_json {shlex.quote(report_dir)}/"report_c${{c}}.json" "$@"\n'
         'done\n')
+
+
+def replan_sh(*, report: str = "bench_results/report_c1.json", out: str = "replan") -> str:
+    """``replan.sh``: ``trtllm-spec replan`` on a report ``bench.sh`` wrote; the new plan, options file and its diff
+    go to ``out`` (never over the bundle's files). REPORT / OUT environment variables override the defaults."""
+    report, out = _relative(report, "report"), _relative(out, "replan folder")
+    return _header("Re-plan from this bundle's own trtllm-bench report: new plan + options file as a diff in "
+                   f"{out}/.") + (
+        'cd "$(dirname "$0")"\n'
+        f'REPORT="${{REPORT:-{report}}}"\n'
+        f'OUT="${{OUT:-{out}}}"\n'
+        'if [ ! -f "$REPORT" ]; then\n'
+        '    echo "replan.sh: no $REPORT; run bash bench.sh first (it writes bench_results/report_c<N>.json)" >&2\n'
+        '    exit 2\n'
+        'fi\n'
+        'exec trtllm-spec replan --bundle . --from-trtllm-bench "$REPORT" --out "$OUT" "$@"\n')
 
 
 def multinode_serve_sh(*, model: str, world_size: int, gpus_per_node: int,

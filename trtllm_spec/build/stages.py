@@ -187,21 +187,25 @@ def measure(ctx: BuildContext) -> StageResult:
     if spec is None or ctx.served_target is None:
         return StageResult("measure", "deferred", detail="needs the target's weights and the drafter",
                            command="trtllm-spec measure --engine trtllm --bundle <bundle> --out <dir> (GPU node)")
+    from trtllm_spec.data.user_suite import recipe_suite, recipe_suite_check, suite_fingerprint
     from trtllm_spec.measure.run import measure as run_measure
 
     draft_len = _measure_draft_len(ctx)
+    suite = recipe_suite(ctx.recipe)
     key = stage_key("measure", {"target": _config_hash(ctx.target), "served": str(ctx.served_target.name),
                                 "drafter": _tree_hash(Path(spec)) if spec != "ngram" else "ngram",
-                                "draft_len": draft_len, "measure": recipe_to_dict(ctx.recipe)["measure"]})
+                                "draft_len": draft_len, "measure": recipe_to_dict(ctx.recipe)["measure"],
+                                "suite": suite_fingerprint(suite)})
     folder = ctx.cache.folder("measure", key)
     path = folder / "speculation_profile.json"
     if not ctx.force and ctx.cache.done("measure", key):
         ctx.profile_path = path
         return StageResult("measure", "cached", detail="speculation profile reused")
     ctx.cache.start("measure", key, ctx.force)
-    profile = run_measure(ctx.served_target, spec, draft_len, suite=m.suite, categories=m.categories,
+    profile = run_measure(ctx.served_target, spec, draft_len, suite=suite, categories=m.categories,
                           num_prompts=m.num_prompts, max_new_tokens=m.max_new_tokens, temperature=m.temperature,
-                          dtype=m.dtype, seed=m.seed, device=m.device, progress=lambda msg: ctx.log(f"measure: {msg}"))
+                          dtype=m.dtype, seed=m.seed, device=m.device, progress=lambda msg: ctx.log(f"measure: {msg}"),
+                          suite_check=recipe_suite_check(ctx.recipe, ctx.log))
     write_json_atomic(path, profile)
     ctx.cache.finish("measure", key, {"draft_len": draft_len})
     ctx.profile_path = path

@@ -87,6 +87,10 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
             drafter_config, profile=profile, max_draft_len=max_draft_len, speculative_model=speculative_model,
             eagle3_layers_to_capture=eagle3_layers_to_capture, dflash_mask_token_id=dflash_mask_token_id,
             dflash_target_layer_ids=dflash_target_layer_ids)
+        from trtllm_spec.core.trtllm_gates import cutoff_gate
+
+        schedule, gates, _ = cutoff_gate(schedule, max_draft_len, profile)
+        spec.update(gates)
         if schedule:
             spec["draft_len_schedule"] = dict(sorted(schedule.items()))
         options["speculative_config"] = spec

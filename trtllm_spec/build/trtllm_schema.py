@@ -12,6 +12,16 @@ Sources (see /work/notes/research_trtllm_triton.md §0-§1):
   7019226376): the "1.2" profile (TensorRT-LLM 1.2.1, nvcr.io/nvidia/tensorrt-llm/release:1.2.1).
 - MAIN: ``NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py`` @0004396720054fd8e205cbf616f21f0b57c6b412
   (post 1.3.0rc2x main) and the 1.3.0rc27 API reference pages: the "1.3" profile.
+- R14: the TensorRT-LLM 1.4.0rc1 and 1.4.0rc4 LLM API reference pages (nvidia.github.io/TensorRT-LLM/1.4.0rc1/
+  and /1.4.0rc4/llm-api/reference/{Eagle3,MTP,DFlash,DSpark}DecodingConfig.html): the "1.4" profile. Fields added
+  over 1.3, each with the release whose page shows it: ``moe_backend`` and ``spec_dec_variant`` on every
+  decoding config (rc1), DFlash ``context_recompute_tail`` and ``skip_ctx_buffer_budget_check`` (rc1), DSpark
+  ``enable_confidence_scheduling``, ``confidence_cost_table_path``, ``confidence_calibration_path``,
+  ``confidence_min_predicted_gain``, ``enable_fused_confidence_scheduler`` (rc4); DSpark ``block_size``,
+  ``markov_rank``, ``markov_head_type`` are already on the 1.3.0rc27 page. ``max_concurrency`` (1.3.0rc27 and
+  1.4 pages): "speculation will be disabled at batch sizes above this value", exclusive with
+  ``draft_len_schedule`` (DecodingBaseConfig description in llm_args.py). The TensorRT-engine backend is gone
+  after 1.2 (docs/source/legacy/tensorrt-backend-removal.md), so only ``backend: pytorch`` exists in any profile.
 """
 
 from __future__ import annotations
@@ -34,11 +44,12 @@ from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import UserError
 from trtllm_spec.planner.schedule import check_schedule
 
-PROFILES = ("1.2", "1.3")
+PROFILES = ("1.2", "1.3", "1.4")
 # decoding_type Literal values per release (R12 / MAIN SpeculativeConfig unions; we emit a subset of them)
 DECODING_TAGS = {
     "1.2": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target"),
     "1.3": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target", "DFlash", "DSpark"),
+    "1.4": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target", "DFlash", "DSpark"),
 }
 # first release whose union has the tag (DFlash/DSpark absent from R12, present in MAIN and 1.3.0rc27 docs)
 TAG_SINCE = {"DFlash": "1.3", "DSpark": "1.3"}
@@ -114,12 +125,40 @@ class _Acceptance13(StrictModel):
     acceptance_rate_threshold: float | None = Field(None, ge=0, le=1)
 
 
+class _MaxConcurrency(StrictModel):
+    # 1.3+ DecodingBaseConfig: max_concurrency PositiveInt | None; TensorRT-LLM translates it to
+    # draft_len_schedule {max_concurrency: max_draft_len} and refuses both together
+    max_concurrency: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> _MaxConcurrency:
+        if self.max_concurrency is not None and self.draft_len_schedule is not None:  # type: ignore[attr-defined]
+            raise ValueError("max_concurrency and draft_len_schedule are mutually exclusive (TensorRT-LLM turns "
+                             "max_concurrency into the schedule {max_concurrency: max_draft_len}); give one")
+        return self
+
+
+MOE_BACKENDS_14 = ("AUTO", "CUTLASS", "CUTEDSL", "CUTEDSL_FC12", "TRTLLM", "DEEPGEMM", "DENSEGEMM", "VANILLA",
+                   "TRITON", "MARLIN", "MEGAMOE_DEEPGEMM", "MEGAMOE_CUTEDSL")  # R14 (rc1 and rc4 pages)
+
+
+class _Fields14(StrictModel):
+    # R14: DecodingBaseConfig gains moe_backend (Literal, None = the target's) and spec_dec_variant (int > 0;
+    # defaults differ per class: Eagle3 3, MTP/DSpark 1, DFlash None)
+    moe_backend: Literal[MOE_BACKENDS_14] | None = None  # type: ignore[valid-type]
+    spec_dec_variant: PositiveInt | None = None
+
+
 class _Base12(_Decoding, _Acceptance12):
     profile = "1.2"
 
 
-class _Base13(_Decoding, _Acceptance13):
+class _Base13(_Decoding, _Acceptance13, _MaxConcurrency):
     profile = "1.3"
+
+
+class _Base14(_Decoding, _Acceptance13, _MaxConcurrency, _Fields14):
+    profile = "1.4"
 
 
 def _positive_draft_len(cfg: _Decoding, who: str) -> None:
@@ -244,16 +283,61 @@ class DSpark13(_Base13, _BlockFields):
     decoding_type: Literal["DSpark"] = "DSpark"
 
 
+# ---- 1.4 ---------------------------------------------------------------------------------------------
+
+def _tagged(name: str, bases: tuple[type, ...], tag: str) -> type[_Decoding]:
+    """A decoding config class ``bases`` + ``decoding_type: Literal[tag]`` (the 1.4 classes that only change base)."""
+    return type(name, bases, {"__annotations__": {"decoding_type": Literal[tag]}, "decoding_type": tag,
+                              "__module__": __name__})
+
+
+# R14 rc4 lists MTP num_nextn_predict_layers: int | None = None again; max_draft_len stays the knob we emit
+Eagle14 = _tagged("Eagle14", (_Base14, _EagleFields), "Eagle")
+Eagle3_14 = _tagged("Eagle3_14", (_Base14, _EagleFields), "Eagle3")
+MTP14 = _tagged("MTP14", (_Base14,), "MTP")
+NGram14 = _tagged("NGram14", (_Base14, _NGramFields), "NGram")
+DraftTarget14 = _tagged("DraftTarget14", (_Base14, _DraftTargetFields), "Draft_Target")
+
+
+class DFlash14(_Base14, _BlockFields):
+    decoding_type: Literal["DFlash"] = "DFlash"
+    # R14 rc1: context_recompute_tail int | None = 0 (prompt tokens recomputed after a prefix-cache hit so the
+    # drafter sees target hidden states), skip_ctx_buffer_budget_check bool = False,
+    # attention_backend Literal['VANILLA', 'TRTLLM', 'FA4'] = 'VANILLA'
+    context_recompute_tail: NonNegativeInt | None = None
+    skip_ctx_buffer_budget_check: bool | None = None
+    attention_backend: Literal["VANILLA", "TRTLLM", "FA4"] | None = None
+
+
+class DSpark14(_Base14, _BlockFields):
+    decoding_type: Literal["DSpark"] = "DSpark"
+    # 1.3.0rc27 and R14: block_size int > 0, markov_rank int, markov_head_type vanilla|gated|rnn (None = the
+    # checkpoint's); R14 rc4: the confidence scheduler; rc1: attention_backend AUTO|VANILLA|TRTLLM|CUTEDSL
+    block_size: PositiveInt | None = None
+    markov_rank: NonNegativeInt | None = None
+    markov_head_type: Literal["vanilla", "gated", "rnn"] | None = None
+    enable_confidence_scheduling: bool | None = None  # default False
+    confidence_cost_table_path: str | None = None
+    confidence_calibration_path: str | None = None
+    confidence_min_predicted_gain: NonNegativeFloat | None = None  # default 0.04
+    enable_fused_confidence_scheduler: bool | None = None  # default True
+    attention_backend: Literal["AUTO", "VANILLA", "TRTLLM", "CUTEDSL"] | None = None
+
+
 DECODING_CLASSES: dict[str, dict[str, type[_Decoding]]] = {
     "1.2": {"Eagle": Eagle12, "Eagle3": Eagle3_12, "MTP": MTP12, "NGram": NGram12, "Draft_Target": DraftTarget12},
     "1.3": {"Eagle": Eagle13, "Eagle3": Eagle3_13, "MTP": MTP13, "NGram": NGram13, "Draft_Target": DraftTarget13,
             "DFlash": DFlash13, "DSpark": DSpark13},
+    "1.4": {"Eagle": Eagle14, "Eagle3": Eagle3_14, "MTP": MTP14, "NGram": NGram14, "Draft_Target": DraftTarget14,
+            "DFlash": DFlash14, "DSpark": DSpark14},
 }
 assert {p: tuple(c) for p, c in DECODING_CLASSES.items()} == DECODING_TAGS
 
 SpeculativeConfig12 = Annotated[Eagle12 | Eagle3_12 | MTP12 | NGram12 | DraftTarget12,
                                 Field(discriminator="decoding_type")]
 SpeculativeConfig13 = Annotated[Eagle13 | Eagle3_13 | MTP13 | NGram13 | DraftTarget13 | DFlash13 | DSpark13,
+                                Field(discriminator="decoding_type")]
+SpeculativeConfig14 = Annotated[Eagle14 | Eagle3_14 | MTP14 | NGram14 | DraftTarget14 | DFlash14 | DSpark14,
                                 Field(discriminator="decoding_type")]
 
 
@@ -292,7 +376,12 @@ class LlmApiOptions13(_LlmApiOptions):
     speculative_config: SpeculativeConfig13 | None = None
 
 
-OPTIONS_MODELS: dict[str, type[_LlmApiOptions]] = {"1.2": LlmApiOptions12, "1.3": LlmApiOptions13}
+class LlmApiOptions14(_LlmApiOptions):
+    speculative_config: SpeculativeConfig14 | None = None
+
+
+OPTIONS_MODELS: dict[str, type[_LlmApiOptions]] = {"1.2": LlmApiOptions12, "1.3": LlmApiOptions13,
+                                                   "1.4": LlmApiOptions14}
 
 
 @functools.cache

@@ -69,7 +69,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32", "fp8", "nvfp4", "int4_awq"]),
               help="Target weight precision (default: the checkpoint's).")
 @click.option("--kv-dtype", type=click.Choice(["auto", "bf16", "fp8"]))
-@click.option("--trtllm-version", type=click.Choice(["auto", "1.2", "1.3"]), help="Schedule rules of this release.")
+@click.option("--trtllm-version", type=click.Choice(["auto", "1.2", "1.3", "1.4"]), help="Schedule rules of this release.")
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
 @set_option
 @click.option("--out", type=click.Path(path_type=Path), help="Write plan.json, plan.md and plots here.")

@@ -18,7 +18,12 @@ from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
 
 DRAFTER_TYPES = ("eagle3", "mtp", "dflash", "dspark", "draft_model", "ngram")
-TRTLLM_PROFILES = ("1.2", "1.3")
+TRTLLM_PROFILES = ("1.2", "1.3", "1.4")
+# The TensorRT-engine backend (trtllm-build, TrtLlmArgs, convert_checkpoint.py) is removed after 1.2
+# (NVIDIA/TensorRT-LLM docs/source/legacy/tensorrt-backend-removal.md); 1.2.1's wheel still ships it
+TENSORRT_BACKEND_PROFILES = ("1.2",)
+TENSORRT_REMOVAL = ("TensorRT-LLM removed the TensorRT-engine backend (trtllm-build, TrtLlmArgs, convert_checkpoint.py) "
+                    "after 1.2: docs/source/legacy/tensorrt-backend-removal.md")
 # DFlash/DSpark decoding configs first appear in TensorRT-LLM 1.3 (1.3.0rc docs: DFlashDecodingConfig)
 MIN_TRTLLM = {"dflash": "1.3", "dspark": "1.3"}
 MAX_DRAFT_LEN_LIMIT = 64
@@ -209,7 +214,7 @@ class QuantizationConfig(StrictModel):
 
 
 class EngineConfig(StrictModel):
-    trtllm_version: Literal["auto", "1.2", "1.3"] = Field(
+    trtllm_version: Literal["auto", "1.2", "1.3", "1.4"] = Field(
         "auto", description="TensorRT-LLM profile; auto = 1.2, or 1.3 for drafters that need it")
     backend: Literal["pytorch", "tensorrt"] = "pytorch"
     free_gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
@@ -226,7 +231,10 @@ class PlannerConfig(StrictModel):
 
 
 class MeasureConfig(StrictModel):
-    suite: Literal["speed-lite"] = "speed-lite"
+    suite: str = Field("speed-lite", min_length=1, description="'speed-lite', or your own prompts: a JSONL file or a "
+                       "folder of them (OpenAI messages, prompt, ShareGPT conversations), relative to the recipe")
+    allow_overlap: bool = Field(False, description="measure a suite that shares prompts with the training "
+                                "conversations (warns with the count) instead of refusing it")
     categories: list[str] | None = None
     num_prompts: int = Field(10, ge=1, le=10_000)
     max_new_tokens: int = Field(128, ge=1, le=100_000)
@@ -286,13 +294,16 @@ class Recipe(StrictModel):
             raise ValueError(f"drafter.training.feature_noise = {d.training.feature_noise} perturbs the target features "
                              "of offline EAGLE-3 training; set it to 0 or use drafter.type: eagle3 with "
                              "drafter.training.data.offline_features: true")
-        need = MIN_TRTLLM.get(d.type)
-        if need and self.engine.trtllm_version not in ("auto", need):
+        need, version = MIN_TRTLLM.get(d.type), self.engine.trtllm_version
+        if need and version != "auto" and _release(version) < _release(need):
             raise ValueError(f"drafter {d.type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}); "
                              f"set engine.trtllm_version: '{need}'")
         if self.engine.backend == "tensorrt" and d.type != "draft_model":
             raise ValueError(f"engine.backend 'tensorrt' does not run {d.type} (EAGLE-3, MTP, n-gram and DFlash are "
                              "PyTorch-backend only); use engine.backend: pytorch")
+        if self.engine.backend == "tensorrt" and self.trtllm_profile not in TENSORRT_BACKEND_PROFILES:
+            raise ValueError(f"engine.backend 'tensorrt' needs engine.trtllm_version: '1.2' (got "
+                             f"'{self.engine.trtllm_version}'): {TENSORRT_REMOVAL}; use engine.backend: pytorch")
         return self
 
     @property
@@ -314,6 +325,10 @@ class Recipe(StrictModel):
             return p
         candidate = self._base_dir / p
         return candidate if candidate.exists() or not p.exists() else p
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
 
 
 # ---- loading ------------------------------------------------------------------------------------------

@@ -55,9 +55,11 @@ def render_markdown(p: dict) -> str:
     dr, t, st, ov = p["drafter"], p["target"], p["settings"], p["overall"]
     d = dr["draft_len"]
     greedy = st["temperature"] <= 0
-    method = ("AL(d) for d < D from the per-position rates of one run (chain drafter: AL(d) = 1 + sum m_i)"
-              if dr.get("al_method") == "chain_analytic" else
-              f"AL(d) measured by a separate run per d ({', '.join(map(str, sorted(map(int, ov['acceptance_length']))))})")
+    method = {"chain_analytic": "AL(d) for d < D from the per-position rates of one run (chain drafter: "
+                                  "AL(d) = 1 + sum m_i)",
+              "measured_at_bundle_draft_len": f"AL measured by TensorRT-LLM at D = {d} only"}.get(
+        dr.get("al_method"),
+        f"AL(d) measured by a separate run per d ({', '.join(map(str, sorted(map(int, ov['acceptance_length']))))})")
     lines = [
         f"# Speculation profile: {dr['type']} (D = {d}) on {t.get('hf_id') or t.get('spec')}",
         "",
@@ -66,6 +68,10 @@ def render_markdown(p: dict) -> str:
         f"- drafter: {dr['type']}" + (f" from `{dr['path']}`" if dr.get("path") else "") + f"; {method}",
         f"- suite: {p['suite'].get('suite')} ({p['suite'].get('items')} prompts, seed {st.get('seed')})",
     ]
+    src = p.get("source")
+    if src:
+        lines.append(f"- source: {src.get('kind')} `{src.get('file') or src.get('url')}`"
+                     + (f" (TensorRT-LLM {src['trtllm_version']})" if src.get("trtllm_version") else ""))
     if st.get("machine"):
         m = st["machine"]
         lines.append(f"- machine: {m.get('platform')}, {m.get('cpu_count')} CPUs, torch {m.get('torch')} "

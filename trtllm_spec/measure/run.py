@@ -126,10 +126,11 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
             categories: Sequence[str] | None = None, num_prompts: int = 10, max_new_tokens: int = 128,
             temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
             progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None,
-            device: str = "auto") -> dict:
+            device: str = "auto", suite_check: Callable[[list], dict] | None = None) -> dict:
     """Measure acceptance of ``drafter_spec`` ('ngram' or a folder) against ``target_dir`` on the suite with
     the PyTorch reference decoder (on ``device``: auto = CUDA when visible); returns the speculation profile
-    (see measure/profile.py)."""
+    (see measure/profile.py). ``suite`` is 'speed-lite' or a suite file/folder (data/user_suite.py);
+    ``suite_check(items)`` runs before any model loads (the overlap check) and its record joins the profile."""
     log = progress or (lambda _m: None)
     check_settings(draft_len, max_new_tokens, temperature, dtype, block_sweep)
     if isinstance(categories, str):
@@ -137,13 +138,15 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     target_path, target_cfg = target_checkpoint(target_dir)
     info = inspect_drafter(drafter_spec, target_cfg, draft_len)
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
-    from trtllm_spec.data.suite import build_suite, suite_provenance
+    from trtllm_spec.data.user_suite import check_context, select_suite
 
-    items = build_suite(suite, categories, num_prompts, seed)
+    items, suite_prov = select_suite(suite, categories, num_prompts, seed)
     if not items:
         raise UserError(f"suite {suite!r} gave no prompts for categories {categories}")
+    overlap = suite_check(items) if suite_check else None
     tok = load_tokenizer(target_path, chat_template)
     prompts = [prompt_ids(tok, it.messages) for it in items]
+    check_context(items, prompts, max_new_tokens, target_cfg.get("max_position_embeddings"), draft_len)
 
     import torch
 
@@ -191,8 +194,8 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
                  "max_draft_len": limit if limit is not None else info.max_draft_len,
                  **({"block_sweep": [*sweep, draft_len]} if kind in BLOCK_KINDS else {})},
         target=target_summary(target_dir, target_path, target_cfg),
-        suite={**suite_provenance(items), "seed": seed, "num_prompts_per_category": num_prompts,
-               "item_ids": [it.id for it in items]},
+        suite={**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
+               "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
         settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
                   "eos_token_ids": list(eos), "chat_template": str(chat_template) if chat_template else "checkpoint",
                   "machine": machine_info(torch, dev)},

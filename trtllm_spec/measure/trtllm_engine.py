@@ -15,7 +15,6 @@ Neither gives per-position rates, so a TensorRT-LLM profile has AL at the bundle
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -59,15 +58,13 @@ def request_acceptance(completion) -> RequestAcceptance:
 
 def iteration_acceptance(stats: Iterable) -> dict | None:
     """Totals over ``llm.get_stats()`` entries (dicts, or their JSON text); None without speculative steps."""
-    drafted = accepted = requests = 0
-    for entry in stats:
-        data = json.loads(entry) if isinstance(entry, str | bytes) else entry
-        spec = (data or {}).get("specDecodingStats") or {}
-        drafted += int(spec.get("numDraftTokens", 0))
-        accepted += int(spec.get("numAcceptedTokens", 0))
-        requests += int(spec.get("numRequestsWithDraftTokens", 0))
-    if requests == 0:
+    from trtllm_spec.measure.engine_reports import iteration_totals
+
+    t = iteration_totals(stats, "llm.get_stats()", required=False)
+    if t is None:
         return None
+    drafted, accepted, requests = (t[k] for k in ("num_draft_tokens", "num_accepted_tokens",
+                                                 "num_requests_with_draft_tokens"))
     return {"num_draft_tokens": drafted, "num_accepted_tokens": accepted, "num_requests_with_draft_tokens": requests,
             "acceptance_length": (accepted + requests) / requests,
             "draft_acceptance_rate": accepted / drafted if drafted else None}
@@ -159,7 +156,8 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
                    suite: str = "speed-lite", categories: Sequence[str] | None = None, num_prompts: int = 10,
                    max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0,
                    chat_template: str | Path | None = None, baseline: bool = True, out: str | None = None,
-                   progress: Callable[[str], None] | None = None) -> dict:
+                   progress: Callable[[str], None] | None = None, suite_check: Callable[[list], dict] | None = None
+                   ) -> dict:
     """The speculation profile measured with TensorRT-LLM (batch size 1, one prompt at a time)."""
     from trtllm_spec.measure.run import check_settings, target_checkpoint, target_summary
 
@@ -182,11 +180,13 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
                         f"(inside NVIDIA's container {CONTAINER}, or after pip install 'trtllm-spec[trtllm]')"
                         ) from None
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
-    from trtllm_spec.data.suite import build_suite, suite_provenance
+    from trtllm_spec.data.user_suite import check_context, select_suite
 
-    items = build_suite(suite, categories, num_prompts, seed)
+    items, suite_prov = select_suite(suite, categories, num_prompts, seed)
+    overlap = suite_check(items) if suite_check else None
     tok = load_tokenizer(target_path, chat_template)
     prompts = [prompt_ids(tok, it.messages) for it in items]
+    check_context(items, prompts, max_new_tokens, target_cfg.get("max_position_embeddings"), d)
     import torch
 
     if not torch.cuda.is_available():
@@ -236,8 +236,8 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
                     "acceptance_kind": "block" if kind in ("dflash", "dspark") else "chain",
                     "al_method": "measured_at_bundle_draft_len", "bundle": str(Path(bundle).resolve())},
         "target": target_summary(target_dir, target_path, target_cfg),
-        "suite": {**suite_provenance(items), "seed": seed, "num_prompts_per_category": num_prompts,
-                  "item_ids": [it.id for it in items]},
+        "suite": {**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
+                  "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
         "settings": {"dtype": "bundle", "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
                      "trtllm_version": tensorrt_llm.__version__, "llm_api_options": options,
                      "machine": {"device": torch.cuda.get_device_name(0)}},

@@ -45,6 +45,8 @@ def overhead_markdown(report: dict, plan: dict) -> str:
         lines.append(f"**Chosen:** `max_draft_len: {rec['max_draft_len']}`" +
                      (f", `draft_len_schedule: {sched}` (TensorRT-LLM {rec['trtllm_profile']} rules)" if sched else "") +
                      f"; drafting overhead per draft token rho = {report['rho']:.3f} of a target layer stack.")
+        for reason in rec.get("speculation_gates") or []:
+            lines.append(f"\n**Speculation off above a batch size:** {reason}.")
     else:
         lines.append(f"**No speculation recommended.** {rec.get('note', '')}")
         alt = rec.get("speculative_alternative")

@@ -1,0 +1,163 @@
+"""bench.sh -> replan.sh: golden scripts, and the loop run for real on a built bundle (trtllm-spec replan through a
+shim of the CLI) with a FAKE trtllm-bench that writes a report of the documented schema (it cannot run here).
+
+Regenerate the golden scripts after an intended change: ``UPDATE_GOLDEN=1 pytest tests/unit/test_replan.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trtllm_spec.build import scripts
+from trtllm_spec.measure.replan import replanned_options
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden" / "scripts"
+FIXTURE = REPO / "tests" / "fixtures" / "engine_reports" / "fake_bench_report_c1.json"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="bash not found")
+
+# FAKE trtllm-bench: reads its --extra_llm_api_options and --concurrency, and writes --report_json from the
+# fixture with the drafts it would count (max_draft_len per iteration) and the concurrency it ran at
+FAKE_BENCH = """#!{python}
+import json, sys, yaml
+args = sys.argv[1:]
+opt = lambda k: args[args.index(k) + 1]
+rep = json.load(open({fixture!r}))
+d = yaml.safe_load(open(opt("--extra_llm_api_options")))["speculative_config"]["max_draft_len"]
+its = rep["request_info"]["avg_output_length"] - rep["decoding_stats"]["num_accepted_draft_tokens_percentiles"]["average"]
+rep["decoding_stats"]["num_draft_tokens_percentiles"]["average"] = d * its
+rep["request_info"]["avg_num_concurrent_requests"] = float(opt("--concurrency"))
+json.dump(rep, open(opt("--report_json"), "w"))
+"""
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name} differs from {path}; if intended, rerun with UPDATE_GOLDEN=1"
+
+
+def test_golden_scripts():
+    golden("bench.sh", scripts.bench_sh(model="meta-llama/Llama-3.1-8B-Instruct", concurrency=[1, 8, 64]))
+    golden("replan.sh", scripts.replan_sh())
+    for text in (scripts.replan_sh(), scripts.replan_sh(report="bench_results/report_c4.json", out="replan4")):
+        assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+@pytest.fixture
+def tools(tmp_path) -> dict:
+    """PATH with the fake trtllm-bench and a trtllm-spec shim running this checkout."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    bench = bin_dir / "trtllm-bench"
+    bench.write_text(FAKE_BENCH.format(python=sys.executable, fixture=str(FIXTURE)))
+    shim = bin_dir / "trtllm-spec"
+    shim.write_text(f'#!/usr/bin/env bash\nPYTHONPATH={REPO} exec {sys.executable} -m trtllm_spec "$@"\n')
+    for f in (bench, shim):
+        f.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+
+
+@pytest.fixture
+def bundle(cli, tmp_path) -> Path:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "loop", "target": {"model": "llama-3.1-8b-instruct"},
+                                      "drafter": {"type": "eagle3"}, "hardware": {"gpu": "h100"},
+                                      "workload": {"batch_sizes": [1, 8, 64], "isl": 1024, "osl": 256}}))
+    r = cli("build", recipe, "--out", tmp_path / "bundle")
+    assert r.exit_code == 0, r.output
+    return tmp_path / "bundle"
+
+
+def run(script: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(script), *args], cwd=script.parent.parent, env=env, text=True,
+                          capture_output=True)
+
+
+def test_bench_then_replan_loop(cli, bundle, tools):
+    before = {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()}
+    assert (bundle / "replan.sh").stat().st_mode & 0o111
+    res = run(bundle / "bench.sh", tools)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (bundle / "bench_results").iterdir()) == [
+        "report_c1.json", "report_c64.json", "report_c8.json"]
+    res = run(bundle / "replan.sh", tools)
+    assert res.returncode == 0, res.stderr
+    out = bundle / "replan"
+    for f in ("llm_api_options.yaml", "llm_api_options.diff", "replan.md", "plan/plan.json",
+              "measured/speculation_profile.json", "measured/report.md"):
+        assert (out / f).is_file(), f
+    assert all(p.read_bytes() == b for p, b in before.items())  # the bundle's files are untouched
+    prof = json.loads((out / "measured" / "speculation_profile.json").read_text())
+    assert prof["source"]["kind"] == "trtllm-bench --report_json"
+    assert prof["overall"]["mean_acceptance_length"] == pytest.approx(1 + 120 / 135, abs=1e-6)
+    old_plan = json.loads((bundle / "report" / "plan.json").read_text())["recommendation"]
+    new_plan = json.loads((out / "plan" / "plan.json").read_text())["recommendation"]
+    assert new_plan["by_batch"][0]["acceptance_length"] == pytest.approx(1 + 120 / 135, abs=1e-3)
+    assert new_plan["by_batch"][0]["speedup"] < old_plan["by_batch"][0]["speedup"]
+    new = yaml.safe_load((out / "llm_api_options.yaml").read_text())
+    assert new["speculative_config"]["max_draft_len"] == new_plan["max_draft_len"]
+    diff = (out / "llm_api_options.diff").read_text()
+    assert diff.startswith("--- bundle/llm_api_options.yaml\n+++ replan/llm_api_options.yaml") or "no change" in diff
+    assert "AL **1.889**" in (out / "replan.md").read_text()
+    assert cli("verify", bundle).exit_code == 0  # bench_results/ and replan/ are not bundle content
+    again = run(bundle / "replan.sh", tools)
+    assert again.returncode == 2 and "exists" in again.stderr
+    assert run(bundle / "replan.sh", tools, "--force").returncode == 0
+
+
+def test_replan_refusals(cli, bundle, tools, tmp_path):
+    res = run(bundle / "replan.sh", tools)
+    assert res.returncode == 2 and "run bash bench.sh first" in res.stderr
+    assert run(bundle / "bench.sh", tools).returncode == 0
+    opts = yaml.safe_load((bundle / "llm_api_options.yaml").read_text())
+    if opts["speculative_config"].get("draft_len_schedule"):  # a schedule lowers D at 64: the AL mixes lengths
+        res = subprocess.run(["bash", str(bundle / "replan.sh")], env={**tools, "REPORT": "bench_results/report_c64.json"},
+                             text=True, capture_output=True)
+        assert res.returncode == 2 and "draft_len_schedule" in res.stderr
+    r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", bundle / "bench_results" / "report_c1.json",
+            "--out", bundle)
+    assert r.exit_code == 2 and "would replace the bundle" in r.output
+    r = cli("replan", "--bundle", tmp_path / "nope", "--from-trtllm-bench", FIXTURE)
+    assert r.exit_code == 2 and "is not a folder" in r.output
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "llm_api_options.yaml").write_text((bundle / "llm_api_options.yaml").read_text())
+    r = cli("replan", "--bundle", tmp_path / "half", "--from-trtllm-bench", bundle / "bench_results" / "report_c1.json",
+            "--out", tmp_path / "r")
+    assert r.exit_code == 2 and "recipe.resolved.yaml" in r.output and not (tmp_path / "r").exists()
+
+
+def test_replanned_options_change_only_the_plan():
+    old = {"max_batch_size": 64, "cuda_graph_config": {"batch_sizes": [1, 8, 64], "max_batch_size": 64,
+                                                       "enable_padding": True},
+           "speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 5, "speculative_model": "drafter",
+                                  "draft_len_schedule": {1: 5, 64: 4}}}
+    new, notes = replanned_options(old, {"max_draft_len": 3, "draft_len_schedule": {"1": 3, "32": 2}}, "1.2")
+    assert new["speculative_config"] == {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": "drafter",
+                                         "draft_len_schedule": {1: 3, 32: 2}}
+    assert new["cuda_graph_config"]["batch_sizes"] == [1, 8, 32, 64] and new["max_batch_size"] == 64
+    new, notes = replanned_options(old, {"max_draft_len": 4, "draft_len_schedule": {"16": 4}}, "1.4")
+    assert new["speculative_config"]["max_concurrency"] == 16 and "draft_len_schedule" not in new["speculative_config"]
+    new, notes = replanned_options(old, {"max_draft_len": 0, "draft_len_schedule": None}, "1.2")
+    assert "speculative_config" not in new and "target alone" in notes[0]
+
+
+def test_relative_out_keeps_the_scripts_intact(cli, tmp_path, monkeypatch):
+    """Regression: redacting the relative --out 'bundle' rewrote the word in every script ('--<bundle> .')."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({"target": {"model": "llama-3.1-8b-instruct"},
+                                                     "drafter": {"type": "ngram"}}))
+    assert cli("build", "r.yaml", "--out", "bundle").exit_code == 0
+    assert "--bundle . --from-trtllm-bench" in (tmp_path / "bundle" / "replan.sh").read_text()

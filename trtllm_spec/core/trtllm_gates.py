@@ -1,0 +1,44 @@
+"""Speculation on/off gates TensorRT-LLM offers besides ``draft_len_schedule``, used where the plan justifies them.
+
+- ``max_concurrency`` (DecodingBaseConfig, 1.3+; 1.3.0rc27 and 1.4.0rc1/rc4 API pages): "speculation will be
+  disabled at batch sizes above this value"; TensorRT-LLM turns it into ``{max_concurrency: max_draft_len}`` and
+  refuses it together with a schedule. The planner's 1.3+ schedule has a single key ``k`` mapping to
+  max_draft_len exactly when it keeps full D up to batch ``k`` and predicts speculation stops paying above it; the
+  bundle then says so with ``max_concurrency: k``, the documented cut-off, instead of a one-entry schedule.
+- ``acceptance_rate_window_size`` / ``acceptance_rate_threshold`` (1.3+: "speculation will be disabled permanently
+  once the rolling average [of accepted / drafted] over the last N speculation-enabled decoding iterations drops
+  below this value") and 1.2's ``acceptance_window`` / ``acceptance_length_threshold`` (over completed requests):
+  not written by the planner. A permanent switch-off driven by a short window would turn speculation off for
+  good after one hard stretch of traffic, and the break-even rate it needs depends on the batch size the server
+  runs at, which differs from request to request; ``replan.sh`` with the engine's own report is the correction
+  the bundle offers instead.
+
+Pure Python (no pydantic): the options builder and the reports use it.
+"""
+
+from __future__ import annotations
+
+
+def cutoff_gate(schedule: dict[int, int] | None, max_draft_len: int, profile: str
+                ) -> tuple[dict[int, int] | None, dict, str | None]:
+    """(schedule to write, extra speculative_config fields, the reason) for the plan's schedule."""
+    if profile == "1.2" or not schedule or len(schedule) != 1 or max_draft_len <= 0:
+        return schedule, {}, None
+    (k, v), = schedule.items()
+    if v != max_draft_len or not isinstance(k, int) or k < 1:  # a bad key is reported by the schedule's own check
+        return schedule, {}, None
+    reason = (f"the plan keeps D = {max_draft_len} up to batch {k} and predicts speculation stops paying above it: "
+              f"max_concurrency: {k} turns it off there (TensorRT-LLM {profile}; equivalent to the schedule "
+              f"{{{k}: {max_draft_len}}}, which TensorRT-LLM derives from it)")
+    return None, {"max_concurrency": k}, reason
+
+
+def gate_reasons(options: dict | None, profile: str) -> list[str]:
+    """Why each gate in ``options`` is there (for the bundle's report)."""
+    spec = (options or {}).get("speculative_config") or {}
+    out = []
+    if spec.get("max_concurrency"):
+        _, _, reason = cutoff_gate({spec["max_concurrency"]: spec.get("max_draft_len")}, spec.get("max_draft_len") or 0,
+                                   profile)
+        out.append(reason or f"max_concurrency: {spec['max_concurrency']}")
+    return out

@@ -1,0 +1,363 @@
+"""The engine's own numbers as a speculation profile: ``trtllm-bench --report_json`` and trtllm-serve iteration stats.
+
+``measure --from-trtllm-bench REPORT.json`` and ``measure --from-trtllm-metrics FILE|URL`` turn what
+TensorRT-LLM measured while a bundle was benchmarked or served into the ``speculation_profile.json`` that
+``plan --acceptance`` reads (AL at the D the engine ran; per-position rates are not reported), marked with its
+source (``profile["source"]``). Pure Python: no torch, no tensorrt_llm.
+
+What the files hold (NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/dataclasses/reporting.py`` @0249976, and
+``statistics.py``; ``cpp/include/tensorrt_llm/executor/types.h`` ``SpecDecodingStats``):
+
+- trtllm-bench: ``request_info.{num_requests, avg_output_length}`` (output tokens include the first one) and
+  ``decoding_stats.{mode, num_draft_tokens_percentiles, num_accepted_draft_tokens_percentiles,
+  draft_acceptance_rate_percentiles, acceptance_length_percentiles}``, each ``{minimum, maximum, average, p50,
+  [p90,] p95, p99}`` over requests. Per request r with N_r output tokens and ``decode_iteration`` g_r generation
+  steps, trtllm-bench counts ``I_r = g_r + 1`` iterations (the context phase included), accepted
+  ``A_r = N_r - I_r`` and drafted ``max_draft_len * I_r``; its AL is ``N_r / I_r``.
+  Our AL leaves the context phase's token out (docs/speculation_profile.md): ``AL = (N - R) / (I - R)`` summed
+  over requests, which the averages give exactly: ``I = R * (avg N - avg A)``. D = avg drafted / avg I.
+- trtllm-serve ``/metrics`` (and ``LLM.get_stats()``, both need ``enable_iter_perf_stats``): a JSON list of
+  iteration stats whose ``specDecodingStats`` hold ``numDraftTokens``, ``numAcceptedTokens``,
+  ``numRequestsWithDraftTokens``, ``acceptanceLength``; AL = (accepted + requests) / requests summed over
+  iterations (the same formula TensorRT-LLM's own tests use).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+from trtllm_spec.errors import UserError
+from trtllm_spec.measure.profile import SCHEMA, acceptance_kind
+
+BENCH_SOURCE = "trtllm-bench --report_json"
+METRICS_SOURCE = "trtllm-serve /metrics (iteration stats)"
+PERCENTILE_KEYS = ("num_draft_tokens_percentiles", "num_accepted_draft_tokens_percentiles",
+                   "draft_acceptance_rate_percentiles", "acceptance_length_percentiles")
+# decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend)
+MODES = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp", "NGram": "ngram", "Draft_Target": "draft_model",
+         "DraftTarget": "draft_model", "DFlash": "dflash", "DSpark": "dspark", "PARD": "draft_model"}
+METRICS_TIMEOUT_S = 10.0
+
+
+def _num(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _sha256(path: Path) -> str:
+    from trtllm_spec.core.files import sha256_file
+
+    return sha256_file(path)
+
+
+# ---- trtllm-bench --report_json ----------------------------------------------------------------------
+
+def read_bench_report(path: Path) -> dict:
+    """The report as a dict, with the fields we need checked (each missing one named)."""
+    from trtllm_spec.core.files import read_structured
+
+    data = read_structured(path, "trtllm-bench report", UserError)
+    where = f"trtllm-bench report {path}"
+    if not isinstance(data, dict):
+        raise UserError(f"{where} must hold a JSON object (trtllm-bench ... throughput --report_json FILE), "
+                        f"got {type(data).__name__}")
+    if "decoding_stats" not in data:
+        known = [k for k in ("engine", "request_info", "performance") if k in data]
+        why = ("the run did not speculate (trtllm-bench writes decoding_stats only with a speculative_config)"
+               if known else "it is not a trtllm-bench report_json (no engine/request_info/performance either)")
+        raise UserError(f"{where} has no 'decoding_stats': {why}; benchmark with the bundle's bench.sh, which passes "
+                        "--extra_llm_api_options llm_api_options.yaml and --report_json")
+    dec, req = data["decoding_stats"], data.get("request_info")
+    if not isinstance(dec, dict):
+        raise UserError(f"{where}: 'decoding_stats' must be an object with {', '.join(PERCENTILE_KEYS)}")
+    if not isinstance(req, dict):
+        raise UserError(f"{where} has no 'request_info' object (num_requests, avg_output_length)")
+    missing = [f"request_info.{k}" for k in ("num_requests", "avg_output_length") if not _num(req.get(k))]
+    for key in ("num_draft_tokens_percentiles", "num_accepted_draft_tokens_percentiles"):
+        stats = dec.get(key)
+        if not isinstance(stats, dict) or not _num(stats.get("average")):
+            missing.append(f"decoding_stats.{key}.average")
+    if missing:
+        raise UserError(f"{where} lacks {', '.join(missing)} (null when the run had no draft tokens: check "
+                        "max_draft_len in the options file)")
+    return data
+
+
+def _mode_type(mode: object, where: str, drafter_type: str | None) -> str:
+    if drafter_type is not None:
+        return drafter_type
+    if mode not in MODES:
+        raise UserError(f"{where}: decoding_stats.mode {mode!r} is not one we plan for; known: {', '.join(MODES)} "
+                        "(give --bundle so the drafter type is taken from its options)")
+    return MODES[mode]
+
+
+def bench_section(report: dict, where: str) -> tuple[dict, int]:
+    """(profile section, D) from a checked report."""
+    req, dec = report["request_info"], report["decoding_stats"]
+    r = int(req["num_requests"])
+    avg_n = float(req["avg_output_length"])
+    avg_a = float(dec["num_accepted_draft_tokens_percentiles"]["average"])
+    avg_i = avg_n - avg_a  # trtllm-bench's iterations per request, context phase included
+    if r < 1 or avg_i < 1 or avg_a < 0:
+        raise UserError(f"{where}: request_info.num_requests = {r}, avg_output_length = {avg_n} and "
+                        f"num_accepted_draft_tokens average = {avg_a} are inconsistent (each request needs an "
+                        "iteration: output tokens > accepted drafts)")
+    d_float = float(dec["num_draft_tokens_percentiles"]["average"]) / avg_i
+    d = round(d_float)
+    if d < 1 or abs(d_float - d) > 0.05:
+        raise UserError(f"{where}: num_draft_tokens average / iterations = {d_float:.3f} is not a draft length "
+                        "(trtllm-bench counts max_draft_len drafts per iteration)")
+    gen_iters = avg_i - 1.0
+    al = 1.0 + avg_a / gen_iters if gen_iters > 0 else 1.0
+    if al > 1 + d + 1e-6:
+        raise UserError(f"{where}: AL {al:.3f} exceeds 1 + D = {1 + d}; the report is inconsistent")
+    perf = report.get("performance") or {}
+    streaming = report.get("streaming_metrics") or {}
+    tps_user = streaming.get("token_output_speed_tok_s", perf.get("output_throughput_per_user_tok_s"))
+    section = {
+        "num_prompts": r, "generated_tokens": round(avg_n * r), "reference_tokens": None,
+        "iterations": round(gen_iters * r), "mean_acceptance_length": round(al, 6),
+        "conditional_rates": None, "marginal_rates": None, "acceptance_length": {str(d): round(al, 6)},
+        "al_histogram": None, "draft_acceptance_rate": round(avg_a / (d * gen_iters), 6) if gen_iters > 0 else None,
+        "acceptance_source": BENCH_SOURCE,
+        "tokens_per_s_target": None, "tokens_per_s_spec": round(tps_user, 3) if _num(tps_user) else None,
+        "speedup": None, "identical_outputs": None, "token_agreement": None,
+        "engine_reported": {k: dec.get(k) for k in PERCENTILE_KEYS},
+        "concurrency": req.get("avg_num_concurrent_requests"),
+        "system_output_tokens_per_s": perf.get("system_output_throughput_tok_s"),
+    }
+    return section, d
+
+
+def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_len: int | None = None,
+                              temperature: float = 0.0, bundle: Path | None = None, profile: str = "1.2") -> dict:
+    """The speculation profile of one trtllm-bench report (one category, ``all``)."""
+    where = f"trtllm-bench report {path}"
+    report = read_bench_report(path)
+    section, d = bench_section(report, where)
+    ran_d = _check_draft_len(d, options, draft_len, section.get("concurrency"), where, profile)
+    if ran_d != d:  # a schedule lowered D at this concurrency: the AL belongs to the scheduled D
+        if section["mean_acceptance_length"] > 1 + ran_d + 1e-6:
+            raise UserError(f"{where}: AL {section['mean_acceptance_length']:.3f} exceeds 1 + --draft-len {ran_d}")
+        accepted = section["generated_tokens"] - section["iterations"] - section["num_prompts"]
+        section["acceptance_length"] = {str(ran_d): section["mean_acceptance_length"]}
+        section["draft_acceptance_rate"] = round(accepted / (ran_d * section["iterations"]), 6)
+    engine = report.get("engine") or {}
+    spec_type = _options_type(options)
+    kind = _mode_type(report["decoding_stats"].get("mode"), where, spec_type)
+    source = {"kind": BENCH_SOURCE, "file": str(path.resolve()), "sha256": _sha256(path),
+              "mode": report["decoding_stats"].get("mode"), "trtllm_version": engine.get("version"),
+              "backend": engine.get("backend"), "machine": report.get("machine"),
+              "world_info": report.get("world_info"),
+              "conversion": "AL = 1 + avg accepted / (avg output - avg accepted - 1): trtllm-bench's iterations "
+                            "include the context phase, ours do not"}
+    return _profile(section, ran_d, kind, source, temperature=temperature, dtype=engine.get("dtype") or "engine",
+                    target={"spec": engine.get("model"), "path": engine.get("model_path"),
+                            "hf_id": engine.get("model")},
+                    suite={"suite": "trtllm-bench dataset", "items": section["num_prompts"],
+                           "dataset": report.get("dataset")},
+                    bundle=bundle, max_new_tokens=report["request_info"].get("avg_output_length"))
+
+
+# ---- trtllm-serve iteration stats --------------------------------------------------------------------
+
+def read_iteration_stats(source: str, timeout: float = METRICS_TIMEOUT_S) -> tuple[list, dict]:
+    """(iteration stats, where they came from) from a JSON file or an http(s) URL (trtllm-serve ``/metrics``)."""
+    if source.startswith(("http://", "https://")):
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(source, timeout=timeout) as resp:  # noqa: S310 (http(s) only, checked above)
+                text = resp.read().decode("utf-8")
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise UserError(f"metrics endpoint {source} did not answer ({reason}); start the bundle's serve.sh "
+                            "(trtllm-serve with enable_iter_perf_stats: true) and give its /metrics URL") from None
+        origin = {"url": source}
+        where = f"metrics endpoint {source}"
+    else:
+        path = Path(source)
+        from trtllm_spec.core.files import read_text
+
+        text = read_text(path, "iteration stats file", UserError)
+        origin = {"file": str(path.resolve()), "sha256": _sha256(path)}
+        where = f"iteration stats file {path}"
+    try:
+        data = json.loads(text) if text.strip() else None
+    except json.JSONDecodeError:
+        # LLM.get_stats() dumps and some collectors write one JSON object per line
+        try:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where} is not JSON or JSON lines ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not data:
+        raise UserError(f"{where} holds no iteration stats (a JSON list of objects with specDecodingStats); "
+                        "serve with enable_iter_perf_stats: true and send requests before reading /metrics")
+    return data, origin
+
+
+def iteration_totals(stats: Iterable, where: str, required: bool = True) -> dict | None:
+    """Drafted, accepted and request-iterations summed over the iterations that speculated (None when none did
+    and not ``required``)."""
+    drafted = accepted = requests = iterations = 0
+    per_iter_max = 0.0
+    for i, entry in enumerate(stats):
+        data = json.loads(entry) if isinstance(entry, str | bytes) else entry
+        if not isinstance(data, dict):
+            raise UserError(f"{where}: entry {i} is not an iteration-stats object")
+        spec = data.get("specDecodingStats")
+        if not isinstance(spec, dict):
+            continue
+        vals = [spec.get(k, 0) for k in ("numDraftTokens", "numAcceptedTokens", "numRequestsWithDraftTokens")]
+        if not all(_num(v) and v >= 0 for v in vals):
+            raise UserError(f"{where}: entry {i} specDecodingStats has non-counts {vals}")
+        n_d, n_a, n_r = (int(v) for v in vals)
+        if n_r == 0 or n_d == 0:
+            continue
+        if n_a > n_d:
+            raise UserError(f"{where}: entry {i} accepts {n_a} of {n_d} draft tokens")
+        drafted, accepted, requests, iterations = drafted + n_d, accepted + n_a, requests + n_r, iterations + 1
+        per_iter_max = max(per_iter_max, n_d / n_r)
+    if requests == 0:
+        if not required:
+            return None
+        raise UserError(f"{where} has no iteration with specDecodingStats draft tokens: the server needs "
+                        "enable_iter_perf_stats: true (the bundle's options set it) and a speculative_config, and "
+                        "requests must have run")
+    return {"num_draft_tokens": drafted, "num_accepted_tokens": accepted, "num_requests_with_draft_tokens": requests,
+            "iterations": iterations, "max_drafts_per_request": per_iter_max}
+
+
+def profile_from_iteration_stats(source: str, *, options: dict | None = None, draft_len: int | None = None,
+                                 temperature: float = 0.0, bundle: Path | None = None,
+                                 timeout: float = METRICS_TIMEOUT_S) -> dict:
+    stats, origin = read_iteration_stats(source, timeout)
+    where = f"iteration stats {source}"
+    t = iteration_totals(stats, where)
+    d = draft_len or (_bundle_draft_len(options) if options else None) or math.ceil(t["max_drafts_per_request"] - 1e-9)
+    if d < 1:
+        raise UserError(f"{where}: cannot tell the draft length; give --draft-len D or --bundle DIR")
+    req, acc = t["num_requests_with_draft_tokens"], t["num_accepted_tokens"]
+    al = (acc + req) / req
+    if al > 1 + d + 1e-6:
+        raise UserError(f"{where}: AL {al:.3f} exceeds 1 + D = {1 + d}; give the D the server ran (--draft-len)")
+    section = {
+        "num_prompts": req, "generated_tokens": acc + req, "reference_tokens": None, "iterations": req,
+        "mean_acceptance_length": round(al, 6), "conditional_rates": None, "marginal_rates": None,
+        "acceptance_length": {str(d): round(al, 6)}, "al_histogram": None,
+        "draft_acceptance_rate": round(acc / t["num_draft_tokens"], 6), "acceptance_source": METRICS_SOURCE,
+        "tokens_per_s_target": None, "tokens_per_s_spec": None, "speedup": None, "identical_outputs": None,
+        "token_agreement": None, "engine_reported": t,
+    }
+    kind = _options_type(options) or "eagle3"
+    src = {"kind": METRICS_SOURCE, **origin, "iterations": t["iterations"],
+           "note": "num_prompts counts request-iterations (one per request per speculative step)"}
+    if _options_type(options) is None:
+        src["drafter_type_assumed"] = "eagle3 (no --bundle given; the planner uses the recipe's drafter)"
+    return _profile(section, d, kind, src, temperature=temperature, dtype="engine",
+                    target={"spec": None, "path": None, "hf_id": None},
+                    suite={"suite": "served requests", "items": None}, bundle=bundle, max_new_tokens=None)
+
+
+# ---- shared ------------------------------------------------------------------------------------------
+
+def _options_type(options: dict | None) -> str | None:
+    spec = (options or {}).get("speculative_config") or {}
+    return MODES.get(spec.get("decoding_type"))
+
+
+def _bundle_draft_len(options: dict) -> int | None:
+    spec = options.get("speculative_config") or {}
+    d = spec.get("max_draft_len") or spec.get("num_nextn_predict_layers")
+    return d if isinstance(d, int) and d >= 1 else None
+
+
+def _check_draft_len(reported: int, options: dict | None, draft_len: int | None, concurrency, where: str,
+                     profile: str) -> int:
+    """The D the engine ran: the report's, checked against the bundle's max_draft_len and schedule."""
+    if options is not None:
+        bundle_d = _bundle_draft_len(options)
+        if bundle_d is not None and bundle_d != reported:
+            raise UserError(f"{where} ran max_draft_len {reported}, the bundle's options say {bundle_d}: the "
+                            "report comes from another options file")
+        schedule = (options.get("speculative_config") or {}).get("draft_len_schedule") or {}
+        if draft_len is None and schedule and _num(concurrency):
+            from trtllm_spec.planner.schedule import draft_len_at
+
+            sched = {int(k): int(v) for k, v in schedule.items()}
+            scheduled = draft_len_at(sched, reported, profile, max(1, round(concurrency)))
+            if scheduled != reported:
+                raise UserError(f"{where} ran at concurrency {concurrency:.1f}, where the bundle's draft_len_schedule "
+                                f"(TensorRT-LLM {profile} rules) gives D = {scheduled}, not {reported}: the AL mixes "
+                                "draft lengths; use the report at concurrency 1 (report_c1.json) or give --draft-len")
+    if draft_len is not None and not 1 <= draft_len <= reported:
+        raise UserError(f"--draft-len {draft_len} must be in 1..{reported} (the max_draft_len the engine ran)")
+    return draft_len or reported
+
+
+def _profile(section: dict, d: int, kind: str, source: dict, *, temperature: float, dtype: str, target: dict,
+             suite: dict, bundle: Path | None, max_new_tokens) -> dict:
+    return {
+        "schema": SCHEMA, "engine": "trtllm", "source": source,
+        "drafter": {"type": kind, "path": None, "draft_len": d, "acceptance_kind": acceptance_kind(kind),
+                    "al_method": "measured_at_bundle_draft_len",
+                    **({"bundle": str(bundle.resolve())} if bundle else {})},
+        "target": target, "suite": suite,
+        "settings": {"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens,
+                     "seed": None, "machine": None},
+        "overall": section, "categories": {"all": dict(section)},
+    }
+
+
+# ---- the command -------------------------------------------------------------------------------------
+
+def bundle_context(bundle: Path | None) -> tuple[dict | None, str]:
+    """(the bundle's LLM API options, its TensorRT-LLM profile) or (None, "1.2") without a bundle."""
+    if bundle is None:
+        return None, "1.2"
+    from trtllm_spec.measure.trtllm_engine import load_bundle_options
+
+    options = load_bundle_options(bundle)
+    profile = "1.2"
+    resolved = bundle / "recipe.resolved.yaml"
+    if resolved.is_file():
+        from trtllm_spec.core.files import read_structured
+
+        data = read_structured(resolved, "bundle recipe", UserError)
+        version = ((data or {}).get("engine") or {}).get("trtllm_version") if isinstance(data, dict) else None
+        drafter = ((data or {}).get("drafter") or {}).get("type") if isinstance(data, dict) else None
+        if version and version != "auto":
+            profile = version
+        elif drafter in ("dflash", "dspark"):
+            profile = "1.3"
+    return options, profile
+
+
+def profile_from_engine(*, bench_report: Path | None, metrics: str | None, bundle: Path | None,
+                        draft_len: int | None, temperature: float) -> tuple[dict, list[Path]]:
+    """(profile, input files to hash) for ``measure --from-trtllm-bench`` / ``--from-trtllm-metrics``."""
+    if (bench_report is None) == (metrics is None):
+        raise UserError("give one of --from-trtllm-bench REPORT.json and --from-trtllm-metrics FILE|URL")
+    if draft_len is not None and draft_len < 1:
+        raise UserError(f"--draft-len {draft_len}: must be at least 1")
+    options, profile = bundle_context(bundle)
+    files = [bundle / "llm_api_options.yaml"] if bundle else []
+    if bench_report is not None:
+        prof = profile_from_bench_report(bench_report, options=options, draft_len=draft_len,
+                                         temperature=temperature, bundle=bundle, profile=profile)
+        files.append(bench_report)
+    else:
+        prof = profile_from_iteration_stats(metrics, options=options, draft_len=draft_len, temperature=temperature,
+                                            bundle=bundle)
+        if not metrics.startswith(("http://", "https://")):
+            files.append(Path(metrics))
+    from trtllm_spec.measure.profile import validate_profile
+
+    validate_profile(prof, f"profile from {prof['source']['kind']}")
+    return prof, files

@@ -1,0 +1,162 @@
+"""``trtllm-spec replan`` (what a bundle's ``replan.sh`` runs): the engine's own acceptance -> a new plan and options.
+
+Reads the bundle's ``llm_api_options.yaml`` and ``recipe.resolved.yaml``, turns a trtllm-bench report (or
+trtllm-serve iteration stats) into a speculation profile (engine_reports.py), plans again with it, and writes a
+new options file in which only what the plan decides changes (``max_draft_len``, ``draft_len_schedule`` /
+``max_concurrency``, the CUDA-graph sizes the schedule needs), plus a unified diff against the bundle's file.
+Everything goes to a new folder (default ``<bundle>/replan``); the bundle's own files are never written.
+
+The engine reports AL at the D it ran only, so the new plan holds AL flat above that D and interpolates below
+it (planner/acceptance.py): a replan can keep or lower D, never raise it past what was measured.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from pathlib import Path
+
+from trtllm_spec.errors import UserError
+
+OPTIONS_FILE = "llm_api_options.yaml"
+RECIPE_FILE = "recipe.resolved.yaml"
+
+
+def _bundle_recipe(bundle: Path, acceptance: Path):
+    from trtllm_spec.core.files import read_structured
+    from trtllm_spec.core.recipe import recipe_from_dict
+
+    path = bundle / RECIPE_FILE
+    if not path.is_file():
+        raise UserError(f"bundle {bundle} has no {RECIPE_FILE}; give the output folder of 'trtllm-spec build'")
+    data = read_structured(path, "bundle recipe", UserError)
+    if not isinstance(data, dict):
+        raise UserError(f"{path} must hold the recipe mapping 'trtllm-spec build' wrote")
+    if (bundle / "target" / "config.json").is_file():  # the target the bundle serves, copied into it
+        data.setdefault("target", {})["model"] = str((bundle / "target").resolve())
+    data.setdefault("planner", {})["acceptance"] = str(acceptance)
+    recipe = recipe_from_dict(data, str(path))
+    recipe._base_dir = bundle.resolve()
+    return recipe
+
+
+def replanned_options(old: dict, rec: dict, profile: str) -> tuple[dict, list[str]]:
+    """The bundle's options with the new plan's D and schedule (and nothing else changed), and notes."""
+    from trtllm_spec.build.trtllm_options import _cuda_graph_config
+    from trtllm_spec.build.trtllm_schema import validate_options
+    from trtllm_spec.core.trtllm_gates import cutoff_gate
+
+    new, notes = copy.deepcopy(old), []
+    d = int(rec["max_draft_len"])
+    schedule = {int(k): int(v) for k, v in (rec.get("draft_len_schedule") or {}).items()} or None
+    if d == 0:
+        new.pop("speculative_config", None)
+        notes.append("with the engine's acceptance the plan predicts no speedup at any planned batch size: the new "
+                     "options serve the target alone (speculative_config removed)")
+    else:
+        spec = new["speculative_config"]
+        if "num_nextn_predict_layers" in spec:  # MTP on 1.2: the layer count sets D
+            spec["num_nextn_predict_layers"] = d
+        else:
+            spec["max_draft_len"] = d
+        spec.pop("draft_len_schedule", None)
+        spec.pop("max_concurrency", None)
+        schedule, gates, reason = cutoff_gate(schedule, d, profile)
+        spec.update(gates)
+        if reason:
+            notes.append(reason)
+        if schedule:
+            spec["draft_len_schedule"] = dict(sorted(schedule.items()))
+    graphs = new.get("cuda_graph_config")
+    if isinstance(graphs, dict) and graphs.get("batch_sizes"):
+        new["cuda_graph_config"] = _cuda_graph_config(graphs["batch_sizes"], schedule if d else None,
+                                                      new.get("max_batch_size"))
+    validate_options(new, profile)
+    return new, notes
+
+
+def _diff(old_text: str, new_text: str, old_name: str, new_name: str) -> str:
+    lines = list(difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                      fromfile=old_name, tofile=new_name))
+    return "".join(lines) if lines else "# no change: the engine's acceptance leads to the same options\n"
+
+
+def _sched(rec: dict) -> str:
+    s = rec.get("draft_len_schedule")
+    return f"max_draft_len {rec['max_draft_len']}" + (f", draft_len_schedule {s}" if s else "")
+
+
+def summary_markdown(prof: dict, old_plan: dict | None, new_plan: dict, notes: list[str], diff_name: str) -> str:
+    ov, src = prof["overall"], prof["source"]
+    new = new_plan["recommendation"]
+    lines = ["# Re-plan from the engine's own acceptance", "",
+             f"- source: {src['kind']} `{src.get('file') or src.get('url')}`"
+             + (f" (TensorRT-LLM {src['trtllm_version']})" if src.get("trtllm_version") else ""),
+             f"- measured by the engine: AL **{ov['mean_acceptance_length']:.3f}** at D = {prof['drafter']['draft_len']}"
+             f" over {ov['num_prompts']} requests"
+             + (f", draft acceptance rate {ov['draft_acceptance_rate']:.3f}" if ov.get("draft_acceptance_rate") else "")]
+    if old_plan is not None:
+        old = old_plan["recommendation"]
+        old_al = {r["batch_size"]: r["acceptance_length"] for r in old["by_batch"]}
+        lines.append(f"- the bundle was planned with {old_plan['drafter']['acceptance'].get('source')}: "
+                     f"{_sched(old)}")
+        lines += ["", "| batch | planned D | planned AL | planned speedup | new D | new AL | new speedup |",
+                  "|---|---|---|---|---|---|---|"]
+        old_by = {r["batch_size"]: r for r in old["by_batch"]}
+        for r in new["by_batch"]:
+            o = old_by.get(r["batch_size"], {})
+            lines.append(f"| {r['batch_size']} | {o.get('draft_len', '-')} | "
+                         f"{old_al.get(r['batch_size'], float('nan')):.2f} | {o.get('speedup', float('nan')):.2f}x | "
+                         f"{r['draft_len']} | {r['acceptance_length']:.2f} | {r['speedup']:.2f}x |")
+    lines += ["", f"**New:** {_sched(new)}" if new["max_draft_len"] else "**New:** no speculation", ""]
+    lines += [f"- {n}" for n in notes]
+    lines += ["", f"Options: `llm_api_options.yaml` here, changes in `{diff_name}`; plan in `plan/`, the engine's "
+              "profile in `measured/`. The bundle's own files are unchanged: to adopt the new options, copy "
+              "`llm_api_options.yaml` over the bundle's (and into triton/*/1/model.yaml) and run bench.sh again.",
+              "", "The engine reports AL at the D it ran only: the plan holds AL flat above it, so D can only stay or "
+              "go down here; to try a larger D, bench a bundle built with it.", ""]
+    return "\n".join(lines)
+
+
+def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draft_len: int | None,
+           out: Path | None, force: bool, temperature: float = 0.0) -> dict:
+    """Write ``out`` (default ``bundle/replan``); returns {profile, plan, options, notes, out}."""
+    from trtllm_spec.build.trtllm_options import render_yaml
+    from trtllm_spec.core.files import atomic_dir, read_text, write_text_atomic
+    from trtllm_spec.core.provenance import provenance
+    from trtllm_spec.measure import write_measure_outputs
+    from trtllm_spec.measure.engine_reports import bundle_context, profile_from_engine
+    from trtllm_spec.plan_stage import compute_plan, write_plan_files
+
+    if not bundle.is_dir():
+        raise UserError(f"--bundle {bundle} is not a folder; give the output folder of 'trtllm-spec build'")
+    out = out if out is not None else bundle / "replan"
+    if out.resolve() == bundle.resolve() or (out.resolve() in bundle.resolve().parents):
+        raise UserError(f"--out {out} would replace the bundle {bundle}; the re-plan goes to a new folder "
+                        "(default <bundle>/replan)")
+    prof, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=bundle, draft_len=draft_len,
+                                      temperature=temperature)
+    old_options, profile = bundle_context(bundle)
+    old_plan_path = bundle / "report" / "plan.json"
+    old_plan = json.loads(old_plan_path.read_text()) if old_plan_path.is_file() else None
+    with atomic_dir(out, force=force) as tmp:
+        measured = tmp / "measured"
+        measured.mkdir()
+        write_measure_outputs(prof, measured, provenance({"replan": {"bundle": str(bundle)}}, files,
+                                                         {"source": prof["source"]}))
+        final_profile = out / "measured" / "speculation_profile.json"
+        recipe = _bundle_recipe(bundle, measured / "speculation_profile.json")
+        plan, _ = compute_plan(recipe)
+        plan = json.loads(json.dumps(plan).replace(str(measured / "speculation_profile.json"), str(final_profile)))
+        (tmp / "plan").mkdir()
+        write_plan_files(plan, tmp / "plan")
+        options, notes = replanned_options(old_options, plan["recommendation"], profile)
+        new_text = render_yaml(options, profile=profile)
+        old_text = read_text(bundle / OPTIONS_FILE, "bundle options", UserError)
+        write_text_atomic(tmp / OPTIONS_FILE, new_text)
+        diff_name = "llm_api_options.diff"
+        write_text_atomic(tmp / diff_name, _diff(old_text, new_text, f"{bundle.resolve().name}/{OPTIONS_FILE}",
+                                                 f"{out.name}/{OPTIONS_FILE}"))
+        write_text_atomic(tmp / "replan.md", summary_markdown(prof, old_plan, plan, notes, diff_name))
+    return {"profile": prof, "plan": plan, "options": options, "notes": notes, "out": out}
