@@ -25,9 +25,13 @@ def _default_out(recipe, out: Path | None, what: str) -> Path:
               "learning-rate schedule still spans drafter.training.max_steps.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out exactly where it stopped.")
 @click.option("--force", is_flag=True, help="Delete --out and start over.")
+@click.option("--estimate", is_flag=True, help="Print the budget (conversations, tokens, feature bytes vs free "
+              "disk, the regeneration batch's memory vs free memory, predicted times) and stop; exit 2 if it "
+              "cannot fit.")
+@click.option("--json", "as_json", is_flag=True, help="With --estimate: the budget as JSON.")
 @set_option
 def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume: bool, force: bool,
-              overrides: tuple[str, ...]) -> None:
+              estimate: bool, as_json: bool, overrides: tuple[str, ...]) -> None:
     """Train (or convert, or record) the recipe's drafter with NVIDIA ModelOpt and export it in the layout
     TensorRT-LLM loads (OUT/drafter). Regenerates training data with the target first (resumable)."""
     from trtllm_spec.core.recipe import load_recipe
@@ -36,9 +40,13 @@ def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume
     recipe = load_recipe(recipe_file, overrides)
     if max_steps is not None and max_steps < 1:
         raise UserError(f"--max-steps {max_steps}: must be at least 1")
+    folder = _default_out(recipe, out, "train")
+    if as_json and not estimate:
+        raise UserError("--json goes with --estimate (a training run reports on stderr and in train_summary.json)")
+    if estimate:
+        return _estimate(recipe, folder / "data", as_json)
     from trtllm_spec.train_stage import run_train
 
-    folder = _default_out(recipe, out, "train")
     last = {"t": 0.0}
 
     def on_step(rec: dict) -> None:
@@ -69,6 +77,24 @@ def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume
         s = result.summary
         extra = (f" (steps {s['steps']}, held-out acc {s.get('heldout_acc')})" if result.kind == "trained" else "")
         click.echo(f"{result.kind} drafter: {result.drafter_dir}{extra}")
+
+
+def _estimate(recipe, data_dir: Path, as_json: bool) -> None:
+    from trtllm_spec.cli.common import echo_json
+    from trtllm_spec.errors import UserError
+
+    if getattr(recipe.drafter, "training", None) is None or recipe.drafter.training.data.path:
+        raise UserError(f"--estimate: drafter {recipe.drafter.type} regenerates no data here (not trained, or "
+                        "data.path gives the conversations); nothing to estimate")
+    from trtllm_spec.data.backends import estimate_recipe
+
+    bud = estimate_recipe(recipe, data_dir)
+    if as_json:
+        echo_json(bud.as_dict())
+    else:
+        for line in bud.lines():
+            click.echo(line)
+    bud.check()
 
 
 def _remove_if_empty(folder: Path) -> None:

@@ -1,0 +1,131 @@
+"""Which engine writes the training replies, and the budget printed (and enforced) before it starts.
+
+``ours``: the in-process Llama-family decoder (``runtime/llama``); ``hf``: transformers on the chosen device, any
+architecture it loads (``data/regen_hf``); ``openai``: OpenAI-compatible chat-completions servers
+(``data/regen_openai``). ``auto`` picks ``ours`` for the families our decoder runs and ``hf`` for the rest.
+Every run records its measured tokens/s (``data/budget``) so the next budget predicts times on this machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from trtllm_spec.errors import UserError
+
+BACKENDS = ("auto", "ours", "hf", "openai")
+
+
+def resolve_backend(name: str, cfg: dict) -> str:
+    if name not in BACKENDS:
+        raise UserError(f"regeneration backend {name!r}: choose one of {', '.join(BACKENDS)}")
+    if name != "auto":
+        return name
+    from trtllm_spec.runtime.llama import SUPPORTED
+
+    return "ours" if cfg.get("model_type") in SUPPORTED else "hf"
+
+
+def capture_for(recipe, cfg: dict) -> tuple[int, ...]:
+    """The target layers offline EAGLE-3 training captures (empty: online training)."""
+    d = recipe.drafter
+    if d.type != "eagle3" or not d.training.data.offline_features:
+        return ()
+    from trtllm_spec.runtime.drafters.eagle3 import default_capture_layers
+
+    n = cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get("num_hidden_layers")
+    return tuple(sorted(d.layers_to_capture or default_capture_layers(n)))
+
+
+def estimate_recipe(recipe, data_dir: Path, device: str = "cpu", dtype: str = "bf16"):
+    """``train --estimate``: the budget of the recipe's data stage without starting it (a preset target works)."""
+    from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.data.regenerate import read_done
+    from trtllm_spec.errors import ShapeError
+
+    spec = recipe.target.model
+    p = Path(spec) if Path(spec).is_absolute() else recipe.base_dir / spec if recipe.base_dir else Path(spec)
+    try:
+        target = resolve_target(spec, recipe.base_dir)
+    except ShapeError:
+        if not p.is_dir():
+            raise
+        target = _target_for_budget(p)
+    backend = resolve_backend(recipe.drafter.training.data.regen_backend, target.config)
+    out = data_dir / "conversations.jsonl"
+    done = len(read_done(out)) if out.is_file() else 0
+    return budget_for(recipe, target, data_dir, backend=backend, device=device, dtype=dtype, done=done,
+                      capture=capture_for(recipe, target.config))
+
+
+def budget_for(recipe, target, data_dir: Path, *, backend: str, device: str = "cpu", dtype: str = "bf16",
+               done: int = 0, capture: tuple[int, ...] = ()):
+    from trtllm_spec.data.budget import estimate
+
+    gpu = recipe.hardware.gpu if device != "cpu" else None
+    return estimate(recipe, target, data_dir, backend=backend, device=device, dtype=dtype, done=done,
+                    capture=capture, gpu=gpu)
+
+
+def run_regeneration(recipe, items: list, target_dir: Path, out: Path, log: Callable[[str], None], *,
+                     capture: tuple[int, ...] = (), device: str = "cpu", dtype: str = "bf16"):
+    """Budget (printed; refused when it cannot fit), then the recipe's backend over ``items`` into ``out``."""
+    from trtllm_spec.data.budget import rate_key, record_rate
+    from trtllm_spec.data.regenerate import read_done
+
+    d = recipe.drafter.training.data
+    target = _target_for_budget(target_dir)
+    backend = resolve_backend(d.regen_backend, target.config)
+    ids = {it.id for it in items}
+    done = sum(1 for k in read_done(out) if k in ids) if out.is_file() else 0
+    bud = budget_for(recipe, target, out.parent, backend=backend, device=device, dtype=dtype, done=done,
+                     capture=capture)
+    for line in bud.lines():
+        log(line)
+    bud.check()
+    chat_template = recipe.resolve_path(recipe.target.chat_template)
+    progress = _progress(log)
+    common = dict(max_new_tokens=d.regen_max_new_tokens, temperature=0.0, seed=d.seed, chat_template=chat_template,
+                  progress=progress)
+    if backend == "openai":
+        from trtllm_spec.data.regen_openai import regenerate_openai
+
+        rep = regenerate_openai(items, target_dir, out, d.server, log=log, **common)
+    else:
+        from trtllm_spec.data.regenerate import regenerate
+
+        engine = None
+        if backend == "hf":
+            from trtllm_spec.data.regen_hf import HFEngine
+
+            engine = HFEngine(target_dir, dtype=dtype, device=device)
+        rep = regenerate(items, target_dir, out, batch_size=d.regen_batch_size, dtype=dtype, capture=capture,
+                         engine=engine, **common)
+    record_rate(rate_key("regen", target.config, backend=backend, device=device, dtype=dtype,
+                         batch=d.regen_batch_size), rep.generated_tokens, rep.seconds)
+    return rep
+
+
+def _target_for_budget(target_dir: Path):
+    """The target with its planner shape when the planner knows the family, else its config alone (training and
+    data need no planner shape)."""
+    from trtllm_spec.core.shape import load_config_json
+    from trtllm_spec.core.targets import ResolvedTarget, resolve_target
+    from trtllm_spec.errors import ShapeError
+
+    try:
+        return resolve_target(str(target_dir))
+    except ShapeError:
+        cfg, _ = load_config_json(target_dir)
+        return ResolvedTarget(str(target_dir), "path", None, target_dir, cfg.get("_name_or_path"), cfg)
+
+
+def _progress(log: Callable[[str], None]) -> Callable[[int, int, int], None]:
+    started = time.perf_counter()
+
+    def report(n: int, total: int, toks: int) -> None:
+        dt = max(1e-9, time.perf_counter() - started)
+        log(f"regenerate: {n}/{total} conversations, {toks} tokens ({toks / dt:.0f} tok/s)")
+
+    return report
