@@ -113,15 +113,29 @@ def data_group() -> None:
 @data_group.command("regenerate")
 @click.argument("recipe_file", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), help="JSONL file (default out/<recipe>/train/data/"
-              "conversations.jsonl); existing ids are skipped, so a rerun resumes.")
+              "conversations.jsonl, or conversations.shard-I-of-N.jsonl); existing ids are skipped, so a rerun "
+              "resumes.")
+@click.option("--backend", type=click.Choice(["auto", "ours", "hf", "openai"]),
+              help="Who writes the replies (default: drafter.training.data.regen_backend).")
+@click.option("--server-url", "server_urls", multiple=True, help="An OpenAI-compatible server (repeatable: "
+              "several spread the work); implies --backend openai.")
+@click.option("--concurrency", type=int, help="Requests in flight over all servers (server.concurrency).")
+@click.option("--timeout", "timeout_s", type=float, help="One request's timeout in seconds (server.timeout_s).")
+@click.option("--shard", help="I/N: only the I-th of N slices of the prompts (0 <= I < N), e.g. a SLURM array task.")
 @set_option
-def regenerate_cmd(recipe_file: Path, out: Path | None, overrides: tuple[str, ...]) -> None:
-    """Let the target answer the training prompts (batched; Ctrl-C keeps every finished batch)."""
+def regenerate_cmd(recipe_file: Path, out: Path | None, backend: str | None, server_urls: tuple[str, ...],
+                   concurrency: int | None, timeout_s: float | None, shard: str | None,
+                   overrides: tuple[str, ...]) -> None:
+    """Let the target answer the training prompts (batched; Ctrl-C keeps every finished batch). A budget is
+    printed first; a run that cannot fit the disk or memory is refused."""
     from trtllm_spec.core.recipe import load_recipe
     from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.data.backends import parse_shard, server_overrides
     from trtllm_spec.errors import UserError
     from trtllm_spec.train_stage import conversations, require_checkpoint
 
+    part = parse_shard(shard)
+    overrides = (*overrides, *server_overrides(backend, server_urls, concurrency, timeout_s))
     recipe = load_recipe(recipe_file, overrides)
     if getattr(recipe.drafter, "training", None) is None:
         raise UserError(f"drafter.type {recipe.drafter.type} is not trained, so it has no training data to "
@@ -130,8 +144,9 @@ def regenerate_cmd(recipe_file: Path, out: Path | None, overrides: tuple[str, ..
         raise UserError(f"drafter.training.data.path is {recipe.drafter.training.data.path}: this recipe trains on "
                         "those conversations, so there is nothing to regenerate; drop data.path to regenerate")
     target_dir = require_checkpoint(resolve_target(recipe.target.model, recipe.base_dir), "regeneration")
-    path = out or _default_out(recipe, None, "train") / "data" / "conversations.jsonl"
-    convs = conversations(recipe, target_dir, path.parent, _log, file_name=path.name)
+    name = "conversations.jsonl" if part is None else f"conversations.shard-{part[0]}-of-{part[1]}.jsonl"
+    path = out or _default_out(recipe, None, "train") / "data" / name
+    convs = conversations(recipe, target_dir, path.parent, _log, file_name=path.name, shard=part)
     click.echo(f"{len(convs)} conversations in {path}")
 
 

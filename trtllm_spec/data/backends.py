@@ -27,6 +27,40 @@ def resolve_backend(name: str, cfg: dict) -> str:
     return "ours" if cfg.get("model_type") in SUPPORTED else "hf"
 
 
+def parse_shard(value: str | None) -> tuple[int, int] | None:
+    """``I/N`` -> (I, N) with 0 <= I < N."""
+    if value is None:
+        return None
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise UserError(f"--shard {value!r}: give I/N with integers, e.g. --shard 0/4") from None
+    if n < 1 or not 0 <= i < n:
+        raise UserError(f"--shard {value}: needs 0 <= I < N (shards are numbered 0..N-1), e.g. --shard {n - 1}/{n}"
+                        if n >= 1 else f"--shard {value}: N must be at least 1")
+    return i, n
+
+
+def server_overrides(backend: str | None, urls: tuple[str, ...], concurrency: int | None,
+                     timeout_s: float | None) -> list[str]:
+    """``data regenerate``'s flags as recipe overrides (validated by the recipe like any ``--set``)."""
+    import json
+
+    pre = "drafter.training.data."
+    if urls and backend not in (None, "openai"):
+        raise UserError(f"--server-url goes with the openai backend, not --backend {backend}")
+    out = []
+    if backend or urls:
+        out.append(f"{pre}regen_backend={backend or 'openai'}")
+    if urls:
+        out.append(f"{pre}server.urls={json.dumps(list(urls))}")
+    if concurrency is not None:
+        out.append(f"{pre}server.concurrency={concurrency}")
+    if timeout_s is not None:
+        out.append(f"{pre}server.timeout_s={timeout_s}")
+    return out
+
+
 def capture_for(recipe, cfg: dict) -> tuple[int, ...]:
     """The target layers offline EAGLE-3 training captures (empty: online training)."""
     d = recipe.drafter

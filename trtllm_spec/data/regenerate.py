@@ -42,7 +42,7 @@ def read_done(path: Path) -> dict[str, dict]:
     return done
 
 
-def _rewrite_clean(path: Path, done: dict[str, dict]) -> None:
+def rewrite_clean(path: Path, done: dict[str, dict]) -> None:
     """Drop a torn tail so appends start on a clean line."""
     if not path.exists():
         return
@@ -81,7 +81,7 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
         raise UserError(f"{target_dir}: neither config.json nor the tokenizer names an EOS token")
     out.parent.mkdir(parents=True, exist_ok=True)
     done = read_done(out)
-    _rewrite_clean(out, done)
+    rewrite_clean(out, done)
     todo = [it for it in items if it.id not in done]
     params = SamplingParams(temperature=temperature)
     gen = torch.Generator().manual_seed(seed)
