@@ -188,13 +188,15 @@ def check_out(out: Path, resume: bool, force: bool, delete: bool = True) -> None
 
 def run_train(recipe: Recipe, out: Path, *, max_steps: int | None = None, resume: bool = False, force: bool = False,
               log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None) -> DrafterResult:
+    from trtllm_spec.data.backends import data_target  # issue 15: training needs no planner shape
+
     d = recipe.drafter
-    target = resolve_target(recipe.target.model, recipe.base_dir)
+    target = data_target(recipe.target.model, recipe.base_dir)
     if d.type == "ngram":
         return DrafterResult("none", None, {"note": "n-gram drafting needs no drafter"})
     if d.type == "draft_model":
         return _draft_model_record(recipe, target)
-    if d.type == "mtp" and target.shape.mtp_layers:
+    if d.type == "mtp" and target.shape is not None and target.shape.mtp_layers:
         return DrafterResult("native", None, {"num_nextn_predict_layers": target.shape.mtp_layers,
                                               "note": "the target's own MTP layers; nothing to train"})
     if d.checkpoint:

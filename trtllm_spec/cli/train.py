@@ -129,8 +129,7 @@ def regenerate_cmd(recipe_file: Path, out: Path | None, backend: str | None, ser
     """Let the target answer the training prompts (batched; Ctrl-C keeps every finished batch). A budget is
     printed first; a run that cannot fit the disk or memory is refused."""
     from trtllm_spec.core.recipe import load_recipe
-    from trtllm_spec.core.targets import resolve_target
-    from trtllm_spec.data.backends import parse_shard, server_overrides
+    from trtllm_spec.data.backends import data_target, parse_shard, server_overrides
     from trtllm_spec.errors import UserError
     from trtllm_spec.train_stage import conversations, require_checkpoint
 
@@ -143,7 +142,7 @@ def regenerate_cmd(recipe_file: Path, out: Path | None, backend: str | None, ser
     if recipe.drafter.training.data.path:
         raise UserError(f"drafter.training.data.path is {recipe.drafter.training.data.path}: this recipe trains on "
                         "those conversations, so there is nothing to regenerate; drop data.path to regenerate")
-    target_dir = require_checkpoint(resolve_target(recipe.target.model, recipe.base_dir), "regeneration")
+    target_dir = require_checkpoint(data_target(recipe.target.model, recipe.base_dir), "regeneration")
     name = "conversations.jsonl" if part is None else f"conversations.shard-{part[0]}-of-{part[1]}.jsonl"
     path = out or _default_out(recipe, None, "train") / "data" / name
     convs = conversations(recipe, target_dir, path.parent, _log, file_name=path.name, shard=part)

@@ -20,11 +20,15 @@ BACKENDS = ("auto", "ours", "hf", "openai")
 def resolve_backend(name: str, cfg: dict) -> str:
     if name not in BACKENDS:
         raise UserError(f"regeneration backend {name!r}: choose one of {', '.join(BACKENDS)}")
-    if name != "auto":
-        return name
     from trtllm_spec.runtime.llama import SUPPORTED
 
-    return "ours" if cfg.get("model_type") in SUPPORTED else "hf"
+    mt = cfg.get("model_type")
+    if name == "ours" and mt not in SUPPORTED:
+        raise UserError(f"regen_backend ours: our decoder runs {', '.join(SUPPORTED)} models, not {mt!r}; use "
+                        "--backend hf (transformers, any architecture) or openai (a server)")
+    if name != "auto":
+        return name
+    return "ours" if mt in SUPPORTED else "hf"
 
 
 def parse_shard(value: str | None) -> tuple[int, int] | None:
@@ -74,18 +78,9 @@ def capture_for(recipe, cfg: dict) -> tuple[int, ...]:
 
 def estimate_recipe(recipe, data_dir: Path, device: str = "cpu", dtype: str = "bf16"):
     """``train --estimate``: the budget of the recipe's data stage without starting it (a preset target works)."""
-    from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.data.regenerate import read_done
-    from trtllm_spec.errors import ShapeError
 
-    spec = recipe.target.model
-    p = Path(spec) if Path(spec).is_absolute() else recipe.base_dir / spec if recipe.base_dir else Path(spec)
-    try:
-        target = resolve_target(spec, recipe.base_dir)
-    except ShapeError:
-        if not p.is_dir():
-            raise
-        target = _target_for_budget(p)
+    target = data_target(recipe.target.model, recipe.base_dir)
     backend = resolve_backend(recipe.drafter.training.data.regen_backend, target.config)
     out = data_dir / "conversations.jsonl"
     done = len(read_done(out)) if out.is_file() else 0
@@ -141,18 +136,26 @@ def run_regeneration(recipe, items: list, target_dir: Path, out: Path, log: Call
     return rep
 
 
-def _target_for_budget(target_dir: Path):
-    """The target with its planner shape when the planner knows the family, else its config alone (training and
-    data need no planner shape)."""
+def data_target(spec: str, base_dir: Path | None = None):
+    """The target with its planner shape when the planner reads its config, else (a checkpoint folder the planner
+    cannot price) its config alone, ``shape`` None: regeneration, features and training need no planner shape."""
     from trtllm_spec.core.shape import load_config_json
     from trtllm_spec.core.targets import ResolvedTarget, resolve_target
     from trtllm_spec.errors import ShapeError
 
     try:
-        return resolve_target(str(target_dir))
+        return resolve_target(spec, base_dir)
     except ShapeError:
-        cfg, _ = load_config_json(target_dir)
-        return ResolvedTarget(str(target_dir), "path", None, target_dir, cfg.get("_name_or_path"), cfg)
+        p = Path(spec).expanduser()
+        p = p if p.is_absolute() or base_dir is None or p.exists() else base_dir / p
+        if not p.is_dir():
+            raise
+        cfg, _ = load_config_json(p)
+        return ResolvedTarget(spec, "path", None, p, cfg.get("_name_or_path"), cfg)
+
+
+def _target_for_budget(target_dir: Path):
+    return data_target(str(target_dir))
 
 
 def _progress(log: Callable[[str], None]) -> Callable[[int, int, int], None]:
