@@ -12,6 +12,7 @@ PY=${PYTHON:-python3}
 # shellcheck disable=SC2086
 .venv/bin/python -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
 extras="train,triton"
-if [ "${1:-}" = "--dev" ]; then extras="$extras,dev"; fi
+# --dev adds the test tools and the llama.cpp server (serve extra) the openai backend's tests run for real
+if [ "${1:-}" = "--dev" ]; then extras="$extras,dev,serve"; fi
 .venv/bin/python -m pip install -q -e ".[$extras]"
 echo "trtllm-spec installed in .venv ($(.venv/bin/trtllm-spec --version))"

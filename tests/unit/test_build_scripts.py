@@ -171,3 +171,20 @@ def test_legacy_engine_commands():
 def test_bad_inputs_rejected(call, match):
     with pytest.raises(UserError, match=match):
         call()
+
+
+def test_data_scripts_serve_without_speculation_and_shard(tmp_path):
+    import subprocess
+
+    from trtllm_spec.build.data_scripts import data_options, data_sbatch, data_sh
+
+    assert data_options({"speculative_config": {"decoding_type": "Eagle"}, "max_batch_size": 8}) == \
+        {"max_batch_size": 8}
+    sh, sb = data_sh(model="target"), data_sbatch(job_name="d", shards=4, gpus_per_node=8, model="target")
+    for text in (sh, sb):
+        assert "trtllm-serve target --extra_llm_api_options llm_api_options.data.yaml" in text
+        assert "trtllm-spec data regenerate recipe.resolved.yaml --server-url" in text
+        f = tmp_path / "s.sh"
+        f.write_text(text)
+        assert subprocess.run(["bash", "-n", str(f)]).returncode == 0
+    assert "#SBATCH --array=0-3" in sb and '--shard "$SLURM_ARRAY_TASK_ID/$N"' in sb and "--shard" not in sh

@@ -96,6 +96,9 @@ def engine(ctx: BuildContext) -> StageResult:
     if rec["max_draft_len"] == 0:
         files += _speculative_alternative(ctx, model, spec_model, extra)
     files += _multinode(ctx, model)
+    from trtllm_spec.build.data_scripts import write_data_scripts  # issue 15: data.sh / data.sbatch
+
+    files += write_data_scripts(ctx, model, write_text_atomic, render_yaml)
     if r.engine.backend == "tensorrt":
         files += _legacy_engines(ctx, model, spec_model, max_bs)
     return StageResult("engine", "done", detail=f"{', '.join(files)}; model {model}"

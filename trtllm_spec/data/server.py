@@ -1,0 +1,86 @@
+"""A real OpenAI-compatible server on this machine: llama.cpp through ``llama-cpp-python[server]`` (our ``serve``
+extra), serving the GGUF a model asset ships (``assets serve smollm2-135m --port P``, and the tests' fixture).
+
+The server is a child process on 127.0.0.1 by default; ``LocalServer`` waits until ``GET /v1/models`` answers and
+stops its own process (terminate, then kill) when closed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from trtllm_spec.errors import DependencyMissing, UserError
+
+
+def serve_command(gguf: Path, *, host: str = "127.0.0.1", port: int = 8000, threads: int = 2, ctx: int = 4096,
+                  alias: str | None = None) -> list[str]:
+    """``python -m llama_cpp.server`` over ``gguf`` (its chat template comes from the GGUF's metadata)."""
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", host, "--port", str(port),
+           "--n_threads", str(threads), "--n_ctx", str(ctx)]
+    return cmd + (["--model_alias", alias] if alias else [])
+
+
+def require_llama_cpp() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
+        raise DependencyMissing("serving a GGUF needs llama-cpp-python's server: pip install 'trtllm-spec[serve]' "
+                                "(compiles llama.cpp, ~7 minutes on 2 cores)")
+
+
+class LocalServer:
+    def __init__(self, gguf: Path, *, host: str = "127.0.0.1", port: int = 8000, threads: int = 2, ctx: int = 4096,
+                 alias: str | None = None, log_file: Path | None = None):
+        require_llama_cpp()
+        if not Path(gguf).is_file():
+            raise UserError(f"{gguf} does not exist; 'trtllm-spec assets serve' fetches the asset's GGUF itself")
+        self.url = f"http://{host}:{port}"
+        self.cmd = serve_command(gguf, host=host, port=port, threads=threads, ctx=ctx, alias=alias)
+        self.log_file = log_file
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 180.0) -> LocalServer:
+        if _answers(self.url):
+            raise UserError(f"{self.url} already answers: something else serves on that port; choose another --port")
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise UserError(f"the llama.cpp server exited with code {self.proc.returncode} before answering "
+                                f"({' '.join(self.cmd)}); see {self.log_file or 'its output'}")
+            if _answers(self.url):
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise UserError(f"the llama.cpp server did not answer {self.url}/v1/models within {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/v1/models", timeout=2) as r:
+            return isinstance(json.loads(r.read()), dict)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
