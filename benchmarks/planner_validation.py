@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from trtllm_spec.core.hardware import load_hardware
 from trtllm_spec.core.recipe import Eagle3Drafter, MTPDrafter
 from trtllm_spec.core.targets import resolve_shape
+from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
 from trtllm_spec.planner.cost import Parallelism, Precision
 from trtllm_spec.planner.plan import PlanRequest, make_plan
@@ -74,7 +75,7 @@ def predict(p: Point) -> dict:
         target=resolve_shape(p.target), hardware=load_hardware(p.gpu), drafter=p.drafter,
         workload=Workload((p.batch,), p.isl, p.osl), par=p.par, num_gpus=p.num_gpus,
         precision=Precision(weight=p.weights), acceptance=table(p.al, p.source, measured=True),
-        max_draft_len=d_max, compare=False,
+        max_draft_len=d_max, compare=False, mechanisms=MECHANISMS,
     )
     plan = make_plan(req)
     by_d = {c["draft_len"]: c for c in plan["candidates"]}

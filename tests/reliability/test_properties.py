@@ -128,8 +128,8 @@ def test_plan_step_time_and_schedule(data, tmp_path):
     import json
 
     from trtllm_spec.core.recipe import recipe_from_dict
-    from trtllm_spec.plan_stage import compute_plan
     from trtllm_spec.planner.schedule import check_schedule, draft_len_at
+    from trtllm_spec.stages.plan import compute_plan
 
     rates = data.pop("_rates", None)
     if rates is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trtllm_spec.build import scripts
+from trtllm_spec.deploy import scripts
 from trtllm_spec.errors import UserError
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="bash not found")

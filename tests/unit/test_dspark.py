@@ -28,7 +28,7 @@ def _recipe(target: Path, data: Path | None = None, **drafter):
 
 @pytest.fixture(scope="module")
 def dspark_run(tiny_target, tmp_path_factory):
-    from trtllm_spec.train_stage import run_train
+    from trtllm_spec.stages.drafter import run_train
 
     convs = write_conversations(tmp_path_factory.mktemp("data") / "c.jsonl", 24)
     out = tmp_path_factory.mktemp("dspark") / "train"

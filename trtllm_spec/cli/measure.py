@@ -19,14 +19,6 @@ def _categories(value: str | None) -> list[str] | None:
     return [c for c in value.replace(" ", "").split(",") if c]
 
 
-def _input_files(target: Path | None, drafter: str | None) -> list[Path]:
-    files: list[Path] = []
-    for folder in (target, Path(drafter) if drafter and drafter != "ngram" else None):
-        if folder is not None and folder.is_dir():
-            files += sorted(p for p in folder.iterdir() if p.suffix in (".json", ".safetensors", ".jinja"))
-    return files
-
-
 @main.command("measure")
 @click.option("--target", required=True, help="Target HF checkpoint folder or fetched asset (e.g. smollm2-135m).")
 @click.option("--drafter", help="Exported drafter folder (EAGLE-3, EAGLE-1/MTP head, DFlash/DSpark), a draft model "
@@ -61,51 +53,17 @@ def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: 
     Example: trtllm-spec measure --target smollm2-135m --drafter ngram --draft-len 4 --categories coding,math
     --num-prompts 2 --out measure/
     """
-    from trtllm_spec.core.files import atomic_dir, check_output_dir
-    from trtllm_spec.core.provenance import provenance
     from trtllm_spec.errors import CheckFailed, UserError
-    from trtllm_spec.measure import write_measure_outputs
     from trtllm_spec.measure.report import lossless_problem
+    from trtllm_spec.stages.measure import run_measure
 
     if out is None and not as_json:
         raise UserError("measure needs --out DIR (files) or --json (stdout), or both")
-    sweep = parse_int_list(block_sweep, "--block-sweep")
-    cats = _categories(categories)
-    if engine == "pytorch":
-        if bundle is not None:
-            raise UserError("--bundle is read by --engine trtllm only; drop it or add --engine trtllm")
-        if drafter is None or draft_len is None:
-            raise UserError("--engine pytorch needs --drafter (folder or 'ngram') and --draft-len D")
-    elif bundle is None:
-        raise UserError("--engine trtllm needs --bundle DIR (a 'trtllm-spec build' folder with llm_api_options.yaml)")
-    elif drafter is not None or sweep:
-        raise UserError("--engine trtllm measures the bundle's drafter at its max_draft_len; drop --drafter and "
-                        "--block-sweep")
-    inputs = tuple(Path(p) for p in (target, drafter) if p and p != "ngram" and Path(p).is_dir())
-    if out is not None:
-        check_output_dir(out, force, inputs)  # fail before minutes of decoding, not after
-    common = dict(suite=suite, categories=cats, num_prompts=num_prompts, max_new_tokens=max_new_tokens,
-                  temperature=temperature, seed=seed, chat_template=chat_template, progress=_log)
-    if engine == "pytorch":
-        from trtllm_spec.measure.run import measure
-
-        profile = measure(target, drafter, draft_len, dtype=dtype, block_sweep=sweep, device=device, **common)
-    else:
-        from trtllm_spec.measure.trtllm_engine import measure_trtllm
-
-        profile = measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
-    if out is not None:
-        target_path = Path(profile["target"]["path"])
-        args = {"target": target, "drafter": drafter, "draft_len": draft_len, "engine": engine,
-                "bundle": str(bundle) if bundle else None, "suite": suite, "categories": cats,
-                "num_prompts": num_prompts, "max_new_tokens": max_new_tokens, "temperature": temperature,
-                "dtype": dtype, "seed": seed, "device": device,
-                "chat_template": str(chat_template) if chat_template else None,
-                "block_sweep": sweep}
-        prov = provenance({"measure": args}, _input_files(target_path, drafter),
-                          {"settings": profile["settings"], "suite": profile["suite"]})
-        with atomic_dir(out, force=force, inputs=inputs) as tmp:
-            write_measure_outputs(profile, tmp, prov)
+    profile = run_measure(target, drafter, draft_len, engine=engine, bundle=bundle, out=out, force=force,
+                          block_sweep=parse_int_list(block_sweep, "--block-sweep"), suite=suite,
+                          categories=_categories(categories), num_prompts=num_prompts, max_new_tokens=max_new_tokens,
+                          temperature=temperature, seed=seed, dtype=dtype, device=device,
+                          chat_template=chat_template, progress=_log)
     if as_json:
         echo_json(profile)
     ov = profile["overall"]

@@ -98,7 +98,7 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     recipe = recipe_from_dict(data, str(recipe_file or "plan flags"))
     if recipe_file is not None:
         recipe._base_dir = recipe_file.resolve().parent
-    from trtllm_spec.plan_stage import run_plan
+    from trtllm_spec.stages.plan import run_plan
 
     result = run_plan(recipe, out, force=force, category=category)
     if as_json:

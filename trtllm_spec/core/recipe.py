@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -17,11 +17,16 @@ from trtllm_spec.core.files import parse_yaml, read_structured
 from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
 
-DRAFTER_TYPES = ("eagle3", "mtp", "dflash", "dspark", "draft_model", "ngram")
 TRTLLM_PROFILES = ("1.2", "1.3")
-# DFlash/DSpark decoding configs first appear in TensorRT-LLM 1.3 (1.3.0rc docs: DFlashDecodingConfig)
-MIN_TRTLLM = {"dflash": "1.3", "dspark": "1.3"}
 MAX_DRAFT_LEN_LIMIT = 64
+
+
+def block_drafts(block_size: int, shift_label: bool) -> tuple[int, str]:
+    """(drafts per block, the formula) for a block drafter. Block position 0 holds the anchor (the last
+    verified token): DFlash predicts positions 1..block_size-1; a drafter trained with next-token alignment
+    (``shift_label``, DSpark's only mode) predicts from position 0, so all block_size positions are drafts
+    (sources on ``drafters.dflash.DSpark``)."""
+    return (block_size, "block_size") if shift_label else (block_size - 1, "block_size - 1")
 
 
 # ---- drafter training --------------------------------------------------------------------------------
@@ -87,19 +92,50 @@ class ConvertSource(StrictModel):
 # ---- drafters (tagged union on `type`) -------------------------------------------------------------
 
 class _Drafter(StrictModel):
+    """A drafter section. The class variables and ``check`` are the recipe-side facts of the mechanism (the
+    descriptor in ``trtllm_spec.drafters`` reads them, so each is written once)."""
+
+    # TensorRT-LLM release whose LLM API first has this decoding config
+    min_trtllm: ClassVar[str] = "1.2"
+    # the legacy TensorRT-engine backend runs only draft/target speculation (1.2 docs)
+    tensorrt_backend: ClassVar[bool] = False
+
     checkpoint: str | None = Field(None, description="an exported drafter folder to reuse as is")
+
+    def check(self, recipe: Recipe) -> None:
+        """Rules that tie this section to the rest of the recipe; raise ValueError naming the field."""
 
 
 class _Trained(_Drafter):
     num_layers: int = Field(1, ge=1, le=64)
     training: TrainingConfig = TrainingConfig()
 
+    def offline_features(self) -> bool:
+        """Whether training reads the target's features captured during regeneration (EAGLE-3 only)."""
+        return False
+
+    def check(self, recipe: Recipe) -> None:
+        if self.training.feature_noise and not self.offline_features():
+            raise ValueError(f"drafter.training.feature_noise = {self.training.feature_noise} perturbs the target "
+                             "features of offline EAGLE-3 training; set it to 0 or use drafter.type: eagle3 with "
+                             "drafter.training.data.offline_features: true")
+
 
 class Eagle3Drafter(_Trained):
     type: Literal["eagle3"] = "eagle3"
     draft_vocab_size: int | None = Field(None, ge=1, description="None = the target's full vocabulary")
     layers_to_capture: list[int] | None = None
-    convert_from: ConvertSource | None = None
+    convert_from: ConvertSource | None = Field(None, description="a SafeAILab EAGLE or speculators EAGLE-3 "
+                                               "checkpoint to convert instead of training")
+
+    def offline_features(self) -> bool:
+        return self.training.data.offline_features
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Eagle3Drafter:
+        if self.convert_from is not None and self.checkpoint:
+            raise ValueError("drafter.checkpoint and drafter.convert_from both name a drafter; keep one")
+        return self
 
 
 class MTPDrafter(_Trained):
@@ -110,16 +146,42 @@ class MTPDrafter(_Trained):
     num_layers: int | None = Field(None, ge=1, le=64, description="None: the target's native MTP layers, else 1")
     draft_vocab_size: int | None = Field(None, ge=1, description="trained head only; None = the full vocabulary")
 
+    def check(self, recipe: Recipe) -> None:
+        if self.training.init_from_target == "last_layer":
+            raise ValueError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide "
+                             "first layer and fc); for an mtp head use none or lm_head")
+        super().check(recipe)
+
 
 class DFlashDrafter(_Trained):
+    # DFlash/DSpark decoding configs first appear in TensorRT-LLM 1.3 (1.3.0rc docs: DFlashDecodingConfig)
+    min_trtllm: ClassVar[str] = "1.3"
+    shift_label: ClassVar[bool] = False  # see block_drafts
+
     type: Literal["dflash"] = "dflash"
     num_layers: int = Field(2, ge=1, le=64)
     block_size: int = Field(16, ge=2, le=64)
     mask_token: str | int | None = Field(None, description="token (or id) the block is filled with")
     target_layer_ids: list[int] | None = None
 
+    @property
+    def max_draft_len(self) -> int:
+        return block_drafts(self.block_size, self.shift_label)[0]
+
+    def check(self, recipe: Recipe) -> None:
+        most, formula = block_drafts(self.block_size, self.shift_label)
+        if isinstance(recipe.draft_len, int) and recipe.draft_len > most:
+            raise ValueError(f"draft_len = {recipe.draft_len} exceeds what a block of {self.block_size} drafts "
+                             f"({formula} = {most}); raise drafter.block_size")
+        if self.training.seq_len % self.block_size:
+            raise ValueError(f"drafter.training.seq_len = {self.training.seq_len} is not divisible by "
+                             f"drafter.block_size = {self.block_size}; DFlash trains on whole blocks")
+        super().check(recipe)
+
 
 class DSparkDrafter(DFlashDrafter):
+    shift_label: ClassVar[bool] = True  # ModelOpt's DSpark trains next-token aligned only (block_drafts)
+
     type: Literal["dspark"] = "dspark"
     markov_head_type: Literal["vanilla", "gated", "rnn"] = "vanilla"
     markov_rank: int = Field(64, ge=1, le=4096, description="rank of the Markov head's low-rank transition "
@@ -127,6 +189,8 @@ class DSparkDrafter(DFlashDrafter):
 
 
 class DraftModelDrafter(_Drafter):
+    tensorrt_backend: ClassVar[bool] = True
+
     type: Literal["draft_model"] = "draft_model"
     model: str = Field(description="path, preset name or fetched asset of a small LLM with the same tokenizer")
 
@@ -139,10 +203,14 @@ class NGramDrafter(_Drafter):
     is_public_pool: bool = True
 
 
+DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter)
 DrafterConfig = Annotated[
     Eagle3Drafter | MTPDrafter | DFlashDrafter | DSparkDrafter | DraftModelDrafter | NGramDrafter,
     Field(discriminator="type"),
 ]
+# the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
+DRAFTER_TYPES = tuple(get_args(c.model_fields["type"].annotation)[0] for c in DRAFTER_CLASSES)
+DRAFTER_CLASS = dict(zip(DRAFTER_TYPES, DRAFTER_CLASSES, strict=True))
 
 
 # ---- the other sections -----------------------------------------------------------------------------
@@ -271,26 +339,12 @@ class Recipe(StrictModel):
         if isinstance(self.draft_len, int) and self.draft_len > self.planner.max_draft_len:
             raise ValueError(f"draft_len = {self.draft_len} exceeds planner.max_draft_len = "
                              f"{self.planner.max_draft_len}; raise planner.max_draft_len")
-        if isinstance(d, DFlashDrafter):
-            if isinstance(self.draft_len, int) and self.draft_len > d.block_size - 1:
-                raise ValueError(f"draft_len = {self.draft_len} exceeds what a block of {d.block_size} drafts "
-                                 f"(block_size - 1 = {d.block_size - 1}); raise drafter.block_size")
-            if d.training.seq_len % d.block_size:
-                raise ValueError(f"drafter.training.seq_len = {d.training.seq_len} is not divisible by "
-                                 f"drafter.block_size = {d.block_size}; DFlash trains on whole blocks")
-        if isinstance(d, MTPDrafter) and d.training.init_from_target == "last_layer":
-            raise ValueError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide "
-                             "first layer and fc); for an mtp head use none or lm_head")
-        if isinstance(d, _Trained) and d.training.feature_noise and not (
-                isinstance(d, Eagle3Drafter) and d.training.data.offline_features):
-            raise ValueError(f"drafter.training.feature_noise = {d.training.feature_noise} perturbs the target features "
-                             "of offline EAGLE-3 training; set it to 0 or use drafter.type: eagle3 with "
-                             "drafter.training.data.offline_features: true")
-        need = MIN_TRTLLM.get(d.type)
-        if need and self.engine.trtllm_version not in ("auto", need):
+        d.check(self)
+        need, version = d.min_trtllm, self.engine.trtllm_version
+        if version != "auto" and TRTLLM_PROFILES.index(version) < TRTLLM_PROFILES.index(need):
             raise ValueError(f"drafter {d.type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}); "
                              f"set engine.trtllm_version: '{need}'")
-        if self.engine.backend == "tensorrt" and d.type != "draft_model":
+        if self.engine.backend == "tensorrt" and not d.tensorrt_backend:
             raise ValueError(f"engine.backend 'tensorrt' does not run {d.type} (EAGLE-3, MTP, n-gram and DFlash are "
                              "PyTorch-backend only); use engine.backend: pytorch")
         return self
@@ -299,7 +353,7 @@ class Recipe(StrictModel):
     def trtllm_profile(self) -> str:
         if self.engine.trtllm_version != "auto":
             return self.engine.trtllm_version
-        return MIN_TRTLLM.get(self.drafter.type, "1.2")
+        return self.drafter.min_trtllm
 
     @property
     def base_dir(self) -> Path:

@@ -27,6 +27,24 @@ class MTP(Mechanism):
     def default_acceptance(self, target: ModelShape, cfg: MTPDrafter) -> AcceptanceModel:
         return table(MTP_AL, MTP_SOURCE + ("" if target.mtp_layers else "; assumed for a trained MTP head"))
 
+    def source(self, cfg: MTPDrafter, target: ModelShape) -> str:
+        # the target's own MTP layers need nothing (needs_training stays False: that is what TensorRT-LLM
+        # serves); a target without them gets a trained EAGLE-MTP head
+        if target.mtp_layers:
+            return "native"
+        return "reuse" if cfg.checkpoint else "train"
+
+    def recognises(self, cfg: dict) -> bool:
+        from trtllm_spec.drafters.eagle3 import is_eagle_layout
+
+        return is_eagle_layout(cfg) and (cfg.get("eagle_config") or {}).get("use_aux_hidden_state") is False
+
+    def load_runtime(self, folder, target, max_len: int):
+        # an EAGLE-MTP head is an EAGLE layout without fc (see runtime/drafters/eagle3.py)
+        from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter as Runtime
+
+        return Runtime(folder, target, max_len=max_len)
+
     def _layers(self, target: ModelShape, cfg: MTPDrafter) -> int:
         return cfg.num_layers or target.mtp_layers or 1
 

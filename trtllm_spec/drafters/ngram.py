@@ -27,6 +27,9 @@ class NGram(Mechanism):
     def default_acceptance(self, target: ModelShape, cfg: NGramDrafter) -> AcceptanceModel:
         return chain(NGRAM_RATES, NGRAM_SOURCE)
 
+    def measure_spec(self, drafter_dir) -> str:
+        return "ngram"  # the reference decoder's prompt-lookup drafter
+
     def cost(self, target: ModelShape, cfg: NGramDrafter) -> DraftCost:
         # matching runs on the host once per iteration (TensorRT-LLM blog 7: "<15% of iteration latency")
         return DraftCost(passes=(), drafter_layers=0, weight_params=0.0, kv_shape=None, sequential=False)

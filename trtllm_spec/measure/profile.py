@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from trtllm_spec.errors import UserError
 
 SCHEMA = "trtllm-spec/speculation_profile/v1"
-CHAIN_KINDS = ("eagle3", "mtp", "draft_model", "ngram")
-BLOCK_KINDS = ("dflash", "dspark")
 SECTION_KEYS = ("num_prompts", "generated_tokens", "iterations", "mean_acceptance_length", "conditional_rates",
                 "marginal_rates", "acceptance_length", "al_histogram", "tokens_per_s_target", "tokens_per_s_spec",
                 "speedup", "identical_outputs", "token_agreement")
@@ -36,8 +34,11 @@ TOP_KEYS = ("schema", "engine", "drafter", "target", "suite", "settings", "overa
 
 
 def acceptance_kind(drafter_type: str) -> str:
-    """'block' for DFlash/DSpark (AL measured per D), 'chain' for the rest (AL(d) from one run)."""
-    return "block" if drafter_type in BLOCK_KINDS else "chain"
+    """'block' for DFlash/DSpark (AL measured per D), 'chain' for the rest (AL(d) from one run): the
+    descriptor's ``acceptance_kind``."""
+    from trtllm_spec.drafters.registry import get
+
+    return get(drafter_type).acceptance_kind
 
 
 @dataclass

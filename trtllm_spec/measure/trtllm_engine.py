@@ -229,11 +229,13 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
                               reference=[list(ref_outs[i].token_ids) for i in idx] if ref_outs else None,
                               outputs=[list(spec_outs[i].token_ids) for i in idx], greedy=greedy)
 
+    from trtllm_spec.measure.profile import acceptance_kind
+
     kind = DECODING_TYPES[options["speculative_config"]["decoding_type"]]
     return {
         "schema": "trtllm-spec/speculation_profile/v1", "engine": "trtllm",
         "drafter": {"type": kind, "path": options["speculative_config"].get("speculative_model"), "draft_len": d,
-                    "acceptance_kind": "block" if kind in ("dflash", "dspark") else "chain",
+                    "acceptance_kind": acceptance_kind(kind),
                     "al_method": "measured_at_bundle_draft_len", "bundle": str(Path(bundle).resolve())},
         "target": target_summary(target_dir, target_path, target_cfg),
         "suite": {**suite_provenance(items), "seed": seed, "num_prompts_per_category": num_prompts,

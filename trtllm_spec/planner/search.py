@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from trtllm_spec.core.hardware import Hardware
 from trtllm_spec.core.shape import ModelShape
-from trtllm_spec.drafters.base import DraftCost, Mechanism
 from trtllm_spec.planner.acceptance import AcceptanceModel
 from trtllm_spec.planner.cost import (
     Breakdown,
@@ -28,6 +27,7 @@ from trtllm_spec.planner.cost import (
     kv_bytes_per_token_per_gpu,
     weight_bytes_per_gpu,
 )
+from trtllm_spec.planner.mechanism import DraftCost, MechanismModel
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Workload:
 class MechanismPlan:
     """A mechanism as the search sees it: its descriptor, recipe config, acceptance and cost."""
 
-    mechanism: Mechanism
+    mechanism: MechanismModel
     config: object
     acceptance: AcceptanceModel
     cost: DraftCost

@@ -7,9 +7,10 @@ from trtllm_spec.core.recipe import Recipe
 
 def check_recipe_inputs(recipe: Recipe) -> list[str]:
     """Raise on anything that cannot resolve; return notes worth telling the user."""
+    from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.inputs import plan_inputs
 
-    inputs = plan_inputs(recipe)
+    inputs = plan_inputs(recipe, mechanisms=MECHANISMS)
     notes = []
     t = inputs.target
     if t.kind == "preset":
