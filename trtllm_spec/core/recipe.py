@@ -105,14 +105,14 @@ class _Drafter(StrictModel):
     def check(self, recipe: Recipe) -> None:
         """Rules that tie this section to the rest of the recipe; raise ValueError naming the field."""
 
+    def offline_features(self) -> bool:
+        """Whether training reads the target's features captured during regeneration (EAGLE-3 only)."""
+        return False
+
 
 class _Trained(_Drafter):
     num_layers: int = Field(1, ge=1, le=64)
     training: TrainingConfig = TrainingConfig()
-
-    def offline_features(self) -> bool:
-        """Whether training reads the target's features captured during regeneration (EAGLE-3 only)."""
-        return False
 
     def check(self, recipe: Recipe) -> None:
         if self.training.feature_noise and not self.offline_features():

@@ -19,6 +19,16 @@ class Mechanism:
     acceptance_kind: ClassVar[str]  # "chain" (AL(D) from one run) or "block" (measure each D)
     needs_training: ClassVar[bool] = False
     recognised_last: ClassVar[bool] = False  # a plain model layout that drafter layouts must be tried before
+    # ModelOpt (modelopt.torch.speculative): the mode that trains it ("eagle" | "dflash"; None: not trained)
+    # and, for "eagle", the preset config in modelopt.torch.speculative.config
+    modelopt_mode: ClassVar[str | None] = None
+    modelopt_preset: ClassVar[str | None] = None
+    # trained with TensorRT-LLM's Eagle3DecoderLayer first-layer form (train.modelopt_setup.align_eagle3_first_layer)
+    trtllm_first_layer: ClassVar[bool] = False
+    # the drafter reads the target's hidden states, so its hidden_size must be the target's
+    shares_target_hidden: ClassVar[bool] = True
+    # decoding_type tags TensorRT-LLM's LLM API accepts for it (the first is what we write)
+    decoding_types: ClassVar[tuple[str, ...]] = ()
     summary: ClassVar[str] = ""
 
     @property
@@ -51,6 +61,15 @@ class Mechanism:
     def measure_spec(self, drafter_dir: Path | None) -> str | None:
         """What the reference decoder loads for this drafter (``measure --drafter``); None: nothing here."""
         return str(drafter_dir) if drafter_dir is not None else None
+
+    def modelopt_architecture(self, cfg) -> dict:
+        """Entries this mechanism adds to ModelOpt's ``<mode>_architecture_config``."""
+        return {}
+
+    def build_refusal(self, cfg, target: ModelShape) -> tuple[str, str] | None:
+        """(what the target lacks, why) when ``build`` cannot bundle this drafter for this target although
+        train / measure / plan can; None when it can."""
+        return None
 
     def recognises(self, cfg: dict) -> bool:
         """Whether an exported folder's config.json holds this mechanism's drafter (torch-free)."""

@@ -21,6 +21,8 @@ class DFlash(Mechanism):
     title = "DFlash"
     acceptance_kind = "block"
     needs_training = True
+    modelopt_mode = "dflash"
+    decoding_types = ("DFlash",)
     summary = "decoder layers fused with target hidden states denoise a block of mask tokens in one pass"
 
     def default_config(self) -> DFlashDrafter:
@@ -111,8 +113,14 @@ class DSpark(DFlash):
     def default_config(self) -> DSparkDrafter:
         return DSparkDrafter()
 
+    decoding_types = ("DSpark",)
+
     def _head_params(self, target: ModelShape) -> float:
         return 2 * target.hidden_size * target.hidden_size  # assumption: a small gated head, ~2 H x H
+
+    def modelopt_architecture(self, cfg: DSparkDrafter) -> dict:
+        # ModelOpt 0.47: DSpark = the dflash mode with projector_type "dspark" (REFERENCE.md section 6)
+        return {"projector_type": "dspark", "markov_head_type": cfg.markov_head_type, "markov_rank": cfg.markov_rank}
 
     def trtllm_speculative_config(self, cfg: DSparkDrafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, **extra) -> dict:

@@ -21,6 +21,8 @@ class DraftModel(Mechanism):
     title = "draft model"
     acceptance_kind = "chain"
     recognised_last = True
+    shares_target_hidden = False  # its own model: only the vocabulary must match
+    decoding_types = ("Draft_Target", "DraftTarget")
     summary = "a small independent LLM with the same tokenizer drafts D tokens sequentially"
 
     def __init__(self, resolve_shape: Callable[[str], ModelShape] | None = None) -> None:

@@ -33,6 +33,9 @@ class Eagle3(Mechanism):
     title = "EAGLE-3"
     acceptance_kind = "chain"
     needs_training = True
+    modelopt_mode, modelopt_preset = "eagle", "EAGLE3_DEFAULT_CFG"
+    trtllm_first_layer = True
+    decoding_types = ("Eagle3", "Eagle")  # "Eagle": a legacy alias on the PyTorch backend
     summary = "1+ decoder layer + fc over 3 captured target hidden states; D sequential draft steps"
 
     def default_config(self) -> Eagle3Drafter:

@@ -19,6 +19,7 @@ class NGram(Mechanism):
     name = "ngram"
     title = "n-gram"
     acceptance_kind = "chain"
+    decoding_types = ("NGram",)
     summary = "prompt lookup: drafts the continuation of the last matching n-gram; no model, ~free"
 
     def default_config(self) -> NGramDrafter:

@@ -22,6 +22,10 @@ def get(name: str) -> Mechanism:
     return MECHANISMS[name]
 
 
+# TensorRT-LLM decoding_type tag -> our drafter type (reading a bundle's options back)
+DECODING_TYPES = {tag: name for name, m in MECHANISMS.items() for tag in m.decoding_types}
+
+
 def exported_type(cfg: dict) -> str | None:
     """The mechanism whose exported folder has this config.json (torch-free); None when none matches.
     Drafter layouts are tried first, a plain (draft) model last."""

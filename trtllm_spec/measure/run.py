@@ -83,13 +83,13 @@ def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
 
     cfg, kind = _read_config(folder), folder_kind(folder)
     t_h, t_v = target_cfg.get("hidden_size"), target_cfg.get("vocab_size")
-    checks = [("vocab_size", t_v)] + ([("hidden_size", t_h)] if kind != "draft_model" else [])
+    from trtllm_spec.drafters.registry import get
+
+    checks = [("vocab_size", t_v)] + ([("hidden_size", t_h)] if get(kind).shares_target_hidden else [])
     for key, want in checks:
         if cfg.get(key) != want:
             raise UserError(f"drafter {folder} has {key} {cfg.get(key)}, the target {want}: it was made for "
                             "another target (measure it with the target it was trained for)")
-    from trtllm_spec.drafters.registry import get
-
     limit = get(kind).draft_limit(cfg, f"{folder}/config.json")
     max_d = limit[0] if limit else None
     if limit is not None and draft_len > max_d:

@@ -22,12 +22,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtllm_spec.drafters.registry import DECODING_TYPES  # noqa: F401  (decoding_type -> drafter type)
 from trtllm_spec.errors import UserError
 
 OPTIONS_FILE = "llm_api_options.yaml"
 CONTAINER = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1"
-DECODING_TYPES = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp", "NGram": "ngram", "Draft_Target": "draft_model",
-                  "DraftTarget": "draft_model", "DFlash": "dflash", "DSpark": "dspark"}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from trtllm_spec.core.files import atomic_dir, write_json_atomic
 from trtllm_spec.core.provenance import provenance
 from trtllm_spec.core.recipe import Recipe, recipe_to_dict
 from trtllm_spec.core.targets import ResolvedTarget
+from trtllm_spec.drafters.registry import get
 from trtllm_spec.errors import OutputExistsError, UserError
 
 DRAFTER_DIR = "drafter"
@@ -134,7 +135,7 @@ def conversations(recipe: Recipe, target_dir: Path, data_dir: Path, log, *, rege
 def offline_capture(recipe: Recipe, target_dir: Path) -> tuple[int, ...]:
     """The target layers to capture during regeneration for offline EAGLE-3 training (empty: train online)."""
     d = recipe.drafter
-    if d.type != "eagle3" or not d.training.data.offline_features:
+    if not d.offline_features():
         return ()
     from trtllm_spec.drafters.eagle3 import default_capture_layers
 
@@ -245,7 +246,8 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
                      "assistant_tokens": sum(counts.values()), "offline_features": offline}
     d2t = None
     kwargs: dict = {}
-    if d.type in ("eagle3", "mtp"):
+    mech = get(d.type)
+    if mech.modelopt_mode == "eagle":  # a draft vocabulary (d2t); the dflash mode fills blocks with a mask token
         dvs = d.draft_vocab_size or cfg["vocab_size"]
         specials = [t for t in (tok.eos_token_id, tok.bos_token_id, tok.pad_token_id) if t is not None]
         ids = dist.from_rank0(draft_vocab(counts, cfg["vocab_size"], dvs, specials) if dist.rank == 0 else None)
@@ -301,7 +303,7 @@ def _export(recipe: Recipe, d, target: ResolvedTarget, target_dir: Path, out: Pa
                                            for c in heldout[:16]])
     meta = {"schema": "trtllm-spec/drafter/v1", "type": d.type, "target": target.hf_id or target.spec,
             "target_config_sha256": _sha(target_dir / "config.json"), "training": summary,
-            "first_layer": "tensorrt-llm" if d.type == "eagle3" else None}
+            "first_layer": "tensorrt-llm" if get(d.type).trtllm_first_layer else None}
     with atomic_dir(out / DRAFTER_DIR, force=True) as tmp:
         export_drafter(model, tmp, "bf16", meta)
     write_json_atomic(out / "train_summary.json", summary)
