@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from trtllm_spec.cli.common import echo_json, main, parse_int_list
+from trtllm_spec.cli.common import echo_json, field_choices, field_default, main, parse_int_list
+from trtllm_spec.core.recipe import MeasureConfig as M
 
 
 def _log(msg: str) -> None:
@@ -24,15 +25,19 @@ def _categories(value: str | None) -> list[str] | None:
 @click.option("--drafter", help="Exported drafter folder (EAGLE-3, EAGLE-1/MTP head, DFlash/DSpark), a draft model "
               "folder, or 'ngram'. With --engine trtllm the bundle's drafter is used.")
 @click.option("--draft-len", type=int, help="D: drafts per target iteration (required with --engine pytorch).")
-@click.option("--suite", default="speed-lite", show_default=True, help="Prompt suite.")
+@click.option("--suite", default=field_default(M, "suite"), show_default=True, help="Prompt suite.")
 @click.option("--categories", help="Comma-separated suite categories (default: all).")
-@click.option("--num-prompts", type=int, default=10, show_default=True, help="Prompts per category.")
-@click.option("--max-new-tokens", type=int, default=128, show_default=True)
-@click.option("--temperature", type=float, default=0.0, show_default=True, help="0 = greedy (outputs compared).")
-@click.option("--dtype", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
-              help="Precision of the PyTorch reference run.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Suite selection and sampling seed.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+@click.option("--num-prompts", type=int, default=field_default(M, "num_prompts"), show_default=True,
+              help="Prompts per category.")
+@click.option("--max-new-tokens", type=int, default=field_default(M, "max_new_tokens"), show_default=True)
+@click.option("--temperature", type=float, default=field_default(M, "temperature"), show_default=True,
+              help="0 = greedy (outputs compared).")
+@click.option("--dtype", type=click.Choice(field_choices(M, "dtype")), default=field_default(M, "dtype"),
+              show_default=True, help="Precision of the PyTorch reference run.")
+@click.option("--seed", type=int, default=field_default(M, "seed"), show_default=True,
+              help="Suite selection and sampling seed.")
+@click.option("--device", type=click.Choice(field_choices(M, "device")), default=field_default(M, "device"),
+              show_default=True,
               help="Where the reference decoder runs (auto: CUDA when torch sees a GPU).")
 @click.option("--chat-template", type=click.Path(path_type=Path), help="Jinja chat template, if the checkpoint lacks one.")
 @click.option("--block-sweep", help="DFlash/DSpark: also measure these draft lengths, e.g. 1,2,4 (one run each).")
