@@ -25,7 +25,7 @@ def main() -> None:
             t0 = time.perf_counter()
             plan, _ = compute_plan(recipe)
             times.append(time.perf_counter() - t0)
-        print(f"| {path} | {len(plan['candidates'])} | {statistics.median(times):.3f} |")
+        print(f"| {path} | {len(plan.candidates)} | {statistics.median(times):.3f} |")
 
 
 if __name__ == "__main__":

@@ -136,7 +136,7 @@ def test_plan_step_time_and_schedule(data, tmp_path):
         (tmp_path / "acc.json").write_text(json.dumps({"conditional_rates": rates}))
         data["planner"]["acceptance"] = str(tmp_path / "acc.json")
     try:
-        plan, _ = compute_plan(recipe_from_dict(data))
+        plan = compute_plan(recipe_from_dict(data))[0].to_json()
     except UserError:  # e.g. MTP on a target without MTP layers: refused with a clean message
         assume(False)
     by: dict[tuple[str, int], dict[int, dict]] = {}

@@ -165,7 +165,7 @@ def test_plan_searches_up_to_the_block_drafts(tiny_target, kind, most):
 
     data = _recipe(tiny_target, type=kind).model_dump(mode="json")
     data["planner"] = {"max_draft_len": 8, "compare_mechanisms": False}
-    plan, _ = compute_plan(recipe_from_dict(data))
+    plan = compute_plan(recipe_from_dict(data))[0].to_json()
     ds = {c["draft_len"] for c in plan["candidates"] if c["mechanism"] == kind}
     assert max(ds) == most and plan["recommendation"]["max_draft_len"] <= most
 

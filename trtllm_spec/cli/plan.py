@@ -106,10 +106,10 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
 
     result = run_plan(recipe, out, force=force, category=category)
     if as_json:
-        echo_json(result.plan)
+        echo_json(result.plan.to_json())
     if out is not None:
-        rec = result.plan["recommendation"]
-        sched = rec["draft_len_schedule"]
-        click.echo(f"{rec['mechanism']}: max_draft_len {rec['max_draft_len']}"
+        rec = result.plan.recommendation
+        sched = rec.draft_len_schedule
+        click.echo(f"{rec.mechanism}: max_draft_len {rec.max_draft_len}"
                    + (f", draft_len_schedule {sched}" if sched else "")
                    + f"  ->  {out}/plan.md", err=as_json)

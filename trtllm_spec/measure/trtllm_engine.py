@@ -228,20 +228,21 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
                               reference=[list(ref_outs[i].token_ids) for i in idx] if ref_outs else None,
                               outputs=[list(spec_outs[i].token_ids) for i in idx], greedy=greedy)
 
+    from trtllm_spec.core.artifacts import SpeculationProfile
     from trtllm_spec.measure.profile import acceptance_kind
 
     kind = DECODING_TYPES[options["speculative_config"]["decoding_type"]]
-    return {
-        "schema": "trtllm-spec/speculation_profile/v1", "engine": "trtllm",
-        "drafter": {"type": kind, "path": options["speculative_config"].get("speculative_model"), "draft_len": d,
-                    "acceptance_kind": acceptance_kind(kind),
-                    "al_method": "measured_at_bundle_draft_len", "bundle": str(Path(bundle).resolve())},
-        "target": target_summary(target_dir, target_path, target_cfg),
-        "suite": {**suite_provenance(items), "seed": seed, "num_prompts_per_category": num_prompts,
-                  "item_ids": [it.id for it in items]},
-        "settings": {"dtype": "bundle", "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
-                     "trtllm_version": tensorrt_llm.__version__, "llm_api_options": options,
-                     "machine": {"device": torch.cuda.get_device_name(0)}},
-        "overall": sect(range(len(items)), list(by_cat)),
-        "categories": {c: sect(idx, [c]) for c, idx in by_cat.items()},
-    }
+    return SpeculationProfile.build(
+        engine="trtllm",
+        drafter={"type": kind, "path": options["speculative_config"].get("speculative_model"), "draft_len": d,
+                 "acceptance_kind": acceptance_kind(kind),
+                 "al_method": "measured_at_bundle_draft_len", "bundle": str(Path(bundle).resolve())},
+        target=target_summary(target_dir, target_path, target_cfg),
+        suite={**suite_provenance(items), "seed": seed, "num_prompts_per_category": num_prompts,
+               "item_ids": [it.id for it in items]},
+        settings={"dtype": "bundle", "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
+                  "trtllm_version": tensorrt_llm.__version__, "llm_api_options": options,
+                  "machine": {"device": torch.cuda.get_device_name(0)}},
+        overall=sect(range(len(items)), list(by_cat)),
+        categories={c: sect(idx, [c]) for c, idx in by_cat.items()},
+    )

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from trtllm_spec import __version__
+from trtllm_spec.core.artifacts import PLAN_SCHEMA
 from trtllm_spec.core.hardware import Hardware
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.planner import guidelines as gl
@@ -22,8 +23,6 @@ from trtllm_spec.planner.search import (
     evaluate,
     pareto_frontier,
 )
-
-PLAN_SCHEMA = "trtllm-spec/plan/v1"
 
 
 @dataclass

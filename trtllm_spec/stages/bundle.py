@@ -15,11 +15,6 @@ from trtllm_spec.stages.context import BuildContext, StageResult, copy_tree
 INCLUDE_TARGET_MAX_BYTES = 2 * 1024**3
 
 
-def _schedule(plan: dict) -> dict | None:
-    s = plan["recommendation"]["draft_len_schedule"]
-    return {int(k): v for k, v in s.items()} if s else None
-
-
 def _model_ref(ctx: BuildContext) -> str:
     """What the bundle serves: a copy of a small local target inside the bundle, else the HF id."""
     t = ctx.served_target
@@ -71,14 +66,13 @@ def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, sche
 def engine(ctx: BuildContext) -> StageResult:
     from trtllm_spec.deploy.trtllm_options import render_yaml
 
-    r, plan = ctx.recipe, ctx.plan
-    rec = plan["recommendation"]
+    r, rec = ctx.recipe, ctx.plan.recommendation
     model = ctx.model_ref = _model_ref(ctx)
     spec_model = _speculative_model(ctx)
     extra = ctx.mechanism.trtllm_extras(ctx.drafter_dir)
     batches = r.workload.all_batch_sizes()
     max_bs = r.engine.max_batch_size or max(batches)
-    ctx.options = _options(ctx, spec_model, rec["max_draft_len"], _schedule(plan), extra)
+    ctx.options = _options(ctx, spec_model, rec.max_draft_len, rec.schedule(), extra)
     b = ctx.bundle
     write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile))
     write_text_atomic(b / "serve.sh", sc.serve_sh(model=model))
@@ -88,7 +82,7 @@ def engine(ctx: BuildContext) -> StageResult:
     for f in ("serve.sh", "bench.sh"):
         (b / f).chmod(0o755)
     files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "dataset.jsonl"]
-    if rec["max_draft_len"] == 0:
+    if rec.max_draft_len == 0:
         files += _speculative_alternative(ctx, model, spec_model, extra)
     files += _multinode(ctx, model)
     if r.engine.backend == "tensorrt":
@@ -106,9 +100,9 @@ def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | No
     checked on the GPU with one command (``bash bench_speculative.sh`` next to ``bash bench.sh``)."""
     from trtllm_spec.deploy.trtllm_options import render_yaml
 
-    r, plan = ctx.recipe, ctx.plan
+    r = ctx.recipe
     batches = r.workload.all_batch_sizes()
-    cands = [c for c in plan["candidates"] if c["mechanism"] == r.drafter.type and c["draft_len"] > 0
+    cands = [c for c in ctx.plan.candidates if c["mechanism"] == r.drafter.type and c["draft_len"] > 0
              and c["batch_size"] == min(batches) and c.get("feasible", True)]
     if not cands:
         return []
@@ -158,7 +152,7 @@ def _multinode(ctx: BuildContext, model: str) -> list[str]:
 def _legacy_engines(ctx: BuildContext, model: str, draft: str | None, max_bs: int) -> list[str]:
     w = ctx.recipe.workload
     cmds = sc.legacy_engine_commands(target_model=model, draft_model=draft or "draft_model",
-                                     max_draft_len=max(1, ctx.plan["recommendation"]["max_draft_len"]),
+                                     max_draft_len=max(1, ctx.plan.recommendation.max_draft_len),
                                      max_batch_size=max_bs, max_input_len=w.isl, max_seq_len=w.isl + w.osl,
                                      tp=ctx.recipe.hardware.tp, pp=ctx.recipe.hardware.pp)
     write_text_atomic(ctx.bundle / "engines.sh", sc.engines_sh(cmds))

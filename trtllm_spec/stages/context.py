@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtllm_spec.core.artifacts import Plan
 from trtllm_spec.core.files import sha256_file
 from trtllm_spec.core.recipe import Recipe
 from trtllm_spec.core.targets import ResolvedTarget
@@ -45,7 +46,7 @@ class BuildContext:
     drafter_dir: Path | None = None
     drafter_kind: str = "none"  # DrafterResult.kind of the drafter stage
     profile_path: Path | None = None
-    plan: dict | None = None
+    plan: Plan | None = None
     options: dict | None = None
     model_ref: str = ""  # what serve.sh / Triton serve: "target" (copied) or an HF id
     results: list[StageResult] = field(default_factory=list)

@@ -119,7 +119,7 @@ def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = Fal
             "trtllm_profile": recipe.trtllm_profile, "quantization": recipe.quantization.method,
             "planner_inputs": {"hardware": recipe.hardware.model_dump(), "workload": recipe.workload.model_dump(),
                                "acceptance": "measured" if ctx.profile_path else "assumed"},
-            "recommendation": ctx.plan["recommendation"],
+            "recommendation": ctx.plan.recommendation.to_json(),
             "stages": [s.as_dict() for s in ctx.results],
             "provenance": provenance(None, [recipe_file]),
         }

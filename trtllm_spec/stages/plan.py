@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtllm_spec.core.artifacts import Plan
 from trtllm_spec.core.files import atomic_dir, write_json_atomic, write_text_atomic
 from trtllm_spec.core.provenance import provenance
 from trtllm_spec.core.recipe import Recipe, recipe_from_dict, recipe_to_dict
@@ -14,17 +15,17 @@ from trtllm_spec.stages.context import BuildContext, StageResult
 
 @dataclass
 class PlanResult:
-    plan: dict
+    plan: Plan
     out: Path | None
 
 
-def compute_plan(recipe: Recipe, category: str | None = None) -> tuple[dict, list[Path]]:
+def compute_plan(recipe: Recipe, category: str | None = None) -> tuple[Plan, list[Path]]:
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.inputs import plan_inputs
     from trtllm_spec.planner.plan import make_plan
 
     inputs = plan_inputs(recipe, category, mechanisms=MECHANISMS)
-    return make_plan(inputs.request), inputs.input_files
+    return Plan.from_json(make_plan(inputs.request)), inputs.input_files
 
 
 def run_plan(recipe: Recipe, out: Path | None, force: bool = False, category: str | None = None) -> PlanResult:
@@ -37,12 +38,13 @@ def run_plan(recipe: Recipe, out: Path | None, force: bool = False, category: st
     return PlanResult(plan, out)
 
 
-def write_plan_files(plan: dict, folder: Path) -> None:
+def write_plan_files(plan: Plan, folder: Path) -> None:
     from trtllm_spec.report.plan_report import render_markdown, write_plots
 
-    write_json_atomic(folder / "plan.json", plan)
-    write_text_atomic(folder / "plan.md", render_markdown(plan))
-    write_plots(plan, folder)
+    data = plan.to_json()
+    write_json_atomic(folder / "plan.json", data)
+    write_text_atomic(folder / "plan.md", render_markdown(data))
+    write_plots(data, folder)
 
 
 def plan(ctx: BuildContext) -> StageResult:
@@ -54,7 +56,7 @@ def plan(ctx: BuildContext) -> StageResult:
         recipe = recipe_from_dict(data)
         recipe._base_dir = ctx.recipe.base_dir
     ctx.plan, _ = compute_plan(recipe)
-    rec = ctx.plan["recommendation"]
+    rec = ctx.plan.recommendation
     src = "measured" if ctx.profile_path else "assumed"
-    return StageResult("plan", "done", detail=f"max_draft_len {rec['max_draft_len']}, schedule "
-                       f"{rec['draft_len_schedule']} ({src} acceptance)")
+    return StageResult("plan", "done", detail=f"max_draft_len {rec.max_draft_len}, schedule "
+                       f"{rec.draft_len_schedule} ({src} acceptance)")

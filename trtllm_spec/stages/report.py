@@ -24,10 +24,11 @@ def report(ctx: BuildContext) -> StageResult:
         measured.mkdir(exist_ok=True)
         write_measure_outputs(profile, measured)
     stages = [s.as_dict() for s in ctx.results]
-    data = overhead_json(ctx.plan, profile, stages)
+    plan = ctx.plan.to_json()
+    data = overhead_json(plan, profile, stages)
     if (ctx.bundle / ALT_OPTIONS_FILE).is_file():
         data["recommendation"]["speculative_alternative"] = {"options": ALT_OPTIONS_FILE,
                                                              "bench": "bench_speculative.sh"}
     write_json(rep / "overhead.json", data)
-    write_text_atomic(rep / "overhead.md", overhead_markdown(data, ctx.plan))
+    write_text_atomic(rep / "overhead.md", overhead_markdown(data, plan))
     return StageResult("report", "done", detail="report/overhead.md, overhead.json, plan.*, plots")
