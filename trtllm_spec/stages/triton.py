@@ -47,7 +47,7 @@ def triton_from_bundle(bundle: Path, out: Path, *, force: bool, model_name: str)
     import yaml
 
     from trtllm_spec.core.files import atomic_dir
-    from trtllm_spec.core.recipe import WorkloadConfig
+    from trtllm_spec.core.recipe import HardwareConfig, WorkloadConfig
     from trtllm_spec.deploy.manifest import verify_bundle
 
     verify_bundle(bundle)  # it must be a bundle (raises if no manifest)
@@ -58,12 +58,12 @@ def triton_from_bundle(bundle: Path, out: Path, *, force: bool, model_name: str)
         backend = recipe["engine"]["backend"]
         served, profile = manifest["target"]["served"], manifest["trtllm_profile"]
         batches = WorkloadConfig.model_validate(recipe["workload"]).all_batch_sizes()
-        tp, pp = recipe["hardware"]["tp"], recipe["hardware"]["pp"]
+        hw = HardwareConfig.model_validate(recipe.get("hardware", {}))  # a recipe's defaults where absent
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{bundle / 'manifest.json'} lacks {exc} (recipe, target.served, trtllm_profile); "
                         "rebuild the bundle with 'trtllm-spec build'") from None
     with atomic_dir(out, force=force, inputs=(bundle,)) as tmp:
         root = os.path.relpath(bundle.resolve(), out.resolve())  # the launch script runs from the repository
-        files = write_repository(tmp, options=options, backend=backend, model=served, batch_sizes=batches, tp=tp,
-                                 pp=pp, profile=profile, model_name=model_name, bundle_root=root)
+        files = write_repository(tmp, options=options, backend=backend, model=served, batch_sizes=batches, tp=hw.tp,
+                                 pp=hw.pp, profile=profile, model_name=model_name, bundle_root=root)
     return files, backend
