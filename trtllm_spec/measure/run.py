@@ -74,7 +74,7 @@ def _read_config(folder: Path) -> dict:
 
 def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
     """Kind, target match and D limit from the drafter's config.json alone (before any weights load)."""
-    if spec == "ngram":
+    if spec == "ngram":  # drafter-type branch 2 of 3 outside drafters/: the folder-less spec token (see load.py)
         return DrafterInfo("ngram", None, {}, None)
     folder = Path(spec).expanduser()
     if not folder.is_dir():

@@ -47,7 +47,7 @@ def check_measure_args(engine: str, drafter: str | None, draft_len: int | None, 
 
 def _input_files(target: Path | None, drafter: str | None) -> list[Path]:
     files: list[Path] = []
-    for folder in (target, Path(drafter) if drafter and drafter != "ngram" else None):
+    for folder in (target, Path(drafter) if drafter else None):
         if folder is not None and folder.is_dir():
             files += sorted(p for p in folder.iterdir() if p.suffix in (".json", ".safetensors", ".jinja"))
     return files
@@ -62,7 +62,7 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
     from trtllm_spec.measure import write_measure_outputs
 
     check_measure_args(engine, drafter, draft_len, bundle, block_sweep)
-    inputs = tuple(Path(p) for p in (target, drafter) if p and p != "ngram" and Path(p).is_dir())
+    inputs = tuple(Path(p) for p in (target, drafter) if p and Path(p).is_dir())
     if out is not None:
         check_output_dir(out, force, inputs)  # fail before minutes of decoding, not after
     profile = measure_profile(target, drafter, draft_len, engine=engine, bundle=bundle, block_sweep=block_sweep,
@@ -112,7 +112,7 @@ def measure(ctx: BuildContext) -> StageResult:
                            command="trtllm-spec measure --engine trtllm --bundle <bundle> --out <dir> (GPU node)")
     draft_len = measure_draft_len(ctx)
     inputs = {"target": target_hash(ctx.target), "served": str(ctx.served_target.name),
-              "drafter": tree_hash(Path(spec)) if spec != "ngram" else "ngram",
+              "drafter": tree_hash(Path(spec)),  # a folder's content hash, else the spec itself
               "draft_len": draft_len, "measure": recipe_to_dict(ctx.recipe)["measure"]}
     chat_template = ctx.recipe.resolve_path(ctx.recipe.target.chat_template)
     if chat_template is not None:  # target.chat_template was not passed to this stage before

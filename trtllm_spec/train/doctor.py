@@ -53,6 +53,8 @@ def run_doctor(drafter_dir: Path, target_dir: Path | None, target_cfg: dict, hel
     tensors = load_safetensors(drafter_dir)
     kind = drafter_type(cfg)
     f: list[Finding] = []
+    # Drafter-type branch 3 of 3 outside drafters/: the checks read the exported tensors with torch, and the
+    # descriptors stay torch-free (recipe validate / plan import them), so the per-layout checks live here.
     if kind in ("eagle3", "mtp"):
         f += _eagle3_static(cfg, tensors, target_cfg) if kind == "eagle3" else _mtp_static(cfg, tensors, target_cfg)
         if target_dir is not None and not any(x.level == "error" for x in f):

@@ -28,6 +28,8 @@ def folder_kind(folder: Path) -> str:
 def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = None,
                          max_matching_ngram_size: int = 3, max_len: int = 8192) -> tuple[str, Drafter]:
     """(kind, drafter). ``expect``: the drafter type the caller asked for; a mismatch is a clear error."""
+    # Drafter-type branch 1 of 3 outside drafters/: 'ngram' is the spec token of the one mechanism without a
+    # folder (measure --drafter ngram); everything else is recognised from its folder by the descriptors.
     if spec == "ngram":
         from trtllm_spec.runtime.drafters.ngram import NGramDrafter
 
@@ -36,7 +38,7 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
     if not folder.is_dir():
         raise UserError(f"drafter {spec!r} is neither 'ngram' nor an existing folder")
     kind = folder_kind(folder)
-    if expect and expect != kind and not (expect == "dspark" and kind == "dflash"):
+    if expect and expect != kind:
         raise UserError(f"drafter folder {folder} holds a {kind} drafter, not {expect}")
     from trtllm_spec.drafters.registry import get
 
