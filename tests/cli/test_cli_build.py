@@ -131,3 +131,13 @@ def test_build_bad_inputs(cli, tmp_path, tiny_target, cache):
     assert r.exit_code == 2 and "1.3" in r.output
     r = cli("verify", tmp_path)
     assert r.exit_code == 2 and "manifest" in r.output
+
+
+def test_build_without_out_writes_output_dir(cli, tmp_path, tiny_target, tiny_suite, cache, monkeypatch):
+    """recipe output.dir (relative to the recipe file) is where build writes when --out is not given."""
+    monkeypatch.chdir(tmp_path)
+    recipe = _recipe(tmp_path, tiny_target, {"type": "ngram"}, draft_len=2, output={"dir": "bundles/here"},
+                     measure={"profile": None, "num_prompts": 1, "max_new_tokens": 6, "categories": ["coding"]})
+    r = cli("build", recipe)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "bundles" / "here" / "manifest.json").is_file() and not (tmp_path / "out").exists()

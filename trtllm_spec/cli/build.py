@@ -11,7 +11,8 @@ from trtllm_spec.cli.common import echo_json, main, set_option
 
 @main.command("build")
 @click.argument("recipe_file", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), help="Bundle folder (default out/<recipe name>).")
+@click.option("--out", type=click.Path(path_type=Path), help="Bundle folder (default: the recipe's output.dir, "
+              "else out/<recipe name>).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing bundle, reusing cached stages.")
 @click.option("--force", is_flag=True, help="Replace an existing bundle and redo every stage.")
 @click.option("--cache", type=click.Path(path_type=Path), help="Stage cache (default $TRTLLM_SPEC_CACHE).")
@@ -24,10 +25,10 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
     from rich.table import Table
 
     from trtllm_spec.core.recipe import load_recipe
-    from trtllm_spec.stages.pipeline import run_build
+    from trtllm_spec.stages.pipeline import default_bundle_dir, run_build
 
     recipe = load_recipe(recipe_file, overrides)
-    folder = out or Path("out") / recipe.name
+    folder = out or default_bundle_dir(recipe)
     console = Console(stderr=True)
 
     def on_stage(s) -> None:

@@ -306,7 +306,8 @@ class MeasureConfig(StrictModel):
 
 
 class OutputConfig(StrictModel):
-    dir: str | None = None
+    dir: str | None = Field(None, description="the bundle folder 'build' writes without --out (relative to the "
+                            "recipe file); None = out/<recipe name>")
 
 
 class Recipe(StrictModel):

@@ -68,6 +68,12 @@ def _input_dirs(recipe: Recipe) -> tuple[Path, ...]:
     return tuple(p for p in paths if p is not None and p.is_dir())
 
 
+def default_bundle_dir(recipe: Recipe) -> Path:
+    """Where ``build`` writes without ``--out``: ``output.dir`` (relative to the recipe file), else
+    ``out/<recipe name>``."""
+    return recipe.resolve_path(recipe.output.dir) if recipe.output.dir else Path("out") / recipe.name
+
+
 @contextlib.contextmanager
 def build_lock(out: Path) -> Iterator[None]:
     """One build per output folder at a time; a second one fails at once with a clear message."""
