@@ -254,7 +254,7 @@ class WorkloadConfig(StrictModel):
     isl: int = Field(1024, ge=1, le=10_000_000, description="input (prompt) length in tokens")
     osl: int = Field(512, ge=1, le=10_000_000, description="output length in tokens")
     latency_target_ms: float | None = Field(None, gt=0, description="time per output token target")
-    temperature: float = Field(0.0, ge=0, le=10)
+    # (no temperature: it was accepted and read by nothing; acceptance is measured at measure.temperature)
 
     @field_validator("batch_sizes")
     @classmethod

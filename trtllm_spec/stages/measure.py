@@ -84,9 +84,12 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
 
 
 def recipe_settings(ctx: BuildContext) -> dict:
+    """The recipe's measure section (and target.chat_template) as ``measure_profile`` arguments: the build's
+    measure and trtllm stages measure with the same settings."""
     m = ctx.recipe.measure
     return dict(suite=m.suite, categories=m.categories, num_prompts=m.num_prompts, max_new_tokens=m.max_new_tokens,
-                temperature=m.temperature, seed=m.seed)
+                temperature=m.temperature, seed=m.seed,
+                chat_template=ctx.recipe.resolve_path(ctx.recipe.target.chat_template))
 
 
 def measure_draft_len(ctx: BuildContext) -> int:
@@ -114,14 +117,13 @@ def measure(ctx: BuildContext) -> StageResult:
     inputs = {"target": target_hash(ctx.target), "served": str(ctx.served_target.name),
               "drafter": tree_hash(Path(spec)),  # a folder's content hash, else the spec itself
               "draft_len": draft_len, "measure": recipe_to_dict(ctx.recipe)["measure"]}
-    chat_template = ctx.recipe.resolve_path(ctx.recipe.target.chat_template)
+    chat_template = recipe_settings(ctx)["chat_template"]
     if chat_template is not None:  # target.chat_template was not passed to this stage before
         inputs["chat_template"] = tree_hash(chat_template) if chat_template.is_dir() else str(chat_template)
     result: dict = {}
 
     def work(folder: Path) -> dict:
         result["profile"] = measure_profile(ctx.served_target, spec, draft_len, dtype=m.dtype, device=m.device,
-                                            chat_template=chat_template,
                                             progress=lambda msg: ctx.log(f"measure: {msg}"), **recipe_settings(ctx))
         write_json_atomic(folder / "speculation_profile.json", result["profile"])
         return {"draft_len": draft_len}
