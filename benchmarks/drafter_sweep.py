@@ -32,7 +32,8 @@ def main() -> None:
     from trtllm_spec.core.recipe import load_recipe
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.measure.run import measure
-    from trtllm_spec.train_stage import conversations, require_checkpoint, run_train
+    from trtllm_spec.stages.drafter import run_train
+    from trtllm_spec.train.run import conversations, require_checkpoint
 
     variants = [("recipe", [])] + [_parse(v) for v in args.variant]
     base = load_recipe(args.recipe, ())

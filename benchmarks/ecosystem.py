@@ -173,6 +173,7 @@ def planner_check(data: dict, hw_file: Path, eagle: Path | None) -> str:
     import tempfile
 
     from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.inputs import plan_inputs
     from trtllm_spec.planner.plan import make_plan
 
@@ -208,7 +209,7 @@ def planner_check(data: dict, hw_file: Path, eagle: Path | None) -> str:
                         "drafter": drafter, "draft_len": d, "hardware": {"gpu": str(hw_file)},
                         "workload": {"batch_sizes": [1], "isl": isl, "osl": args["max_new_tokens"]},
                         "planner": {"acceptance": str(acc), "max_draft_len": d, "compare_mechanisms": False}})
-                    plan = make_plan(plan_inputs(recipe).request)
+                    plan = make_plan(plan_inputs(recipe, mechanisms=MECHANISMS).request)
                     step = {c["draft_len"]: c["step_time_s"] for c in plan["candidates"]
                             if c["mechanism"] == drafter["type"] and c["batch_size"] == 1}
                     widths = [k for r in rs for k in r["proposed_per_iteration"]]

@@ -47,7 +47,7 @@ def main() -> None:
     from trtllm_spec.core.recipe import load_recipe
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.measure.run import measure
-    from trtllm_spec.train_stage import run_train
+    from trtllm_spec.stages.drafter import run_train
 
     ap = argparse.ArgumentParser()
     ap.add_argument("recipe", type=Path)

@@ -9,7 +9,7 @@ import statistics
 import time
 
 from trtllm_spec.core.recipe import load_recipe
-from trtllm_spec.plan_stage import compute_plan
+from trtllm_spec.stages.plan import compute_plan
 
 CASES = ["recipes/llama-3.1-8b-eagle3-h100.yaml", "recipes/deepseek-r1-mtp-8xh200.yaml",
          "recipes/qwen3-8b-dflash-b200.yaml", "recipes/gpt-oss-120b-eagle3-b200.yaml"]
@@ -25,7 +25,7 @@ def main() -> None:
             t0 = time.perf_counter()
             plan, _ = compute_plan(recipe)
             times.append(time.perf_counter() - t0)
-        print(f"| {path} | {len(plan['candidates'])} | {statistics.median(times):.3f} |")
+        print(f"| {path} | {len(plan.candidates)} | {statistics.median(times):.3f} |")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from trtllm_spec.core.hardware import GB, TB, TFLOPS, Hardware, load_hardware
 from trtllm_spec.core.recipe import Eagle3Drafter, MTPDrafter
 from trtllm_spec.core.targets import resolve_shape
+from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
 from trtllm_spec.planner.cost import Parallelism, Precision
 from trtllm_spec.planner.plan import PlanRequest, make_plan
@@ -121,7 +122,7 @@ def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] |
     req = PlanRequest(target=resolve_shape(p.target), hardware=hw, drafter=p.drafter,
                       workload=Workload(batches, p.isl, p.osl), par=p.par, num_gpus=p.num_gpus,
                       precision=Precision(weight=p.weights), acceptance=table(p.al, p.source, measured=True),
-                      max_draft_len=max(p.al), compare=False)
+                      max_draft_len=max(p.al), compare=False, mechanisms=MECHANISMS)
     plan = make_plan(req)
     cand = {(c["batch_size"], c["draft_len"]): c for c in plan["candidates"]}
     rows = [{"batch": b, "draft_len": d, "al": p.al[d], "measured": s, "predicted": round(cand[(b, d)]["speedup"], 3),
@@ -214,7 +215,7 @@ def render(results: list[dict]) -> str:
 def issue_example() -> str:
     """The sweep of issue 17: Llama-3.1-8B + EAGLE-3 on one H100, ISL = OSL = 512, AL from vllm #20780."""
     batches = (1, 2, 4, 8, 16, 32, 64, 128)
-    req = PlanRequest(target=resolve_shape("llama-3.1-8b-instruct"), hardware=load_hardware("h100"),
+    req = PlanRequest(mechanisms=MECHANISMS, target=resolve_shape("llama-3.1-8b-instruct"), hardware=load_hardware("h100"),
                       drafter=EAGLE3_32K, workload=Workload(batches, 512, 512),
                       acceptance=table({1: 1.78, **VLLM_20780_AL}, "vllm #20780", measured=True), max_draft_len=7,
                       compare=False)

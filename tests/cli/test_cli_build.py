@@ -115,7 +115,7 @@ def test_build_gpu_recipe_defers_what_needs_the_gpu(cli, tmp_path, cache):
 def test_concurrent_builds_are_locked(tmp_path, cache):
     from trtllm_spec.core.recipe import load_recipe
     from trtllm_spec.errors import UserError
-    from trtllm_spec.pipeline import build_lock, run_build
+    from trtllm_spec.stages.pipeline import build_lock, run_build
 
     out = tmp_path / "b"
     recipe_file = RECIPES / "qwen3-8b-ngram-h100.yaml"
@@ -133,3 +133,13 @@ def test_build_bad_inputs(cli, tmp_path, tiny_target, cache):
     assert r.exit_code == 2 and "1.3" in r.output
     r = cli("verify", tmp_path)
     assert r.exit_code == 2 and "manifest" in r.output
+
+
+def test_build_without_out_writes_output_dir(cli, tmp_path, tiny_target, tiny_suite, cache, monkeypatch):
+    """recipe output.dir (relative to the recipe file) is where build writes when --out is not given."""
+    monkeypatch.chdir(tmp_path)
+    recipe = _recipe(tmp_path, tiny_target, {"type": "ngram"}, draft_len=2, output={"dir": "bundles/here"},
+                     measure={"profile": None, "num_prompts": 1, "max_new_tokens": 6, "categories": ["coding"]})
+    r = cli("build", recipe)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "bundles" / "here" / "manifest.json").is_file() and not (tmp_path / "out").exists()

@@ -93,7 +93,7 @@ SITECUSTOMIZE = textwrap.dedent('''
     socket.create_connection = _create_connection
 
     if os.environ.get("TEST_PAUSE_AFTER_STAGE"):
-        import trtllm_spec.pipeline as _pipeline
+        import trtllm_spec.stages.pipeline as _pipeline
         def _pausing(fn):
             def stage(ctx):
                 result = fn(ctx)

@@ -118,7 +118,7 @@ def _logged_step(out: Path) -> int:
 def test_train_killed_and_resumed_equals_uninterrupted(small_target, tmp_path):
     from tests.tiny import write_conversations
     from trtllm_spec.core.recipe import load_recipe
-    from trtllm_spec.train_stage import run_train
+    from trtllm_spec.stages.drafter import run_train
 
     data = write_conversations(tmp_path / "c.jsonl", 16)
     recipe = _train_recipe(tmp_path, small_target, data)
@@ -232,7 +232,7 @@ def builds(small_target, tmp_path_factory):
     bundle from an uninterrupted subprocess build."""
     from tests.conftest import tiny_suite_items
     from trtllm_spec.core.recipe import load_recipe
-    from trtllm_spec.pipeline import run_build
+    from trtllm_spec.stages.pipeline import run_build
 
     root = tmp_path_factory.mktemp("builds")
     recipe = root / "tiny-build.yaml"
@@ -284,7 +284,7 @@ def test_build_killed_keeps_previous_bundle(builds, tmp_path, sig, stage, cli):
 
 
 def test_build_lock_held_fails_clearly(builds, tmp_path):
-    from trtllm_spec.pipeline import build_lock
+    from trtllm_spec.stages.pipeline import build_lock
 
     bundle = tmp_path / "bundle"
     shutil.copytree(builds["ref"], bundle)

@@ -13,6 +13,7 @@ from trtllm_spec.core.recipe import Eagle3Drafter, NGramDrafter
 from trtllm_spec.core.shape import shape_from_config
 from trtllm_spec.errors import TrtllmSpecError
 from trtllm_spec.planner.cost import Parallelism, Precision
+from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.plan import PlanRequest, make_plan
 from trtllm_spec.planner.search import Workload
 
@@ -48,7 +49,7 @@ def configs(draw) -> dict:
 def test_planner_never_raises_a_foreign_error(cfg, gpu, tp, batches, isl, osl, ngram, weight):
     try:
         shape = shape_from_config(cfg, source="config.json")
-        req = PlanRequest(target=shape, hardware=load_hardware(gpu),
+        req = PlanRequest(mechanisms=MECHANISMS, target=shape, hardware=load_hardware(gpu),
                           drafter=NGramDrafter() if ngram else Eagle3Drafter(draft_vocab_size=32000),
                           workload=Workload(tuple(sorted(batches)), isl, osl), par=Parallelism(tp=tp), num_gpus=tp,
                           precision=Precision(weight=weight), max_draft_len=6, compare=False)

@@ -128,15 +128,15 @@ def test_plan_step_time_and_schedule(data, tmp_path):
     import json
 
     from trtllm_spec.core.recipe import recipe_from_dict
-    from trtllm_spec.plan_stage import compute_plan
     from trtllm_spec.planner.schedule import check_schedule, draft_len_at
+    from trtllm_spec.stages.plan import compute_plan
 
     rates = data.pop("_rates", None)
     if rates is not None:
         (tmp_path / "acc.json").write_text(json.dumps({"conditional_rates": rates}))
         data["planner"]["acceptance"] = str(tmp_path / "acc.json")
     try:
-        plan, _ = compute_plan(recipe_from_dict(data))
+        plan = compute_plan(recipe_from_dict(data))[0].to_json()
     except UserError:  # e.g. MTP on a target without MTP layers: refused with a clean message
         assume(False)
     by: dict[tuple[str, int], dict[int, dict]] = {}

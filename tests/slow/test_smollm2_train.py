@@ -32,8 +32,8 @@ def test_short_eagle3_run_exports_a_healthy_drafter(smollm2, tmp_path):
     from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.stages.drafter import run_train
     from trtllm_spec.train.doctor import run_doctor
-    from trtllm_spec.train_stage import run_train
 
     recipe = recipe_from_dict({"name": "t", "target": {"model": str(smollm2)}, "drafter": {
         "type": "eagle3", "draft_vocab_size": 4096, "training": {

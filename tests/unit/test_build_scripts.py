@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trtllm_spec.build import scripts
+from trtllm_spec.deploy import scripts
 from trtllm_spec.errors import UserError
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="bash not found")
@@ -176,7 +176,7 @@ def test_bad_inputs_rejected(call, match):
 def test_data_scripts_serve_without_speculation_and_shard(tmp_path):
     import subprocess
 
-    from trtllm_spec.build.data_scripts import data_options, data_sbatch, data_sh
+    from trtllm_spec.deploy.data_scripts import data_options, data_sbatch, data_sh
 
     assert data_options({"speculative_config": {"decoding_type": "Eagle"}, "max_batch_size": 8}) == \
         {"max_batch_size": 8}

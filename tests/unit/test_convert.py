@@ -433,3 +433,52 @@ def test_mixed_dtypes_need_an_explicit_dtype(tmp_path):
     s = convert_drafter(src, tmp_path / "out", dtype="bfloat16")
     cfg, got = read(tmp_path / "out")
     assert s["dtype"] == cfg["torch_dtype"] == "bfloat16" and got["norm.weight"].dtype == torch.bfloat16
+
+
+# ---- drafter.convert_from: the drafter stage converts (train and build) -------------------------------------------
+def _convert_recipe(tmp_path: Path, src: Path, fmt: str, **extra) -> Path:
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({**TARGET, **dims(num_hidden_layers=L), "model_type": "llama",
+                                                    "num_attention_heads": NH}))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(json.dumps({"name": "conv", "target": {"model": str(target)}, "hardware": {"gpu": "h100"},
+                                  "workload": {"batch_sizes": [1]},
+                                  "drafter": {"type": "eagle3", "convert_from": {"format": fmt, "path": str(src)},
+                                              **extra}}))
+    return recipe
+
+
+@pytest.mark.parametrize("fmt,writer", [("eagle", write_eagle), ("speculators", write_speculators)])
+def test_train_converts_convert_from(tmp_path, cli, fmt, writer):
+    t = ours_tensors()
+    recipe = _convert_recipe(tmp_path, writer(tmp_path / fmt, t), fmt)
+    r = cli("train", recipe, "--out", tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    assert f"converted drafter: {tmp_path / 'out' / 'drafter'}" in r.output
+    cfg, got = read(tmp_path / "out" / "drafter")
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert_same(got, {k: v for k, v in t.items() if k in got})
+    assert detect_layout(tmp_path / "out" / "drafter") == "ours"
+
+
+def test_build_bundles_the_converted_drafter(tmp_path, cli):
+    t = ours_tensors()
+    recipe = _convert_recipe(tmp_path, write_eagle(tmp_path / "eagle", t), "eagle")
+    r = cli("build", recipe, "--out", tmp_path / "bundle", "--cache", tmp_path / "cache")
+    assert r.exit_code == 0, r.output
+    _, got = read(tmp_path / "bundle" / "drafter")
+    assert torch.equal(got["fc.weight"], t["fc.weight"])
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest["drafter"]["kind"] == "converted"
+    assert "speculative_model: drafter" in (tmp_path / "bundle" / "llm_api_options.yaml").read_text()
+
+
+def test_convert_from_bad_inputs(tmp_path, cli):
+    recipe = _convert_recipe(tmp_path, tmp_path / "missing", "eagle")
+    r = cli("train", recipe, "--out", tmp_path / "out")
+    assert r.exit_code == 2 and "drafter.convert_from.path" in r.output and "not a folder" in r.output
+    (tmp_path / "b").mkdir()
+    both = _convert_recipe(tmp_path / "b", tmp_path / "missing", "eagle", checkpoint="x")
+    r = cli("recipe", "validate", both)
+    assert r.exit_code == 2 and "keep one" in r.output

@@ -70,7 +70,7 @@ def test_speedup_falls_with_batch():
     from trtllm_spec.planner.plan import PlanRequest, mechanism_plan
 
     c = ctx(isl=512, osl=512)
-    req = PlanRequest(target=LLAMA8, hardware=H100, drafter=Eagle3Drafter(draft_vocab_size=32000),
+    req = PlanRequest(mechanisms=MECHANISMS, target=LLAMA8, hardware=H100, drafter=Eagle3Drafter(draft_vocab_size=32000),
                       workload=c.workload)
     mp = mechanism_plan(req, "eagle3", req.drafter, None)
     s = [speedup_at(c, mp, b, 3) for b in (1, 2, 8, 32, 64, 128)]
@@ -153,7 +153,7 @@ def test_overlap_scheduler_hides_host_time_on_plain_decoding_only():
 def test_chain_drafter_pays_a_catch_up_pass_that_grows_with_batch():
     from trtllm_spec.planner.plan import PlanRequest, mechanism_plan
 
-    req = PlanRequest(target=LLAMA8, hardware=H100, drafter=Eagle3Drafter(draft_vocab_size=32000),
+    req = PlanRequest(mechanisms=MECHANISMS, target=LLAMA8, hardware=H100, drafter=Eagle3Drafter(draft_vocab_size=32000),
                       workload=ctx().workload)
     cost = mechanism_plan(req, "eagle3", req.drafter, None).cost
     c = ctx()

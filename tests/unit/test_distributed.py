@@ -88,8 +88,8 @@ def test_ranks_read_their_own_shards(ddp_run, tiny_target, convs):
     """rank_tokens (what each rank's micro-batches held) are the Schedule's shards, and they differ."""
     from trtllm_spec.data.chat import load_tokenizer
     from trtllm_spec.data.regenerate import read_done
+    from trtllm_spec.train.run import prepare_samples
     from trtllm_spec.train.samples import Schedule
-    from trtllm_spec.train_stage import prepare_samples
 
     out, _ = ddp_run
     tok = load_tokenizer(tiny_target)
@@ -107,7 +107,7 @@ def test_ranks_read_their_own_shards(ddp_run, tiny_target, convs):
 def test_ddp_equals_single_process_accumulation(ddp_run, tiny_target, convs, tmp_path):
     """2 ranks x grad_accum 1 == 1 process x grad_accum 2 (same chunks, gradients averaged): same weights."""
     from trtllm_spec.core.recipe import load_recipe
-    from trtllm_spec.train_stage import run_train
+    from trtllm_spec.stages.drafter import run_train
 
     out, _ = ddp_run
     single = tmp_path / "single"

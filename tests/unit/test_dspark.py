@@ -28,7 +28,7 @@ def _recipe(target: Path, data: Path | None = None, **drafter):
 
 @pytest.fixture(scope="module")
 def dspark_run(tiny_target, tmp_path_factory):
-    from trtllm_spec.train_stage import run_train
+    from trtllm_spec.stages.drafter import run_train
 
     convs = write_conversations(tmp_path_factory.mktemp("data") / "c.jsonl", 24)
     out = tmp_path_factory.mktemp("dspark") / "train"
@@ -140,3 +140,55 @@ def test_dspark_parity_depends_on_the_markov_head(tiny_target, tmp_path):
     drafter.max_draft_len = BLOCK - 1
     unshifted = [_runtime_drafts(target, drafter, ids)[1] for ids in _contexts()]
     assert all(len(u) == BLOCK - 1 for u in unshifted) and unshifted != [r[:BLOCK - 1] for r in refs]
+
+
+# ---- the maximum draft length, end to end: DSpark drafts block_size, DFlash block_size - 1 -----------------------
+# (ModelOpt 0.47 hf_dspark.py / modeling_dspark.py: shift_label; TensorRT-LLM dspark.py: block_size must equal
+# max_draft_len -- cited on trtllm_spec.drafters.dflash.DSpark)
+
+def test_recipe_validation_allows_dspark_full_block(tiny_target):
+    from trtllm_spec.errors import RecipeError
+
+    assert _recipe(tiny_target).drafter.max_draft_len == BLOCK
+    ok = recipe_from_dict({**_recipe(tiny_target).model_dump(mode="json"), "draft_len": BLOCK})
+    assert ok.draft_len == BLOCK
+    with pytest.raises(RecipeError, match=rf"block_size = {BLOCK}\); raise drafter.block_size"):
+        recipe_from_dict({**_recipe(tiny_target).model_dump(mode="json"), "draft_len": BLOCK + 1})
+    dflash = _recipe(tiny_target, type="dflash").model_dump(mode="json")
+    with pytest.raises(RecipeError, match=rf"block_size - 1 = {BLOCK - 1}"):
+        recipe_from_dict({**dflash, "draft_len": BLOCK})
+
+
+@pytest.mark.parametrize("kind,most", [("dspark", BLOCK), ("dflash", BLOCK - 1)])
+def test_plan_searches_up_to_the_block_drafts(tiny_target, kind, most):
+    from trtllm_spec.stages.plan import compute_plan
+
+    data = _recipe(tiny_target, type=kind).model_dump(mode="json")
+    data["planner"] = {"max_draft_len": 8, "compare_mechanisms": False}
+    plan = compute_plan(recipe_from_dict(data))[0].to_json()
+    ds = {c["draft_len"] for c in plan["candidates"] if c["mechanism"] == kind}
+    assert max(ds) == most and plan["recommendation"]["max_draft_len"] <= most
+
+
+def test_measure_accepts_the_full_block_and_refuses_more(dspark_run, tiny_target, tiny_suite, cli, tmp_path):
+    _, res = dspark_run
+    args = ("measure", "--target", tiny_target, "--drafter", res.drafter_dir, "--categories", "coding",
+            "--num-prompts", "1", "--max-new-tokens", "8", "--device", "cpu", "--json")
+    r = cli(*args, "--draft-len", str(BLOCK))
+    assert r.exit_code == 0, r.output
+    prof = json.loads(r.stdout)
+    assert prof["drafter"]["draft_len"] == BLOCK and prof["drafter"]["max_draft_len"] == BLOCK
+    bad = cli(*args, "--draft-len", str(BLOCK + 1))
+    assert bad.exit_code == 2 and f"block_size = {BLOCK}" in bad.output
+
+
+def test_build_measures_at_the_full_block(dspark_run, tiny_target, tmp_path):
+    """The build's measure stage asks the descriptor: D = min(block_size, planner.max_draft_len)."""
+    from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.stages.context import BuildContext
+    from trtllm_spec.stages.measure import measure_draft_len
+
+    recipe = _recipe(tiny_target)
+    ctx = BuildContext(recipe=recipe, recipe_file=tmp_path / "r.yaml", bundle=tmp_path, cache=None, force=False,
+                       log=print, target=resolve_target(str(tiny_target)))
+    assert measure_draft_len(ctx) == BLOCK

@@ -7,6 +7,7 @@ from trtllm_spec.core.recipe import Eagle3Drafter
 from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.planner.acceptance import table
 from trtllm_spec.planner.limits import PAYS_MARGIN, speculation_limit, speedup_at
+from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.plan import PlanRequest, make_plan, mechanism_plan
 from trtllm_spec.planner.schedule import draft_len_at
 from trtllm_spec.planner.search import CostContext, Workload
@@ -16,7 +17,7 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def request(al: dict[int, float]) -> PlanRequest:
-    return PlanRequest(target=LLAMA8, hardware=H100, drafter=Eagle3Drafter(draft_vocab_size=32000),
+    return PlanRequest(mechanisms=MECHANISMS, target=LLAMA8, hardware=H100, drafter=Eagle3Drafter(draft_vocab_size=32000),
                        workload=Workload(BATCHES, 512, 512), acceptance=table(al, "test", measured=True),
                        max_draft_len=max(al), compare=False)
 

@@ -18,7 +18,7 @@ def _recipe(target, offline: bool, **training):
 
 def test_regeneration_keeps_exact_tokens_and_features(tiny_target, tiny_suite, tmp_path):
     from trtllm_spec.runtime.llama import LlamaModel
-    from trtllm_spec.train_stage import conversations, offline_capture, offline_ready
+    from trtllm_spec.train.run import conversations, offline_capture, offline_ready
 
     recipe = _recipe(tiny_target, True)
     convs = conversations(recipe, tiny_target, tmp_path / "data", lambda m: None)
@@ -39,8 +39,8 @@ def test_regeneration_keeps_exact_tokens_and_features(tiny_target, tiny_suite, t
 
 
 def test_offline_training_exports_a_drafter_doctor_accepts(tiny_target, tiny_suite, tmp_path):
+    from trtllm_spec.stages.drafter import run_train
     from trtllm_spec.train.doctor import run_doctor
-    from trtllm_spec.train_stage import run_train
 
     res = run_train(_recipe(tiny_target, True), tmp_path / "t", log=lambda m: None)
     assert res.summary["offline_features"] is True
@@ -57,7 +57,7 @@ def test_offline_resume_equals_uninterrupted(tiny_target, tiny_suite, tmp_path, 
     """Also with feature noise: a resumed run draws the same noise as an uninterrupted one."""
     from safetensors.torch import load_file
 
-    from trtllm_spec.train_stage import run_train
+    from trtllm_spec.stages.drafter import run_train
 
     a = run_train(_recipe(tiny_target, True, feature_noise=noise), tmp_path / "a", log=lambda m: None)
     run_train(_recipe(tiny_target, True, feature_noise=noise), tmp_path / "b", max_steps=1, log=lambda m: None)
@@ -92,7 +92,7 @@ def test_feature_noise_refuses_data_without_features(tiny_target, tmp_path):
     """Online data (a data.path file written without features) would silently ignore the noise: an error."""
     from tests.tiny import write_conversations
     from trtllm_spec.errors import UserError
-    from trtllm_spec.train_stage import run_train
+    from trtllm_spec.stages.drafter import run_train
 
     recipe = _recipe(tiny_target, True, feature_noise=0.1)
     recipe.drafter.training.data.path = str(write_conversations(tmp_path / "plain.jsonl", 8))
@@ -106,7 +106,8 @@ def test_training_reuses_an_earlier_regeneration_through_data_path(tiny_target, 
     features are found next to the file, and the drafter equals the one trained on its own regeneration."""
     from safetensors.torch import load_file
 
-    from trtllm_spec.train_stage import conversations, run_train
+    from trtllm_spec.stages.drafter import run_train
+    from trtllm_spec.train.run import conversations
 
     own = run_train(_recipe(tiny_target, True), tmp_path / "own", log=lambda m: None)
     conversations(_recipe(tiny_target, True), tiny_target, tmp_path / "shared", lambda m: None, file_name="c.jsonl")

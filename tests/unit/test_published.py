@@ -17,6 +17,7 @@ import pytest
 from trtllm_spec.core.hardware import load_hardware
 from trtllm_spec.core.recipe import MTPDrafter
 from trtllm_spec.core.targets import resolve_shape
+from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
 from trtllm_spec.planner.cost import Parallelism, Precision
 from trtllm_spec.planner.plan import PlanRequest, make_plan
@@ -33,7 +34,7 @@ def plan():
         target=resolve_shape("deepseek-v3"), hardware=load_hardware("b200"), drafter=MTPDrafter(),
         workload=Workload((1,), 1024, 2048), par=Parallelism(tp=8, ep=2), num_gpus=8,
         precision=Precision(weight="nvfp4"), acceptance=table(MEASURED_AL, "blog1", measured=True),
-        max_draft_len=5, compare=False,
+        max_draft_len=5, compare=False, mechanisms=MECHANISMS,
     )
     return make_plan(req)
 
@@ -70,6 +71,7 @@ def test_eagle3_h200_tp8_conc4(target, weights, al, measured):
         target=resolve_shape(target), hardware=load_hardware("h200"), drafter=Eagle3Drafter(draft_vocab_size=32000),
         workload=Workload((4,), 16384, 1024), par=Parallelism(tp=8), num_gpus=8, precision=Precision(weight=weights),
         acceptance=table({3: al}, "PR #5146", measured=True), max_draft_len=3, compare=False,
+        mechanisms=MECHANISMS,
     )
     pred = next(c["speedup"] for c in make_plan(req)["candidates"] if c["draft_len"] == 3)
     assert -0.10 <= pred / measured - 1 <= 0.30

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from trtllm_spec.build.quantize import check_quantization, quantize_target
+from trtllm_spec.deploy.quantize import check_quantization, quantize_target
 from trtllm_spec.errors import UserError
 
 

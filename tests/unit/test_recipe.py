@@ -141,3 +141,13 @@ def test_round_trip():
     r = recipe_from_dict({**BASE, "drafter": {"type": "dflash", "block_size": 8}, "draft_len": 7})
     again = recipe_from_dict(yaml.safe_load(yaml.safe_dump(recipe_to_dict(r))))
     assert recipe_to_dict(again) == recipe_to_dict(r)
+
+
+def test_fields_once_accepted_and_ignored_are_refused_or_honoured():
+    """Recipe-field audit (issue 13): workload.temperature was read by nothing and is now an unknown key;
+    drafter.convert_from and output.dir are honoured (tests/unit/test_convert.py, tests/cli/test_cli_build.py)."""
+    with pytest.raises(RecipeError, match="workload.temperature"):
+        recipe_from_dict({**BASE, "workload": {"temperature": 0.7}})
+    with pytest.raises(RecipeError, match="keep one"):
+        recipe_from_dict({**BASE, "drafter": {"type": "eagle3", "checkpoint": "a",
+                                              "convert_from": {"format": "eagle", "path": "b"}}})

@@ -4,7 +4,7 @@ import pytest
 
 from tests.conftest import RECIPES
 from trtllm_spec.core.recipe import load_recipe
-from trtllm_spec.pipeline_checks import check_recipe_inputs
+from trtllm_spec.stages.checks import check_recipe_inputs
 
 FILES = sorted(RECIPES.glob("*.yaml"))
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trtllm_spec.build import scripts
-from trtllm_spec.measure.replan import replanned_options
+from trtllm_spec.deploy import scripts
+from trtllm_spec.stages.replan import replanned_options
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "scripts"

@@ -26,7 +26,7 @@ def convs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def eagle_run(tiny_target, convs, tmp_path_factory):
-    from trtllm_spec.train_stage import run_train
+    from trtllm_spec.stages.drafter import run_train
 
     out = tmp_path_factory.mktemp("eagle") / "train"
     return out, run_train(_recipe(tiny_target, convs), out, log=lambda m: None)
@@ -105,7 +105,7 @@ def test_first_step_counts_are_what_the_decoder_proposes(eagle_run, tiny_target)
 def test_resume_equals_uninterrupted(tiny_target, convs, tmp_path, eagle_run):
     from safetensors.torch import load_file
 
-    from trtllm_spec.train_stage import run_train
+    from trtllm_spec.stages.drafter import run_train
 
     recipe = _recipe(tiny_target, convs)
     out = tmp_path / "resumed"
@@ -181,8 +181,8 @@ def test_mtp_head_train_export_doctor_runtime(tiny_target, convs, tmp_path, cli)
     from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.stages.drafter import run_train
     from trtllm_spec.train.doctor import run_doctor
-    from trtllm_spec.train_stage import run_train
 
     res = run_train(_recipe(tiny_target, convs, type="mtp"), tmp_path / "mtp", log=lambda m: None)
     cfg = json.loads((res.drafter_dir / "config.json").read_text())
@@ -243,8 +243,8 @@ def test_dflash_train_export_runtime(tiny_target, convs, tmp_path):
     from trtllm_spec.runtime.drafters.dflash import DFlashDrafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.stages.drafter import run_train
     from trtllm_spec.train.doctor import run_doctor
-    from trtllm_spec.train_stage import run_train
 
     recipe = _recipe(tiny_target, convs, type="dflash", num_layers=2, block_size=4, mask_token=3,
                      draft_vocab_size=None)
@@ -294,7 +294,7 @@ def test_loss_on_all_trains_every_position(tiny_target, convs):
     from transformers import AutoTokenizer
 
     from trtllm_spec.data.regenerate import read_done
-    from trtllm_spec.train_stage import prepare_samples
+    from trtllm_spec.train.run import prepare_samples
 
     tok = AutoTokenizer.from_pretrained(str(tiny_target))
     rows = list(read_done(convs).values())

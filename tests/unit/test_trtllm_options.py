@@ -13,13 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trtllm_spec.build.trtllm_options import make_llm_api_options, render_yaml
-from trtllm_spec.build.trtllm_schema import (
-    DECODING_TAGS,
-    LlmApiOptions13,
-    validate_options,
-    validate_with_tensorrt_llm,
-)
 from trtllm_spec.core.recipe import (
     DFlashDrafter,
     DraftModelDrafter,
@@ -27,6 +20,13 @@ from trtllm_spec.core.recipe import (
     Eagle3Drafter,
     MTPDrafter,
     NGramDrafter,
+)
+from trtllm_spec.deploy.trtllm_options import make_llm_api_options, render_yaml
+from trtllm_spec.deploy.trtllm_schema import (
+    DECODING_TAGS,
+    LlmApiOptions13,
+    validate_options,
+    validate_with_tensorrt_llm,
 )
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.errors import UserError

@@ -5,7 +5,18 @@ Each command module registers its commands on ``main``; heavy imports happen ins
 
 from __future__ import annotations
 
-from trtllm_spec.cli import assets, build, hw, measure, plan, recipe, replan, train  # noqa: E402,F401  (registers the commands)
+from trtllm_spec.cli import (  # noqa: E402,F401  (registers the commands)
+    assets,
+    build,
+    data,
+    doctor,
+    hw,
+    measure,
+    plan,
+    recipe,
+    replan,
+    train,
+)
 from trtllm_spec.cli.common import main
 
 __all__ = ["main"]

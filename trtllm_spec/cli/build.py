@@ -11,7 +11,8 @@ from trtllm_spec.cli.common import echo_json, main, set_option
 
 @main.command("build")
 @click.argument("recipe_file", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), help="Bundle folder (default out/<recipe name>).")
+@click.option("--out", type=click.Path(path_type=Path), help="Bundle folder (default: the recipe's output.dir, "
+              "else out/<recipe name>).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing bundle, reusing cached stages.")
 @click.option("--force", is_flag=True, help="Replace an existing bundle and redo every stage.")
 @click.option("--cache", type=click.Path(path_type=Path), help="Stage cache (default $TRTLLM_SPEC_CACHE).")
@@ -24,10 +25,10 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
     from rich.table import Table
 
     from trtllm_spec.core.recipe import load_recipe
-    from trtllm_spec.pipeline import run_build
+    from trtllm_spec.stages.pipeline import default_bundle_dir, run_build
 
     recipe = load_recipe(recipe_file, overrides)
-    folder = out or Path("out") / recipe.name
+    folder = out or default_bundle_dir(recipe)
     console = Console(stderr=True)
 
     def on_stage(s) -> None:
@@ -50,7 +51,7 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
 def verify_cmd(bundle: Path, as_json: bool) -> None:
     """Recompute the sha256 of every file of BUNDLE against its manifest. Exit 1 on any changed, missing or
     extra file."""
-    from trtllm_spec.build.manifest import verify_bundle
+    from trtllm_spec.deploy.manifest import verify_bundle
     from trtllm_spec.errors import CheckFailed
 
     res = verify_bundle(bundle)
@@ -74,32 +75,7 @@ def verify_cmd(bundle: Path, as_json: bool) -> None:
 def triton_cmd(bundle: Path, out: Path, force: bool, model_name: str) -> None:
     """Write a Triton model repository for BUNDLE (llmapi layout for the PyTorch backend, the inflight-batcher
     ensemble for TensorRT engines), parsed back with tritonclient's ModelConfig."""
-    import json
-    import os
+    from trtllm_spec.stages.triton import triton_from_bundle
 
-    import yaml
-
-    from trtllm_spec.build.manifest import verify_bundle
-    from trtllm_spec.build.triton import check_triton_repo, write_triton_repo
-    from trtllm_spec.core.files import atomic_dir
-    from trtllm_spec.errors import UserError
-
-    verify_bundle(bundle)  # it must be a bundle (raises if no manifest)
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    options = yaml.safe_load((bundle / "llm_api_options.yaml").read_text())
-    try:
-        recipe = manifest["recipe"]
-        backend = recipe["engine"]["backend"]
-        served, profile = manifest["target"]["served"], manifest["trtllm_profile"]
-        max_batch = max(recipe["workload"]["batch_sizes"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{bundle / 'manifest.json'} lacks {exc} (recipe, target.served, trtllm_profile); "
-                        "rebuild the bundle with 'trtllm-spec build'") from None
-    with atomic_dir(out, force=force, inputs=(bundle,)) as tmp:
-        root = os.path.relpath(bundle.resolve(), out.resolve())  # the launch script runs from the repository
-        files = write_triton_repo(tmp, options=options, backend=backend, model_name=model_name, model=served,
-                                  max_batch_size=max_batch, bundle_root=root, profile=profile)
-        problems = check_triton_repo(tmp, profile=profile)
-        if problems:
-            raise UserError(f"generated repository failed its check: {problems[0]}")
+    files, backend = triton_from_bundle(bundle, out, force=force, model_name=model_name)
     click.echo(f"{out}: {len(files)} files ({backend} backend); see {out}/README.md to launch")

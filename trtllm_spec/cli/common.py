@@ -60,6 +60,18 @@ def parse_int_list(value: str | None, name: str) -> list[int] | None:
     return out
 
 
+def field_choices(model, name: str, drop: tuple[str, ...] = ()) -> list[str]:
+    """The allowed values of a Literal field of a recipe model: CLI choices derived from the schema."""
+    from typing import get_args
+
+    return [v for v in get_args(model.model_fields[name].annotation) if v not in drop]
+
+
+def field_default(model, name: str):
+    """A recipe model field's default: CLI defaults derived from the schema."""
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
 def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
 

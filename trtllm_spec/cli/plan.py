@@ -6,8 +6,11 @@ from pathlib import Path
 
 import click
 
-from trtllm_spec.cli.common import echo_json, main, parse_int_list, set_option
-from trtllm_spec.core.recipe import DRAFTER_TYPES
+from trtllm_spec.cli.common import echo_json, field_choices, main, parse_int_list, set_option
+from trtllm_spec.core.recipe import DRAFTER_TYPES, EngineConfig, QuantizationConfig, TargetConfig
+
+QUANT_METHODS = field_choices(QuantizationConfig, "method", drop=("none",))
+DTYPES = field_choices(TargetConfig, "dtype", drop=("auto",)) + QUANT_METHODS
 
 FLAG_FIELDS = {
     "target": "target.model", "drafter": "drafter.type", "drafter_layers": "drafter.num_layers",
@@ -34,7 +37,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
             value = str(value)  # a missing file is reported by its reader, naming the path
         set_path(data, path.split("."), value, f"--{key.replace('_', '-')}")
     dtype = flags.get("dtype")
-    if dtype in ("fp8", "nvfp4", "int4_awq"):
+    if dtype in QUANT_METHODS:
         set_path(data, ["quantization", "method"], dtype, "--dtype")
     elif dtype is not None:
         set_path(data, ["quantization", "method"], "none", "--dtype")
@@ -66,10 +69,11 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--draft-model", help="Draft model (path/preset) for --drafter draft_model.")
 @click.option("--max-draft-len", type=int, help="Largest D to consider (default 8).")
 @click.option("--draft-len", type=int, help="Fix D instead of choosing it.")
-@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32", "fp8", "nvfp4", "int4_awq"]),
+@click.option("--dtype", type=click.Choice(DTYPES),
               help="Target weight precision (default: the checkpoint's).")
-@click.option("--kv-dtype", type=click.Choice(["auto", "bf16", "fp8"]))
-@click.option("--trtllm-version", type=click.Choice(["auto", "1.2", "1.3", "1.4"]), help="Schedule rules of this release.")
+@click.option("--kv-dtype", type=click.Choice(field_choices(QuantizationConfig, "kv_cache_dtype")))
+@click.option("--trtllm-version", type=click.Choice(field_choices(EngineConfig, "trtllm_version")),
+              help="Schedule rules of this release.")
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
 @set_option
 @click.option("--out", type=click.Path(path_type=Path), help="Write plan.json, plan.md and plots here.")
@@ -98,18 +102,18 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     recipe = recipe_from_dict(data, str(recipe_file or "plan flags"))
     if recipe_file is not None:
         recipe._base_dir = recipe_file.resolve().parent
-    from trtllm_spec.plan_stage import run_plan
+    from trtllm_spec.stages.plan import run_plan
 
     result = run_plan(recipe, out, force=force, category=category)
     if as_json:
-        echo_json(result.plan)
+        echo_json(result.plan.to_json())
     if out is not None:
-        rec = result.plan["recommendation"]
-        sched = rec["draft_len_schedule"]
-        click.echo(f"{rec['mechanism']}: max_draft_len {rec['max_draft_len']}"
+        rec = result.plan.recommendation
+        sched = rec.draft_len_schedule
+        click.echo(f"{rec.mechanism}: max_draft_len {rec.max_draft_len}"
                    + (f", draft_len_schedule {sched}" if sched else "")
                    + f"  ->  {out}/plan.md", err=as_json)
-        if rec.get("memory") and not rec["by_batch"]:
-            click.echo(rec["memory"]["note"], err=as_json)
-        elif rec.get("speculation_limit", {}).get("stops_paying_at") is not None:
-            click.echo(rec["speculation_limit"]["note"], err=as_json)
+        if rec.memory and not rec.by_batch:
+            click.echo(rec.memory["note"], err=as_json)
+        elif (rec.speculation_limit or {}).get("stops_paying_at") is not None:
+            click.echo(rec.speculation_limit["note"], err=as_json)

@@ -21,7 +21,7 @@ def recipe_group() -> None:
 def validate(files: tuple[Path, ...], overrides: tuple[str, ...]) -> None:
     """Check recipe FILES: schema, target, hardware and acceptance file. Exit 2 on the first bad one."""
     from trtllm_spec.core.recipe import load_recipe
-    from trtllm_spec.pipeline_checks import check_recipe_inputs
+    from trtllm_spec.stages.checks import check_recipe_inputs
 
     for f in files:
         r = load_recipe(f, overrides)

@@ -28,7 +28,7 @@ def replan_cmd(bundle: Path, bench_report: Path | None, metrics: str | None, dra
     Example (what the bundle's replan.sh runs): trtllm-spec replan --bundle . --from-trtllm-bench
     bench_results/report_c1.json
     """
-    from trtllm_spec.measure.replan import replan
+    from trtllm_spec.stages.replan import replan
 
     res = replan(bundle, bench_report=bench_report, metrics=metrics, draft_len=draft_len, out=out, force=force,
                  temperature=temperature)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -17,16 +17,21 @@ from trtllm_spec.core.files import parse_yaml, read_structured
 from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
 
-DRAFTER_TYPES = ("eagle3", "mtp", "dflash", "dspark", "draft_model", "ngram")
 TRTLLM_PROFILES = ("1.2", "1.3", "1.4")
 # The TensorRT-engine backend (trtllm-build, TrtLlmArgs, convert_checkpoint.py) is removed after 1.2
 # (NVIDIA/TensorRT-LLM docs/source/legacy/tensorrt-backend-removal.md); 1.2.1's wheel still ships it
 TENSORRT_BACKEND_PROFILES = ("1.2",)
 TENSORRT_REMOVAL = ("TensorRT-LLM removed the TensorRT-engine backend (trtllm-build, TrtLlmArgs, convert_checkpoint.py) "
                     "after 1.2: docs/source/legacy/tensorrt-backend-removal.md")
-# DFlash/DSpark decoding configs first appear in TensorRT-LLM 1.3 (1.3.0rc docs: DFlashDecodingConfig)
-MIN_TRTLLM = {"dflash": "1.3", "dspark": "1.3"}
 MAX_DRAFT_LEN_LIMIT = 64
+
+
+def block_drafts(block_size: int, shift_label: bool) -> tuple[int, str]:
+    """(drafts per block, the formula) for a block drafter. Block position 0 holds the anchor (the last
+    verified token): DFlash predicts positions 1..block_size-1; a drafter trained with next-token alignment
+    (``shift_label``, DSpark's only mode) predicts from position 0, so all block_size positions are drafts
+    (sources on ``drafters.dflash.DSpark``)."""
+    return (block_size, "block_size") if shift_label else (block_size - 1, "block_size - 1")
 
 
 # ---- drafter training --------------------------------------------------------------------------------
@@ -110,19 +115,57 @@ class ConvertSource(StrictModel):
 # ---- drafters (tagged union on `type`) -------------------------------------------------------------
 
 class _Drafter(StrictModel):
+    """A drafter section. The class variables and ``check`` are the recipe-side facts of the mechanism (the
+    descriptor in ``trtllm_spec.drafters`` reads them, so each is written once)."""
+
+    # TensorRT-LLM release whose LLM API first has this decoding config
+    min_trtllm: ClassVar[str] = "1.2"
+    # the legacy TensorRT-engine backend runs only draft/target speculation (1.2 docs)
+    tensorrt_backend: ClassVar[bool] = False
+
     checkpoint: str | None = Field(None, description="an exported drafter folder to reuse as is")
+
+    def check(self, recipe: Recipe) -> None:
+        """Rules that tie this section to the rest of the recipe; raise ValueError naming the field."""
+
+    def offline_features(self) -> bool:
+        """Whether training reads the target's features captured during regeneration (EAGLE-3 only)."""
+        return False
 
 
 class _Trained(_Drafter):
     num_layers: int = Field(1, ge=1, le=64)
     training: TrainingConfig = TrainingConfig()
 
+    def check(self, recipe: Recipe) -> None:
+        if self.training.feature_noise and not self.offline_features():
+            raise ValueError(f"drafter.training.feature_noise = {self.training.feature_noise} perturbs the target "
+                             "features of offline EAGLE-3 training; set it to 0 or use drafter.type: eagle3 with "
+                             "drafter.training.data.offline_features: true")
+
 
 class Eagle3Drafter(_Trained):
     type: Literal["eagle3"] = "eagle3"
     draft_vocab_size: int | None = Field(None, ge=1, description="None = the target's full vocabulary")
     layers_to_capture: list[int] | None = None
-    convert_from: ConvertSource | None = None
+    convert_from: ConvertSource | None = Field(None, description="a SafeAILab EAGLE or speculators EAGLE-3 "
+                                               "checkpoint to convert instead of training")
+
+    def offline_features(self) -> bool:
+        return self.training.data.offline_features
+
+    def check(self, recipe: Recipe) -> None:
+        if self.training.data.offline_features and self.training.data.regen_backend == "openai":
+            raise ValueError("drafter.training.data.regen_backend: openai returns text, not the target's hidden "
+                             "states, so offline_features cannot be kept; set drafter.training.data.offline_features: "
+                             "false (train online) or use regen_backend: hf")
+        super().check(recipe)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Eagle3Drafter:
+        if self.convert_from is not None and self.checkpoint:
+            raise ValueError("drafter.checkpoint and drafter.convert_from both name a drafter; keep one")
+        return self
 
 
 class MTPDrafter(_Trained):
@@ -133,16 +176,42 @@ class MTPDrafter(_Trained):
     num_layers: int | None = Field(None, ge=1, le=64, description="None: the target's native MTP layers, else 1")
     draft_vocab_size: int | None = Field(None, ge=1, description="trained head only; None = the full vocabulary")
 
+    def check(self, recipe: Recipe) -> None:
+        if self.training.init_from_target == "last_layer":
+            raise ValueError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide "
+                             "first layer and fc); for an mtp head use none or lm_head")
+        super().check(recipe)
+
 
 class DFlashDrafter(_Trained):
+    # DFlash/DSpark decoding configs first appear in TensorRT-LLM 1.3 (1.3.0rc docs: DFlashDecodingConfig)
+    min_trtllm: ClassVar[str] = "1.3"
+    shift_label: ClassVar[bool] = False  # see block_drafts
+
     type: Literal["dflash"] = "dflash"
     num_layers: int = Field(2, ge=1, le=64)
     block_size: int = Field(16, ge=2, le=64)
     mask_token: str | int | None = Field(None, description="token (or id) the block is filled with")
     target_layer_ids: list[int] | None = None
 
+    @property
+    def max_draft_len(self) -> int:
+        return block_drafts(self.block_size, self.shift_label)[0]
+
+    def check(self, recipe: Recipe) -> None:
+        most, formula = block_drafts(self.block_size, self.shift_label)
+        if isinstance(recipe.draft_len, int) and recipe.draft_len > most:
+            raise ValueError(f"draft_len = {recipe.draft_len} exceeds what a block of {self.block_size} drafts "
+                             f"({formula} = {most}); raise drafter.block_size")
+        if self.training.seq_len % self.block_size:
+            raise ValueError(f"drafter.training.seq_len = {self.training.seq_len} is not divisible by "
+                             f"drafter.block_size = {self.block_size}; DFlash trains on whole blocks")
+        super().check(recipe)
+
 
 class DSparkDrafter(DFlashDrafter):
+    shift_label: ClassVar[bool] = True  # ModelOpt's DSpark trains next-token aligned only (block_drafts)
+
     type: Literal["dspark"] = "dspark"
     markov_head_type: Literal["vanilla", "gated", "rnn"] = "vanilla"
     markov_rank: int = Field(64, ge=1, le=4096, description="rank of the Markov head's low-rank transition "
@@ -150,6 +219,8 @@ class DSparkDrafter(DFlashDrafter):
 
 
 class DraftModelDrafter(_Drafter):
+    tensorrt_backend: ClassVar[bool] = True
+
     type: Literal["draft_model"] = "draft_model"
     model: str = Field(description="path, preset name or fetched asset of a small LLM with the same tokenizer")
 
@@ -162,10 +233,14 @@ class NGramDrafter(_Drafter):
     is_public_pool: bool = True
 
 
+DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter)
 DrafterConfig = Annotated[
     Eagle3Drafter | MTPDrafter | DFlashDrafter | DSparkDrafter | DraftModelDrafter | NGramDrafter,
     Field(discriminator="type"),
 ]
+# the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
+DRAFTER_TYPES = tuple(get_args(c.model_fields["type"].annotation)[0] for c in DRAFTER_CLASSES)
+DRAFTER_CLASS = dict(zip(DRAFTER_TYPES, DRAFTER_CLASSES, strict=True))
 
 
 # ---- the other sections -----------------------------------------------------------------------------
@@ -209,7 +284,7 @@ class WorkloadConfig(StrictModel):
     isl: int = Field(1024, ge=1, le=10_000_000, description="input (prompt) length in tokens")
     osl: int = Field(512, ge=1, le=10_000_000, description="output length in tokens")
     latency_target_ms: float | None = Field(None, gt=0, description="time per output token target")
-    temperature: float = Field(0.0, ge=0, le=10)
+    # (no temperature: it was accepted and read by nothing; acceptance is measured at measure.temperature)
 
     @field_validator("batch_sizes")
     @classmethod
@@ -264,7 +339,8 @@ class MeasureConfig(StrictModel):
 
 
 class OutputConfig(StrictModel):
-    dir: str | None = None
+    dir: str | None = Field(None, description="the bundle folder 'build' writes without --out (relative to the "
+                            "recipe file); None = out/<recipe name>")
 
 
 class Recipe(StrictModel):
@@ -297,31 +373,12 @@ class Recipe(StrictModel):
         if isinstance(self.draft_len, int) and self.draft_len > self.planner.max_draft_len:
             raise ValueError(f"draft_len = {self.draft_len} exceeds planner.max_draft_len = "
                              f"{self.planner.max_draft_len}; raise planner.max_draft_len")
-        if isinstance(d, DFlashDrafter):
-            if isinstance(self.draft_len, int) and self.draft_len > d.block_size - 1:
-                raise ValueError(f"draft_len = {self.draft_len} exceeds what a block of {d.block_size} drafts "
-                                 f"(block_size - 1 = {d.block_size - 1}); raise drafter.block_size")
-            if d.training.seq_len % d.block_size:
-                raise ValueError(f"drafter.training.seq_len = {d.training.seq_len} is not divisible by "
-                                 f"drafter.block_size = {d.block_size}; DFlash trains on whole blocks")
-        if isinstance(d, MTPDrafter) and d.training.init_from_target == "last_layer":
-            raise ValueError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide "
-                             "first layer and fc); for an mtp head use none or lm_head")
-        if isinstance(d, _Trained) and d.training.feature_noise and not (
-                isinstance(d, Eagle3Drafter) and d.training.data.offline_features):
-            raise ValueError(f"drafter.training.feature_noise = {d.training.feature_noise} perturbs the target features "
-                             "of offline EAGLE-3 training; set it to 0 or use drafter.type: eagle3 with "
-                             "drafter.training.data.offline_features: true")
-        if isinstance(d, Eagle3Drafter) and d.training.data.offline_features \
-                and d.training.data.regen_backend == "openai":
-            raise ValueError("drafter.training.data.regen_backend: openai returns text, not the target's hidden "
-                             "states, so offline_features cannot be kept; set drafter.training.data.offline_features: "
-                             "false (train online) or use regen_backend: hf")
-        need, version = MIN_TRTLLM.get(d.type), self.engine.trtllm_version
-        if need and version != "auto" and _release(version) < _release(need):
+        d.check(self)
+        need, version = d.min_trtllm, self.engine.trtllm_version
+        if version != "auto" and TRTLLM_PROFILES.index(version) < TRTLLM_PROFILES.index(need):
             raise ValueError(f"drafter {d.type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}); "
                              f"set engine.trtllm_version: '{need}'")
-        if self.engine.backend == "tensorrt" and d.type != "draft_model":
+        if self.engine.backend == "tensorrt" and not d.tensorrt_backend:
             raise ValueError(f"engine.backend 'tensorrt' does not run {d.type} (EAGLE-3, MTP, n-gram and DFlash are "
                              "PyTorch-backend only); use engine.backend: pytorch")
         if self.engine.backend == "tensorrt" and self.trtllm_profile not in TENSORRT_BACKEND_PROFILES:
@@ -333,7 +390,7 @@ class Recipe(StrictModel):
     def trtllm_profile(self) -> str:
         if self.engine.trtllm_version != "auto":
             return self.engine.trtllm_version
-        return MIN_TRTLLM.get(self.drafter.type, "1.2")
+        return self.drafter.min_trtllm
 
     @property
     def base_dir(self) -> Path:
@@ -348,10 +405,6 @@ class Recipe(StrictModel):
             return p
         candidate = self._base_dir / p
         return candidate if candidate.exists() or not p.exists() else p
-
-
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split("."))
 
 
 # ---- loading ------------------------------------------------------------------------------------------

@@ -68,9 +68,9 @@ def server_overrides(backend: str | None, urls: tuple[str, ...], concurrency: in
 def capture_for(recipe, cfg: dict) -> tuple[int, ...]:
     """The target layers offline EAGLE-3 training captures (empty: online training)."""
     d = recipe.drafter
-    if d.type != "eagle3" or not d.training.data.offline_features:
+    if not d.offline_features():
         return ()
-    from trtllm_spec.runtime.drafters.eagle3 import default_capture_layers
+    from trtllm_spec.drafters.eagle3 import default_capture_layers
 
     n = cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get("num_hidden_layers")
     return tuple(sorted(d.layers_to_capture or default_capture_layers(n)))

@@ -3,34 +3,12 @@ variant). Descriptors are light: heavy code (ModelOpt, torch) is imported lazily
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.planner.acceptance import AcceptanceModel
-
-
-@dataclass(frozen=True)
-class DraftPass:
-    """A forward pass the drafter makes each iteration.
-
-    ``per_token``: D sequential passes of one token per sequence (chain drafting); otherwise one pass over
-    a block of D + 1 tokens per sequence. ``shape`` None means only ``extra_params`` of linear weights.
-    """
-
-    shape: ModelShape | None
-    per_token: bool
-    lm_head_vocab: int | None = None
-    extra_params: float = 0.0
-
-
-@dataclass(frozen=True)
-class DraftCost:
-    passes: tuple[DraftPass, ...]
-    drafter_layers: int  # for guideline 4's rho = drafter layers / target layers
-    weight_params: float  # resident drafter weights (elements), beside the target
-    kv_shape: ModelShape | None  # the drafter's own KV cache per token, if any
-    sequential: bool = True  # host bookkeeping once per draft token (chain) or once per iteration
+from trtllm_spec.planner.mechanism import DraftCost, DraftPass  # noqa: F401  (re-exported)
 
 
 class Mechanism:
@@ -39,9 +17,26 @@ class Mechanism:
     name: ClassVar[str]
     title: ClassVar[str]
     acceptance_kind: ClassVar[str]  # "chain" (AL(D) from one run) or "block" (measure each D)
-    min_trtllm: ClassVar[str] = "1.2"
     needs_training: ClassVar[bool] = False
+    recognised_last: ClassVar[bool] = False  # a plain model layout that drafter layouts must be tried before
+    # ModelOpt (modelopt.torch.speculative): the mode that trains it ("eagle" | "dflash"; None: not trained)
+    # and, for "eagle", the preset config in modelopt.torch.speculative.config
+    modelopt_mode: ClassVar[str | None] = None
+    modelopt_preset: ClassVar[str | None] = None
+    # trained with TensorRT-LLM's Eagle3DecoderLayer first-layer form (train.modelopt_setup.align_eagle3_first_layer)
+    trtllm_first_layer: ClassVar[bool] = False
+    # the drafter reads the target's hidden states, so its hidden_size must be the target's
+    shares_target_hidden: ClassVar[bool] = True
+    # decoding_type tags TensorRT-LLM's LLM API accepts for it (the first is what we write)
+    decoding_types: ClassVar[tuple[str, ...]] = ()
     summary: ClassVar[str] = ""
+
+    @property
+    def min_trtllm(self) -> str:
+        """The TensorRT-LLM release whose LLM API first has this decoding config (from the recipe class)."""
+        from trtllm_spec.core.recipe import DRAFTER_CLASS
+
+        return DRAFTER_CLASS[self.name].min_trtllm
 
     def default_config(self):
         """The recipe drafter section this mechanism gets when none is given."""
@@ -52,6 +47,47 @@ class Mechanism:
 
     def cost(self, target: ModelShape, cfg) -> DraftCost:
         raise NotImplementedError
+
+    def source(self, cfg, target: ModelShape) -> str:
+        """How the drafter stage obtains this drafter: ``reuse`` (drafter.checkpoint), ``convert``
+        (drafter.convert_from), ``train`` (ModelOpt), ``none`` (no model), or a mechanism's own way (``native``,
+        ``draft_model``)."""
+        if getattr(cfg, "checkpoint", None):
+            return "reuse"
+        if getattr(cfg, "convert_from", None) is not None:
+            return "convert"
+        return "train" if self.needs_training else "none"
+
+    def measure_spec(self, drafter_dir: Path | None) -> str | None:
+        """What the reference decoder loads for this drafter (``measure --drafter``); None: nothing here."""
+        return str(drafter_dir) if drafter_dir is not None else None
+
+    def modelopt_architecture(self, cfg) -> dict:
+        """Entries this mechanism adds to ModelOpt's ``<mode>_architecture_config``."""
+        return {}
+
+    def build_refusal(self, cfg, target: ModelShape) -> tuple[str, str] | None:
+        """(what the target lacks, why) when ``build`` cannot bundle this drafter for this target although
+        train / measure / plan can; None when it can."""
+        return None
+
+    def recognises(self, cfg: dict) -> bool:
+        """Whether an exported folder's config.json holds this mechanism's drafter (torch-free)."""
+        return False
+
+    def draft_limit(self, cfg: dict, where: str) -> tuple[int, str] | None:
+        """(the largest D an exported drafter can propose, how it follows from its config.json); None: no limit
+        of its own. ``where`` names the file in errors."""
+        return None
+
+    def load_runtime(self, folder: Path, target, max_len: int):
+        """The reference decoder's drafter for an exported folder (imports torch: called by ``runtime``)."""
+        raise NotImplementedError(f"{self.name} has no exported-folder drafter in the reference decoder")
+
+    def trtllm_extras(self, drafter_dir: Path | None) -> dict:
+        """Values of an exported drafter folder that go into ``speculative_config`` (see
+        ``trtllm_speculative_config``'s ``extra``)."""
+        return {}
 
     def max_draft_len(self, target: ModelShape, cfg) -> int | None:
         """The largest D this drafter can propose (None: no limit of its own)."""
@@ -64,7 +100,7 @@ class Mechanism:
     def trtllm_speculative_config(self, cfg, *, profile: str, max_draft_len: int, speculative_model: str | None,
                                   **extra) -> dict:
         """The TensorRT-LLM LLM API ``speculative_config`` for this mechanism under release ``profile``
-        ("1.2" / "1.3"); keys and tags as mirrored in ``trtllm_spec.build.trtllm_schema``. ``extra`` carries
+        ("1.2" / "1.3"); keys and tags as mirrored in ``trtllm_spec.deploy.trtllm_schema``. ``extra`` carries
         values found at build time (e.g. ``eagle3_layers_to_capture``, ``dflash_mask_token_id``)."""
         raise NotImplementedError
 

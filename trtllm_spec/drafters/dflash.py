@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trtllm_spec.core.recipe import DFlashDrafter, DSparkDrafter
+from trtllm_spec.core.recipe import DRAFTER_CLASS, DFlashDrafter, DSparkDrafter, block_drafts
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism, dense_layer_shape
 from trtllm_spec.planner.acceptance import AcceptanceModel, chain, table
@@ -20,8 +20,9 @@ class DFlash(Mechanism):
     name = "dflash"
     title = "DFlash"
     acceptance_kind = "block"
-    min_trtllm = "1.3"
     needs_training = True
+    modelopt_mode = "dflash"
+    decoding_types = ("DFlash",)
     summary = "decoder layers fused with target hidden states denoise a block of mask tokens in one pass"
 
     def default_config(self) -> DFlashDrafter:
@@ -29,11 +30,32 @@ class DFlash(Mechanism):
 
     def default_acceptance(self, target: ModelShape, cfg: DFlashDrafter) -> AcceptanceModel:
         chained = chain(DFLASH_RATES, DFLASH_SOURCE)
-        d_max = cfg.block_size - 1
+        d_max = self.max_draft_len(target, cfg)
         return table({d: chained.acceptance_length(d) for d in range(1, d_max + 1)}, DFLASH_SOURCE)
 
     def max_draft_len(self, target: ModelShape, cfg: DFlashDrafter) -> int | None:
-        return cfg.block_size - 1
+        return cfg.max_draft_len  # core.recipe.block_drafts
+
+    def recognises(self, cfg: dict) -> bool:
+        arch = (cfg.get("architectures") or [""])[0]
+        dc = cfg.get("dflash_config") or {}
+        return (arch == "DFlashDraftModel" or "dflash_config" in cfg) and (
+            (dc.get("projector_type") == "dspark") == (self.name == "dspark"))
+
+    def draft_limit(self, cfg: dict, where: str) -> tuple[int, str] | None:
+        from trtllm_spec.errors import UserError
+
+        dc = cfg.get("dflash_config") or {}
+        block = cfg.get("block_size") or dc.get("block_size")
+        if not isinstance(block, int) or block < 2:
+            raise UserError(f"{where}: block_size {block!r} must be an integer >= 2 for a {self.name} drafter")
+        shift = dc.get("shift_label", DRAFTER_CLASS[self.name].shift_label)
+        return block_drafts(block, bool(shift))
+
+    def load_runtime(self, folder, target, max_len: int):
+        from trtllm_spec.runtime.drafters.dflash import DFlashDrafter as Runtime
+
+        return Runtime(folder, target, max_len=max_len)
 
     def cost(self, target: ModelShape, cfg: DFlashDrafter) -> DraftCost:
         h = target.hidden_size
@@ -51,6 +73,14 @@ class DFlash(Mechanism):
 
     def _head_params(self, target: ModelShape) -> float:
         return 0.0
+
+    def trtllm_extras(self, drafter_dir) -> dict:
+        if drafter_dir is None:
+            return {}
+        import json
+
+        dcfg = json.loads((drafter_dir / "config.json").read_text()).get("dflash_config", {})
+        return {"dflash_mask_token_id": dcfg.get("mask_token_id"), "dflash_target_layer_ids": dcfg.get("target_layer_ids")}
 
     def trtllm_speculative_config(self, cfg: DFlashDrafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, dflash_mask_token_id: int | None = None,
@@ -72,12 +102,25 @@ class DSpark(DFlash):
     name = "dspark"
     title = "DSpark"
     summary = "DFlash-style KV fusion + a light Markov head over the block; one parallel pass"
+    # DSpark drafts all block_size positions (next-token alignment from the anchor; DSparkDrafter.shift_label):
+    # - NVIDIA Model-Optimizer 0.47, modelopt/torch/speculative/plugins/modeling_dspark.py: DSparkModule sets
+    #   shift_label = True ("DSpark treats the anchor as the first prediction position"); hf_dspark.py's loss
+    #   takes labels at anchor + k + 1 for k = 0..block_size-1 ("position 0 is not excluded"); the exporter
+    #   (torch/export/plugins/hf_spec_export.py, DSparkExporter) writes dflash_config.shift_label.
+    # - NVIDIA/TensorRT-LLM tensorrt_llm/_torch/speculative/dspark.py (DSparkWorker._lazy_init, at 005c932d):
+    #   "DSpark draft model block_size must equal worker max_draft_len".
 
     def default_config(self) -> DSparkDrafter:
         return DSparkDrafter()
 
+    decoding_types = ("DSpark",)
+
     def _head_params(self, target: ModelShape) -> float:
         return 2 * target.hidden_size * target.hidden_size  # assumption: a small gated head, ~2 H x H
+
+    def modelopt_architecture(self, cfg: DSparkDrafter) -> dict:
+        # ModelOpt 0.47: DSpark = the dflash mode with projector_type "dspark" (REFERENCE.md section 6)
+        return {"projector_type": "dspark", "markov_head_type": cfg.markov_head_type, "markov_rank": cfg.markov_rank}
 
     def trtllm_speculative_config(self, cfg: DSparkDrafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, **extra) -> dict:

@@ -20,6 +20,9 @@ class DraftModel(Mechanism):
     name = "draft_model"
     title = "draft model"
     acceptance_kind = "chain"
+    recognised_last = True
+    shares_target_hidden = False  # its own model: only the vocabulary must match
+    decoding_types = ("Draft_Target", "DraftTarget")
     summary = "a small independent LLM with the same tokenizer drafts D tokens sequentially"
 
     def __init__(self, resolve_shape: Callable[[str], ModelShape] | None = None) -> None:
@@ -27,6 +30,23 @@ class DraftModel(Mechanism):
 
     def default_config(self) -> DraftModelDrafter | None:
         return None  # needs a model name: only planned when the recipe or --draft-model names one
+
+    def source(self, cfg: DraftModelDrafter, target: ModelShape) -> str:
+        return "draft_model"  # drafter.model, an existing LLM: nothing to train
+
+    def recognises(self, cfg: dict) -> bool:
+        return cfg.get("model_type") in ("llama", "mistral", "qwen2", "qwen3") and "dflash_config" not in cfg
+
+    def load_runtime(self, folder, target, max_len: int):
+        from trtllm_spec.errors import UserError
+        from trtllm_spec.runtime.drafters.draft_model import DraftModelDrafter as Runtime
+        from trtllm_spec.runtime.llama import LlamaModel
+
+        model = LlamaModel.from_pretrained(folder, dtype=target.dtype, device=target.device)
+        if model.cfg.vocab_size != target.cfg.vocab_size:
+            raise UserError(f"draft model {folder} has vocab {model.cfg.vocab_size}, the target "
+                            f"{target.cfg.vocab_size}: a draft model needs the target's tokenizer")
+        return Runtime(model, max_len=max_len)
 
     def default_acceptance(self, target: ModelShape, cfg: DraftModelDrafter) -> AcceptanceModel:
         return chain(DRAFT_MODEL_RATES, DRAFT_MODEL_SOURCE)

@@ -15,11 +15,27 @@ EAGLE3_SOURCE = ("assumption: llama.cpp PR #24536 EAGLE-3 per-position acceptanc
                  "D=3), positions 4+ extrapolated at -0.02 each")
 
 
+def default_capture_layers(num_layers: int) -> list[int]:
+    """TensorRT-LLM's and ModelOpt's default captured target layers (layer outputs, 0-based): the inputs of
+    layers 2, L//2 and L-3 (SafeAILab EAGLE ``modeling_llama_kv.py``; TensorRT-LLM ``Eagle3SpecMetadata``)."""
+    return sorted({1, max(0, num_layers // 2 - 1), max(0, num_layers - 4)})
+
+
+def is_eagle_layout(cfg: dict) -> bool:
+    """ModelOpt's EAGLE export (EAGLE-3, and its EAGLE-MTP head under the same architecture name)."""
+    arch = (cfg.get("architectures") or [""])[0]
+    return "dflash_config" not in cfg and arch != "DFlashDraftModel" and ("draft_vocab_size" in cfg
+                                                                          or arch.endswith("Eagle3"))
+
+
 class Eagle3(Mechanism):
     name = "eagle3"
     title = "EAGLE-3"
     acceptance_kind = "chain"
     needs_training = True
+    modelopt_mode, modelopt_preset = "eagle", "EAGLE3_DEFAULT_CFG"
+    trtllm_first_layer = True
+    decoding_types = ("Eagle3", "Eagle")  # "Eagle": a legacy alias on the PyTorch backend
     summary = "1+ decoder layer + fc over 3 captured target hidden states; D sequential draft steps"
 
     def default_config(self) -> Eagle3Drafter:
@@ -27,6 +43,15 @@ class Eagle3(Mechanism):
 
     def default_acceptance(self, target: ModelShape, cfg: Eagle3Drafter) -> AcceptanceModel:
         return chain(EAGLE3_RATES, EAGLE3_SOURCE)
+
+    def recognises(self, cfg: dict) -> bool:
+        # ModelOpt's EAGLE-MTP head is told apart by eagle_config.use_aux_hidden_state: false
+        return is_eagle_layout(cfg) and (cfg.get("eagle_config") or {}).get("use_aux_hidden_state") is not False
+
+    def load_runtime(self, folder, target, max_len: int):
+        from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter as Runtime
+
+        return Runtime(folder, target, max_len=max_len)
 
     def cost(self, target: ModelShape, cfg: Eagle3Drafter) -> DraftCost:
         h = target.hidden_size

@@ -15,10 +15,17 @@ MTP_SOURCE = ("TensorRT-LLM blog 1: DeepSeek-R1 FP4, 8xB200, bs1, MTP reused aut
               "(AL 1.92/2.58/2.82/2.99/3.01 at D=1..5)")
 
 
+MTP_HEAD_WHY = ("'train' fits ModelOpt's EAGLE-MTP head and 'measure'/'plan' use it, but TensorRT-LLM serves MTP "
+                "only as a target's own layers (num_nextn_predict_layers), so 'build' refuses it; use drafter.type "
+                "eagle3 for a bundle")
+
+
 class MTP(Mechanism):
     name = "mtp"
     title = "MTP"
     acceptance_kind = "chain"
+    modelopt_mode, modelopt_preset = "eagle", "EAGLE_MTP_DEFAULT_CFG"  # the head for targets without MTP layers
+    decoding_types = ("MTP",)
     summary = "native multi-token-prediction layer(s) over the target's last hidden state; sequential"
 
     def default_config(self) -> MTPDrafter:
@@ -26,6 +33,27 @@ class MTP(Mechanism):
 
     def default_acceptance(self, target: ModelShape, cfg: MTPDrafter) -> AcceptanceModel:
         return table(MTP_AL, MTP_SOURCE + ("" if target.mtp_layers else "; assumed for a trained MTP head"))
+
+    def source(self, cfg: MTPDrafter, target: ModelShape) -> str:
+        # the target's own MTP layers need nothing (needs_training stays False: that is what TensorRT-LLM
+        # serves); a target without them gets a trained EAGLE-MTP head
+        if target is not None and target.mtp_layers:  # None: a family the planner cannot price (no MTP known)
+            return "native"
+        return "reuse" if cfg.checkpoint else "train"
+
+    def build_refusal(self, cfg: MTPDrafter, target: ModelShape) -> tuple[str, str] | None:
+        return None if target is not None and target.mtp_layers else ("native MTP layers", MTP_HEAD_WHY)
+
+    def recognises(self, cfg: dict) -> bool:
+        from trtllm_spec.drafters.eagle3 import is_eagle_layout
+
+        return is_eagle_layout(cfg) and (cfg.get("eagle_config") or {}).get("use_aux_hidden_state") is False
+
+    def load_runtime(self, folder, target, max_len: int):
+        # an EAGLE-MTP head is an EAGLE layout without fc (see runtime/drafters/eagle3.py)
+        from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter as Runtime
+
+        return Runtime(folder, target, max_len=max_len)
 
     def _layers(self, target: ModelShape, cfg: MTPDrafter) -> int:
         return cfg.num_layers or target.mtp_layers or 1

@@ -19,6 +19,7 @@ class NGram(Mechanism):
     name = "ngram"
     title = "n-gram"
     acceptance_kind = "chain"
+    decoding_types = ("NGram",)
     summary = "prompt lookup: drafts the continuation of the last matching n-gram; no model, ~free"
 
     def default_config(self) -> NGramDrafter:
@@ -26,6 +27,9 @@ class NGram(Mechanism):
 
     def default_acceptance(self, target: ModelShape, cfg: NGramDrafter) -> AcceptanceModel:
         return chain(NGRAM_RATES, NGRAM_SOURCE)
+
+    def measure_spec(self, drafter_dir) -> str:
+        return "ngram"  # the reference decoder's prompt-lookup drafter
 
     def cost(self, target: ModelShape, cfg: NGramDrafter) -> DraftCost:
         # matching runs on the host once per iteration (TensorRT-LLM blog 7: "<15% of iteration latency")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trtllm_spec.core.recipe import DRAFTER_TYPES, MIN_TRTLLM
+from trtllm_spec.core.recipe import DRAFTER_TYPES
 from trtllm_spec.drafters.base import Mechanism
 from trtllm_spec.drafters.dflash import DFlash, DSpark
 from trtllm_spec.drafters.draft_model import DraftModel
@@ -12,7 +12,6 @@ from trtllm_spec.drafters.ngram import NGram
 
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (Eagle3(), MTP(), DFlash(), DSpark(), DraftModel(), NGram())}
 assert tuple(MECHANISMS) == DRAFTER_TYPES, "recipe drafter types and the registry must list the same names"
-assert all(MIN_TRTLLM.get(n, "1.2") == m.min_trtllm for n, m in MECHANISMS.items())
 
 
 def get(name: str) -> Mechanism:
@@ -21,3 +20,14 @@ def get(name: str) -> Mechanism:
     if name not in MECHANISMS:
         raise UserError(f"unknown drafter type {name!r}; valid: {', '.join(MECHANISMS)}")
     return MECHANISMS[name]
+
+
+# TensorRT-LLM decoding_type tag -> our drafter type (reading a bundle's options back)
+DECODING_TYPES = {tag: name for name, m in MECHANISMS.items() for tag in m.decoding_types}
+
+
+def exported_type(cfg: dict) -> str | None:
+    """The mechanism whose exported folder has this config.json (torch-free); None when none matches.
+    Drafter layouts are tried first, a plain (draft) model last."""
+    order = sorted(MECHANISMS.values(), key=lambda m: m.recognised_last)
+    return next((m.name for m in order if m.recognises(cfg)), None)

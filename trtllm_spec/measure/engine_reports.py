@@ -29,8 +29,9 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
+from trtllm_spec.core.recipe import DRAFTER_CLASS
 from trtllm_spec.errors import UserError
-from trtllm_spec.measure.profile import SCHEMA, acceptance_kind
+from trtllm_spec.measure.profile import acceptance_kind
 
 BENCH_SOURCE = "trtllm-bench --report_json"
 METRICS_SOURCE = "trtllm-serve /metrics (iteration stats)"
@@ -303,16 +304,17 @@ def _check_draft_len(reported: int, options: dict | None, draft_len: int | None,
 
 def _profile(section: dict, d: int, kind: str, source: dict, *, temperature: float, dtype: str, target: dict,
              suite: dict, bundle: Path | None, max_new_tokens) -> dict:
-    return {
-        "schema": SCHEMA, "engine": "trtllm", "source": source,
-        "drafter": {"type": kind, "path": None, "draft_len": d, "acceptance_kind": acceptance_kind(kind),
-                    "al_method": "measured_at_bundle_draft_len",
-                    **({"bundle": str(bundle.resolve())} if bundle else {})},
-        "target": target, "suite": suite,
-        "settings": {"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens,
-                     "seed": None, "machine": None},
-        "overall": section, "categories": {"all": dict(section)},
-    }
+    from trtllm_spec.core.artifacts import SpeculationProfile
+
+    return SpeculationProfile.build(
+        engine="trtllm", source=source,
+        drafter={"type": kind, "path": None, "draft_len": d, "acceptance_kind": acceptance_kind(kind),
+                 "al_method": "measured_at_bundle_draft_len", **({"bundle": str(bundle.resolve())} if bundle else {})},
+        target=target, suite=suite,
+        settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens,
+                  "seed": None, "machine": None},
+        overall=section, categories={"all": dict(section)},
+    )
 
 
 # ---- the command -------------------------------------------------------------------------------------
@@ -334,8 +336,8 @@ def bundle_context(bundle: Path | None) -> tuple[dict | None, str]:
         drafter = ((data or {}).get("drafter") or {}).get("type") if isinstance(data, dict) else None
         if version and version != "auto":
             profile = version
-        elif drafter in ("dflash", "dspark"):
-            profile = "1.3"
+        elif drafter in DRAFTER_CLASS:  # the first release with the drafter's decoding config
+            profile = DRAFTER_CLASS[drafter].min_trtllm
     return options, profile
 
 

@@ -24,11 +24,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from trtllm_spec.core.artifacts import PROFILE_SCHEMA as SCHEMA
+from trtllm_spec.core.artifacts import SpeculationProfile
 from trtllm_spec.errors import UserError
 
-SCHEMA = "trtllm-spec/speculation_profile/v1"
-CHAIN_KINDS = ("eagle3", "mtp", "draft_model", "ngram")
-BLOCK_KINDS = ("dflash", "dspark")
 SECTION_KEYS = ("num_prompts", "generated_tokens", "iterations", "mean_acceptance_length", "conditional_rates",
                 "marginal_rates", "acceptance_length", "al_histogram", "tokens_per_s_target", "tokens_per_s_spec",
                 "speedup", "identical_outputs", "token_agreement")
@@ -36,8 +35,11 @@ TOP_KEYS = ("schema", "engine", "drafter", "target", "suite", "settings", "overa
 
 
 def acceptance_kind(drafter_type: str) -> str:
-    """'block' for DFlash/DSpark (AL measured per D), 'chain' for the rest (AL(d) from one run)."""
-    return "block" if drafter_type in BLOCK_KINDS else "chain"
+    """'block' for DFlash/DSpark (AL measured per D), 'chain' for the rest (AL(d) from one run): the
+    descriptor's ``acceptance_kind``."""
+    from trtllm_spec.drafters.registry import get
+
+    return get(drafter_type).acceptance_kind
 
 
 @dataclass
@@ -208,18 +210,15 @@ def build_profile(runs: Sequence[PromptRun], *, drafter: dict, target: dict, sui
     cats: dict[str, list[PromptRun]] = {}
     for r in runs:
         cats.setdefault(r.category, []).append(r)
-    return {
-        "schema": SCHEMA,
-        "engine": engine,
-        "drafter": {**drafter, "acceptance_kind": kind,
-                    "al_method": "chain_analytic" if kind == "chain" else "measured_per_draft_len"},
-        "target": target,
-        "suite": suite,
-        "settings": settings,
-        "overall": section(runs, d, kind, greedy),
-        "categories": {c: section(rs, d, kind, greedy) for c, rs in cats.items()},
-        "prompts": [prompt_record(r, greedy) for r in runs],
-    }
+    return SpeculationProfile.build(
+        engine=engine,
+        drafter={**drafter, "acceptance_kind": kind,
+                 "al_method": "chain_analytic" if kind == "chain" else "measured_per_draft_len"},
+        target=target, suite=suite, settings=settings,
+        overall=section(runs, d, kind, greedy),
+        categories={c: section(rs, d, kind, greedy) for c, rs in cats.items()},
+        prompts=[prompt_record(r, greedy) for r in runs],
+    )
 
 
 # ---- validation ----------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_spec.errors import UserError
-from trtllm_spec.measure.profile import BLOCK_KINDS, PromptRun, build_profile, requested_drafts
+from trtllm_spec.measure.profile import PromptRun, acceptance_kind, build_profile, requested_drafts
 
 DTYPES = ("fp32", "bf16")
 WARMUP_TOKENS = 4
@@ -74,7 +74,7 @@ def _read_config(folder: Path) -> dict:
 
 def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
     """Kind, target match and D limit from the drafter's config.json alone (before any weights load)."""
-    if spec == "ngram":
+    if spec == "ngram":  # drafter-type branch 2 of 3 outside drafters/: the folder-less spec token (see load.py)
         return DrafterInfo("ngram", None, {}, None)
     folder = Path(spec).expanduser()
     if not folder.is_dir():
@@ -83,19 +83,17 @@ def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
 
     cfg, kind = _read_config(folder), folder_kind(folder)
     t_h, t_v = target_cfg.get("hidden_size"), target_cfg.get("vocab_size")
-    checks = [("vocab_size", t_v)] + ([("hidden_size", t_h)] if kind != "draft_model" else [])
+    from trtllm_spec.drafters.registry import get
+
+    checks = [("vocab_size", t_v)] + ([("hidden_size", t_h)] if get(kind).shares_target_hidden else [])
     for key, want in checks:
         if cfg.get(key) != want:
             raise UserError(f"drafter {folder} has {key} {cfg.get(key)}, the target {want}: it was made for "
                             "another target (measure it with the target it was trained for)")
-    max_d = None
-    if kind in BLOCK_KINDS:
-        block = cfg.get("block_size") or (cfg.get("dflash_config") or {}).get("block_size")
-        if not isinstance(block, int) or block < 2:
-            raise UserError(f"{folder}/config.json: block_size {block!r} must be an integer >= 2 for a {kind} drafter")
-        max_d = block - 1
-    if max_d is not None and draft_len > max_d:
-        raise UserError(f"--draft-len {draft_len} exceeds what this {kind} drafter supports: block_size - 1 = "
+    limit = get(kind).draft_limit(cfg, f"{folder}/config.json")
+    max_d = limit[0] if limit else None
+    if limit is not None and draft_len > max_d:
+        raise UserError(f"--draft-len {draft_len} exceeds what this {kind} drafter supports: {limit[1]} = "
                         f"{max_d} (from {folder}/config.json); choose D <= {max_d}")
     return DrafterInfo(kind, folder, cfg, max_d)
 
@@ -167,7 +165,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     if limit is not None and draft_len > limit:
         raise UserError(f"--draft-len {draft_len} exceeds what this {kind} drafter supports ({limit})")
     params, eos = SamplingParams(temperature=temperature), _eos_ids(target, tok)
-    sweep = sorted(set(block_sweep or ()) - {draft_len}) if kind in BLOCK_KINDS else []
+    sweep = sorted(set(block_sweep or ()) - {draft_len}) if acceptance_kind(kind) == "block" else []
 
     def gen(i: int):
         return torch.Generator(device=dev).manual_seed(seed * 1_000_003 + i)
@@ -192,7 +190,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
         runs, engine="pytorch",
         drafter={"type": kind, "path": str(info.path.resolve()) if info.path else None, "draft_len": draft_len,
                  "max_draft_len": limit if limit is not None else info.max_draft_len,
-                 **({"block_sweep": [*sweep, draft_len]} if kind in BLOCK_KINDS else {})},
+                 **({"block_sweep": [*sweep, draft_len]} if acceptance_kind(kind) == "block" else {})},
         target=target_summary(target_dir, target_path, target_cfg),
         suite={**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
                "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},

@@ -21,12 +21,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtllm_spec.drafters.registry import DECODING_TYPES  # noqa: F401  (decoding_type -> drafter type)
 from trtllm_spec.errors import UserError
 
 OPTIONS_FILE = "llm_api_options.yaml"
 CONTAINER = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1"
-DECODING_TYPES = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp", "NGram": "ngram", "Draft_Target": "draft_model",
-                  "DraftTarget": "draft_model", "DFlash": "dflash", "DSpark": "dspark"}
 
 
 @dataclass(frozen=True)
@@ -229,18 +228,21 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
                               reference=[list(ref_outs[i].token_ids) for i in idx] if ref_outs else None,
                               outputs=[list(spec_outs[i].token_ids) for i in idx], greedy=greedy)
 
+    from trtllm_spec.core.artifacts import SpeculationProfile
+    from trtllm_spec.measure.profile import acceptance_kind
+
     kind = DECODING_TYPES[options["speculative_config"]["decoding_type"]]
-    return {
-        "schema": "trtllm-spec/speculation_profile/v1", "engine": "trtllm",
-        "drafter": {"type": kind, "path": options["speculative_config"].get("speculative_model"), "draft_len": d,
-                    "acceptance_kind": "block" if kind in ("dflash", "dspark") else "chain",
-                    "al_method": "measured_at_bundle_draft_len", "bundle": str(Path(bundle).resolve())},
-        "target": target_summary(target_dir, target_path, target_cfg),
-        "suite": {**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
-                  "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
-        "settings": {"dtype": "bundle", "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
-                     "trtllm_version": tensorrt_llm.__version__, "llm_api_options": options,
-                     "machine": {"device": torch.cuda.get_device_name(0)}},
-        "overall": sect(range(len(items)), list(by_cat)),
-        "categories": {c: sect(idx, [c]) for c, idx in by_cat.items()},
-    }
+    return SpeculationProfile.build(
+        engine="trtllm",
+        drafter={"type": kind, "path": options["speculative_config"].get("speculative_model"), "draft_len": d,
+                 "acceptance_kind": acceptance_kind(kind),
+                 "al_method": "measured_at_bundle_draft_len", "bundle": str(Path(bundle).resolve())},
+        target=target_summary(target_dir, target_path, target_cfg),
+        suite={**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
+               "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
+        settings={"dtype": "bundle", "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
+                  "trtllm_version": tensorrt_llm.__version__, "llm_api_options": options,
+                  "machine": {"device": torch.cuda.get_device_name(0)}},
+        overall=sect(range(len(items)), list(by_cat)),
+        categories={c: sect(idx, [c]) for c, idx in by_cat.items()},
+    )

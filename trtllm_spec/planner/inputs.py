@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +44,8 @@ def precision_for(recipe: Recipe, target: ResolvedTarget, hw: Hardware) -> Preci
     return Precision(weight=weight, kv=kv, act_bytes=act)
 
 
-def plan_inputs(recipe: Recipe, category: str | None = None) -> PlanInputs:
+def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapping) -> PlanInputs:
+    """``mechanisms``: the drafter registry (``trtllm_spec.drafters.registry.MECHANISMS``), passed in."""
     files: list[Path] = []
     target = resolve_target(recipe.target.model, recipe.base_dir)
     if target.path is not None:
@@ -73,5 +75,6 @@ def plan_inputs(recipe: Recipe, category: str | None = None) -> PlanInputs:
         free_gpu_memory_fraction=recipe.engine.free_gpu_memory_fraction,
         trtllm_profile=recipe.trtllm_profile, max_batch_size=recipe.engine.max_batch_size,
         latency_target_ms=recipe.workload.latency_target_ms, target_id=target.hf_id or recipe.target.model,
+        mechanisms=mechanisms,
     )
     return PlanInputs(req, target, files)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from trtllm_spec import __version__
+from trtllm_spec.core.artifacts import PLAN_SCHEMA
 from trtllm_spec.core.hardware import Hardware
 from trtllm_spec.core.shape import ModelShape
-from trtllm_spec.drafters import registry
 from trtllm_spec.planner import guidelines as gl
 from trtllm_spec.planner.acceptance import AcceptanceModel
 from trtllm_spec.planner.cost import Parallelism, Precision, kv_bytes_per_token_per_gpu
@@ -17,14 +18,13 @@ from trtllm_spec.planner.schedule import check_schedule, render_schedule
 from trtllm_spec.planner.search import (
     Candidate,
     CostContext,
+    MechanismModel,
     MechanismPlan,
     Workload,
     best_by_batch,
     evaluate,
     pareto_frontier,
 )
-
-PLAN_SCHEMA = "trtllm-spec/plan/v1"
 
 
 @dataclass
@@ -45,10 +45,19 @@ class PlanRequest:
     max_batch_size: int | None = None
     latency_target_ms: float | None = None
     target_id: str = ""
+    # the drafting mechanisms by name (drafters.registry.MECHANISMS): passed in, so the planner imports none
+    mechanisms: Mapping[str, MechanismModel] = field(default_factory=dict)
+
+    def mechanism(self, name: str) -> MechanismModel:
+        if name not in self.mechanisms:
+            from trtllm_spec.errors import UserError
+
+            raise UserError(f"unknown drafter type {name!r}; valid: {', '.join(self.mechanisms)}")
+        return self.mechanisms[name]
 
 
 def mechanism_plan(req: PlanRequest, name: str, cfg, acceptance: AcceptanceModel | None) -> MechanismPlan:
-    mech = registry.get(name)
+    mech = req.mechanism(name)
     own_max = mech.max_draft_len(req.target, cfg)
     d_max = min(req.max_draft_len, own_max) if own_max else req.max_draft_len
     return MechanismPlan(mech, cfg, acceptance or mech.default_acceptance(req.target, cfg),
@@ -58,7 +67,7 @@ def mechanism_plan(req: PlanRequest, name: str, cfg, acceptance: AcceptanceModel
 def build_plans(req: PlanRequest) -> tuple[list[MechanismPlan], list[str]]:
     """The recipe's mechanism first, then (with ``compare``) every other mechanism that can serve the target."""
     main_name = req.drafter.type
-    reason = registry.get(main_name).unavailable_reason(req.target, req.drafter)
+    reason = req.mechanism(main_name).unavailable_reason(req.target, req.drafter)
     if reason:
         from trtllm_spec.errors import UserError
 
@@ -66,7 +75,7 @@ def build_plans(req: PlanRequest) -> tuple[list[MechanismPlan], list[str]]:
     plans = [mechanism_plan(req, main_name, req.drafter, req.acceptance)]
     skipped: list[str] = []
     if req.compare:
-        for name, mech in registry.MECHANISMS.items():
+        for name, mech in req.mechanisms.items():
             if name == main_name:
                 continue
             cfg = mech.default_config()

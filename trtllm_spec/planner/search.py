@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 from trtllm_spec.core.hardware import Hardware
 from trtllm_spec.core.shape import ModelShape
-from trtllm_spec.drafters.base import DraftCost, Mechanism
 from trtllm_spec.planner.acceptance import AcceptanceModel
 from trtllm_spec.planner.cost import (
     Breakdown,
@@ -34,6 +33,7 @@ from trtllm_spec.planner.cost import (
     sampling_time_s,
     weight_bytes_per_gpu,
 )
+from trtllm_spec.planner.mechanism import DraftCost, MechanismModel
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Workload:
 class MechanismPlan:
     """A mechanism as the search sees it: its descriptor, recipe config, acceptance and cost."""
 
-    mechanism: Mechanism
+    mechanism: MechanismModel
     config: object
     acceptance: AcceptanceModel
     cost: DraftCost

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import torch
 
 from trtllm_spec.core.files import atomic_dir, check_output_dir, read_structured
+from trtllm_spec.drafters.eagle3 import default_capture_layers
 from trtllm_spec.errors import UserError
 
 Layout = Literal["ours", "eagle", "speculators"]
@@ -58,11 +59,6 @@ _SPECULATORS_FLAGS = {  # speculators options with no place in TensorRT-LLM's EA
     "norm_output": "it feeds post-norm states back between drafting steps",
     "embed_requires_grad": "it trained its own embeddings, while TensorRT-LLM uses the target's",
 }
-
-
-def default_capture_layers(num_layers: int) -> list[int]:
-    """TensorRT-LLM's and ModelOpt's default captured target layers (layer outputs, 0-based)."""
-    return sorted({1, max(0, num_layers // 2 - 1), max(0, num_layers - 4)})
 
 
 # ---- reading --------------------------------------------------------------------------------------------

@@ -33,13 +33,11 @@ class Finding:
 
 
 def drafter_type(cfg: dict) -> str:
-    arch = (cfg.get("architectures") or [""])[0]
-    if arch == "DFlashDraftModel" or "dflash_config" in cfg:
-        return "dspark" if (cfg.get("dflash_config") or {}).get("projector_type") == "dspark" else "dflash"
-    if "draft_vocab_size" in cfg or arch.endswith("Eagle3"):
-        # ModelOpt exports its EAGLE-MTP head under the EAGLE-3 architecture name, told apart by this flag
-        return "mtp" if (cfg.get("eagle_config") or {}).get("use_aux_hidden_state") is False else "eagle3"
-    return "unknown"
+    """The drafter mechanism of an exported config.json (the descriptors recognise it); 'unknown' otherwise."""
+    from trtllm_spec.drafters.registry import exported_type
+
+    kind = exported_type(cfg)
+    return kind if kind not in (None, "draft_model") else "unknown"  # doctor checks drafters, not plain models
 
 
 def run_doctor(drafter_dir: Path, target_dir: Path | None, target_cfg: dict, heldout: Path | None = None,
@@ -55,6 +53,8 @@ def run_doctor(drafter_dir: Path, target_dir: Path | None, target_cfg: dict, hel
     tensors = load_safetensors(drafter_dir)
     kind = drafter_type(cfg)
     f: list[Finding] = []
+    # Drafter-type branch 3 of 3 outside drafters/: the checks read the exported tensors with torch, and the
+    # descriptors stay torch-free (recipe validate / plan import them), so the per-layout checks live here.
     if kind in ("eagle3", "mtp"):
         f += _eagle3_static(cfg, tensors, target_cfg) if kind == "eagle3" else _mtp_static(cfg, tensors, target_cfg)
         if target_dir is not None and not any(x.level == "error" for x in f):

@@ -36,15 +36,17 @@ def draft_dims(cfg: dict) -> dict:
 
 def eagle_mode_config(target_cfg: dict, drafter: Eagle3Drafter | MTPDrafter, draft_vocab_size: int,
                       offline: bool = False) -> dict:
-    from modelopt.torch.speculative.config import EAGLE3_DEFAULT_CFG, EAGLE_MTP_DEFAULT_CFG
+    from modelopt.torch.speculative import config as presets
 
-    base = EAGLE3_DEFAULT_CFG if drafter.type == "eagle3" else EAGLE_MTP_DEFAULT_CFG
-    cfg = copy.deepcopy(base["config"])
+    from trtllm_spec.drafters.registry import get
+
+    mech = get(drafter.type)
+    cfg = copy.deepcopy(getattr(presets, mech.modelopt_preset)["config"])
     theta = _rope_theta(target_cfg)
     arch = cfg["eagle_architecture_config"]
     arch.update(draft_dims(target_cfg), num_hidden_layers=drafter.num_layers or 1, rope_theta=theta,
                 rope_scaling={"rope_type": "default", "rope_theta": theta}, draft_vocab_size=draft_vocab_size,
-                torch_dtype="float32")
+                torch_dtype="float32", **mech.modelopt_architecture(drafter))
     layers = getattr(drafter, "layers_to_capture", None)
     if layers:
         n = target_cfg["num_hidden_layers"]
@@ -65,9 +67,9 @@ def dflash_mode_config(target_cfg: dict, drafter: DFlashDrafter, mask_token_id: 
     arch = dict(draft_dims(target_cfg), num_hidden_layers=drafter.num_layers)
     if drafter.target_layer_ids:
         arch["target_layer_ids"] = list(drafter.target_layer_ids)
-    if drafter.type == "dspark":
-        arch.update(projector_type="dspark", markov_head_type=drafter.markov_head_type,
-                    markov_rank=drafter.markov_rank)
+    from trtllm_spec.drafters.registry import get
+
+    arch.update(get(drafter.type).modelopt_architecture(drafter))
     return dict(dflash_block_size=drafter.block_size, dflash_mask_token_id=mask_token_id,
                 dflash_architecture_config=arch, dflash_use_torch_compile=False, dflash_export_rope_scaling={})
 
@@ -78,10 +80,13 @@ def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = Non
     the data (captured during regeneration), so ModelOpt drops the target's decoder layers."""
     import modelopt.torch.speculative as mtsp
 
-    if drafter.type not in ("eagle3", "mtp", "dflash", "dspark"):
+    from trtllm_spec.drafters.registry import get
+
+    mech = get(drafter.type)
+    if mech.modelopt_mode not in ("eagle", "dflash"):
         raise UserError(f"drafter type {drafter.type} is not trained")
     try:  # a family ModelOpt's conversion does not read is a refusal naming it, not a traceback
-        if drafter.type in ("eagle3", "mtp"):
+        if mech.modelopt_mode == "eagle":
             mode = ("eagle", eagle_mode_config(target_cfg, drafter, draft_vocab_size or target_cfg["vocab_size"],
                                                offline))
         else:
@@ -93,7 +98,7 @@ def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = Non
                         f"({type(exc).__name__}: {str(exc)[:160]}); the families it converts here include llama, "
                         "qwen3, qwen3_moe, mixtral and gpt_oss: train on one of those, or give a drafter "
                         "checkpoint (drafter.checkpoint)") from None
-    if drafter.type == "eagle3":
+    if mech.trtllm_first_layer:
         align_eagle3_first_layer(model)
     return model
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from trtllm_spec.core.recipe import block_drafts
 from trtllm_spec.errors import UserError
 from trtllm_spec.runtime.decoder import Drafter
 from trtllm_spec.runtime.llama import (
@@ -63,7 +64,7 @@ class DFlashDrafter(Drafter):
         self.block_size = int(raw["block_size"])
         # DSpark: next-token alignment (position 0 predicts the first draft); ModelOpt's exporter defaults it on
         self.shift = bool(dc.get("shift_label", dc.get("projector_type") == "dspark"))
-        self.max_draft_len = self.block_size if self.shift else self.block_size - 1
+        self.max_draft_len = block_drafts(self.block_size, self.shift)[0]
         self.mask_token = int(dc.get("mask_token_id"))
         self.causal = bool(dc.get("causal", False))
         self.capture = tuple(dc.get("target_layer_ids") or ())

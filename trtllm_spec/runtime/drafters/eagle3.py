@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from trtllm_spec.drafters.eagle3 import default_capture_layers
 from trtllm_spec.errors import UserError
 from trtllm_spec.runtime.decoder import Drafter
 from trtllm_spec.runtime.llama import (
@@ -38,11 +39,6 @@ from trtllm_spec.runtime.llama import (
     load_safetensors,
     rms_norm,
 )
-
-
-def default_capture_layers(num_layers: int) -> list[int]:
-    """EAGLE-3's default captured target layers {1, L/2 - 1, L - 4} (TensorRT-LLM and ModelOpt agree)."""
-    return sorted({1, max(0, num_layers // 2 - 1), max(0, num_layers - 4)})
 
 
 def _layer_prefix(weights: dict, i: int, num_layers: int) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 
-from trtllm_spec.build.scripts import _header, _positive, _relative, _sbatch_header
+from trtllm_spec.deploy.scripts import _header, _positive, _relative, _sbatch_header
 
 DATA_OPTIONS_FILE = "llm_api_options.data.yaml"
 RECIPE_FILE = "recipe.resolved.yaml"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from trtllm_spec.core.files import write_json_atomic
@@ -40,3 +41,21 @@ class StageCache:
     def finish(self, stage: str, key: str, record: dict) -> dict:
         write_json_atomic(self.folder(stage, key) / "stage.json", record)
         return record
+
+
+def run_cached(cache: StageCache, stage: str, inputs: dict, force: bool,
+               work: Callable[[Path], dict]) -> tuple[Path, dict, bool]:
+    """The one cache protocol every cached stage follows: key -> folder -> done? -> start -> work -> finish.
+
+    ``work(folder)`` writes the stage's output under ``folder`` and returns the record kept in ``stage.json``
+    (written last, so an interrupted stage is never taken as done). Returns (folder, record, cached)."""
+    key = stage_key(stage, inputs)
+    folder = cache.folder(stage, key)
+    if not force:
+        record = cache.done(stage, key)
+        if record is not None:
+            return folder, record, True
+    cache.start(stage, key, force)
+    record = work(folder)
+    cache.finish(stage, key, record)
+    return folder, record, False

@@ -1,24 +1,18 @@
-"""The engine directory (bundle) stages: TensorRT-LLM options and files, the Triton repository, the
-overhead report, and TensorRT-LLM itself where it exists."""
+"""Stage 6, engine (the bundle): TensorRT-LLM LLM API options for the planned D and schedule, the drafter and
+target files, serve / bench / SLURM scripts and legacy engine commands. The renderers live in ``deploy``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 
-from trtllm_spec.build import scripts as sc
-from trtllm_spec.build.stages import BuildContext, StageResult, copy_tree, write_json
 from trtllm_spec.core.files import write_text_atomic
+from trtllm_spec.deploy import scripts as sc
 from trtllm_spec.errors import UserError
+from trtllm_spec.stages.context import BuildContext, StageResult, copy_tree
 
 INCLUDE_TARGET_MAX_BYTES = 2 * 1024**3
-
-
-def _schedule(plan: dict) -> dict | None:
-    s = plan["recommendation"]["draft_len_schedule"]
-    return {int(k): v for k, v in s.items()} if s else None
 
 
 def _model_ref(ctx: BuildContext) -> str:
@@ -35,7 +29,7 @@ def _model_ref(ctx: BuildContext) -> str:
 
 def _speculative_model(ctx: BuildContext) -> str | None:
     kind = ctx.drafter_kind
-    if kind in ("trained", "reused", "deferred"):
+    if kind in ("trained", "reused", "converted", "deferred"):
         if ctx.drafter_dir is not None:
             copy_tree(ctx.drafter_dir, ctx.bundle / "drafter")
         return "drafter"
@@ -55,7 +49,7 @@ def _speculative_model(ctx: BuildContext) -> str | None:
 def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, schedule: dict | None,
              extra: dict) -> dict:
     """The LLM API options of the recipe with this D and schedule."""
-    from trtllm_spec.build.trtllm_options import make_llm_api_options
+    from trtllm_spec.deploy.trtllm_options import make_llm_api_options
 
     r = ctx.recipe
     batches = r.workload.all_batch_sizes()
@@ -70,19 +64,15 @@ def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, sche
 
 
 def engine(ctx: BuildContext) -> StageResult:
-    from trtllm_spec.build.trtllm_options import render_yaml
+    from trtllm_spec.deploy.trtllm_options import render_yaml
 
-    r, plan = ctx.recipe, ctx.plan
-    rec = plan["recommendation"]
+    r, rec = ctx.recipe, ctx.plan.recommendation
     model = ctx.model_ref = _model_ref(ctx)
     spec_model = _speculative_model(ctx)
-    extra: dict = {}
-    if r.drafter.type in ("dflash", "dspark") and ctx.drafter_dir is not None:
-        dcfg = json.loads((ctx.drafter_dir / "config.json").read_text()).get("dflash_config", {})
-        extra = {"dflash_mask_token_id": dcfg.get("mask_token_id"), "dflash_target_layer_ids": dcfg.get("target_layer_ids")}
+    extra = ctx.mechanism.trtllm_extras(ctx.drafter_dir)
     batches = r.workload.all_batch_sizes()
     max_bs = r.engine.max_batch_size or max(batches)
-    ctx.options = _options(ctx, spec_model, rec["max_draft_len"], _schedule(plan), extra)
+    ctx.options = _options(ctx, spec_model, rec.max_draft_len, rec.schedule(), extra)
     b = ctx.bundle
     write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile))
     write_text_atomic(b / "serve.sh", sc.serve_sh(model=model))
@@ -93,10 +83,10 @@ def engine(ctx: BuildContext) -> StageResult:
     for f in ("serve.sh", "bench.sh", "replan.sh"):
         (b / f).chmod(0o755)
     files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "replan.sh", "dataset.jsonl"]
-    if rec["max_draft_len"] == 0:
+    if rec.max_draft_len == 0:
         files += _speculative_alternative(ctx, model, spec_model, extra)
     files += _multinode(ctx, model)
-    from trtllm_spec.build.data_scripts import write_data_scripts  # issue 15: data.sh / data.sbatch
+    from trtllm_spec.deploy.data_scripts import write_data_scripts  # issue 15: data.sh / data.sbatch
 
     files += write_data_scripts(ctx, model, write_text_atomic, render_yaml)
     if r.engine.backend == "tensorrt":
@@ -112,11 +102,11 @@ def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | No
     """When the planner recommends no speculation, still write the recipe's drafter at its best predicted D
     (smallest planned batch) as a second options file and a bench script for it: the prediction can then be
     checked on the GPU with one command (``bash bench_speculative.sh`` next to ``bash bench.sh``)."""
-    from trtllm_spec.build.trtllm_options import render_yaml
+    from trtllm_spec.deploy.trtllm_options import render_yaml
 
-    r, plan = ctx.recipe, ctx.plan
+    r = ctx.recipe
     batches = r.workload.all_batch_sizes()
-    cands = [c for c in plan["candidates"] if c["mechanism"] == r.drafter.type and c["draft_len"] > 0
+    cands = [c for c in ctx.plan.candidates if c["mechanism"] == r.drafter.type and c["draft_len"] > 0
              and c["batch_size"] == min(batches) and c.get("feasible", True)]
     if not cands:
         return []
@@ -171,89 +161,12 @@ def _multinode(ctx: BuildContext, model: str) -> list[str]:
 def _legacy_engines(ctx: BuildContext, model: str, draft: str | None, max_bs: int) -> list[str]:
     w = ctx.recipe.workload
     cmds = sc.legacy_engine_commands(target_model=model, draft_model=draft or "draft_model",
-                                     max_draft_len=max(1, ctx.plan["recommendation"]["max_draft_len"]),
+                                     max_draft_len=max(1, ctx.plan.recommendation.max_draft_len),
                                      max_batch_size=max_bs, max_input_len=w.isl, max_seq_len=w.isl + w.osl,
                                      tp=ctx.recipe.hardware.tp, pp=ctx.recipe.hardware.pp)
     write_text_atomic(ctx.bundle / "engines.sh", sc.engines_sh(cmds))
     (ctx.bundle / "engines.sh").chmod(0o755)
     return ["engines.sh"]
-
-
-# ---- Triton -------------------------------------------------------------------------------------------------
-
-def triton(ctx: BuildContext) -> StageResult:
-    from trtllm_spec.build.triton import check_triton_repo, write_triton_repo
-
-    r = ctx.recipe
-    out = ctx.bundle / "triton"
-    backend = r.engine.backend
-    world = r.hardware.tp * r.hardware.pp
-    devices = [list(range(world))] if world > 1 else None
-    kw: dict = {}
-    if backend == "tensorrt":
-        kw = dict(engine_dir="engines/target", draft_engine_dir="engines/draft", tokenizer_dir="target",
-                  decoding_mode=None)
-    files = write_triton_repo(out, options=ctx.options, backend=backend, max_batch_size=max(r.workload.all_batch_sizes()),
-                              model=ctx.model_ref, gpu_device_ids=devices, profile=r.trtllm_profile, **kw)
-    problems = check_triton_repo(out, profile=r.trtllm_profile)
-    if problems:
-        raise UserError(f"generated Triton repository failed its own check: {problems[0]}")
-    return StageResult("triton", "done", detail=f"{len(files)} files ({'llmapi' if backend == 'pytorch' else 'inflight batcher'} layout)")
-
-
-# ---- report ---------------------------------------------------------------------------------------------------
-
-def report(ctx: BuildContext) -> StageResult:
-    from trtllm_spec.plan_stage import write_plan_files
-    from trtllm_spec.report.overhead import overhead_json, overhead_markdown
-
-    rep = ctx.bundle / "report"
-    rep.mkdir(parents=True, exist_ok=True)
-    write_plan_files(ctx.plan, rep)
-    profile = json.loads(ctx.profile_path.read_text()) if ctx.profile_path else None
-    if ctx.profile_path:
-        from trtllm_spec.measure import write_measure_outputs
-
-        measured = rep / "measured"
-        measured.mkdir(exist_ok=True)
-        write_measure_outputs(profile, measured)
-    stages = [s.as_dict() for s in ctx.results]
-    data = overhead_json(ctx.plan, profile, stages)
-    from trtllm_spec.core.trtllm_gates import gate_reasons
-
-    data["recommendation"]["speculation_gates"] = gate_reasons(ctx.options, ctx.recipe.trtllm_profile)
-    if (ctx.bundle / ALT_OPTIONS_FILE).is_file():
-        data["recommendation"]["speculative_alternative"] = {"options": ALT_OPTIONS_FILE,
-                                                             "bench": "bench_speculative.sh"}
-    write_json(rep / "overhead.json", data)
-    write_text_atomic(rep / "overhead.md", overhead_markdown(data, ctx.plan))
-    return StageResult("report", "done", detail="report/overhead.md, overhead.json, plan.*, plots")
-
-
-# ---- TensorRT-LLM ---------------------------------------------------------------------------------------------
-
-def trtllm(ctx: BuildContext) -> StageResult:
-    from trtllm_spec.build.trtllm_schema import validate_with_tensorrt_llm
-
-    note = validate_with_tensorrt_llm(ctx.options)
-    if note is not None:
-        return StageResult("trtllm", "deferred", detail="TensorRT-LLM is not installed here: options validated against "
-                           "our versioned mirror only; serving and warm-up not run",
-                           command="bash serve.sh  # in nvcr.io/nvidia/tensorrt-llm/release, then: bash bench.sh")
-    from trtllm_spec.measure.trtllm_engine import measure_trtllm
-
-    if ctx.served_target is None:
-        return StageResult("trtllm", "deferred", detail="TensorRT-LLM is here but the target weights are not local",
-                           command="trtllm-spec measure --engine trtllm --target <checkpoint> --bundle <bundle>")
-    m = ctx.recipe.measure
-    from trtllm_spec.data.user_suite import recipe_suite, recipe_suite_check
-
-    profile = measure_trtllm(ctx.served_target, ctx.bundle, suite=recipe_suite(ctx.recipe), categories=m.categories,
-                             suite_check=recipe_suite_check(ctx.recipe, ctx.log),
-                             num_prompts=m.num_prompts, max_new_tokens=m.max_new_tokens, progress=ctx.log)
-    write_json(ctx.bundle / "report" / "trtllm_speculation_profile.json", profile)
-    return StageResult("trtllm", "done", detail=f"TensorRT-LLM warm-up over the suite: AL "
-                       f"{profile['overall'].get('mean_acceptance_length')}")
 
 
 def dump_recipe(ctx: BuildContext) -> None:

@@ -23,25 +23,30 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtllm_spec.build import bundle as bundle_stages
-from trtllm_spec.build import stages
-from trtllm_spec.build.manifest import redact_text, redact_tree, write_manifest
-from trtllm_spec.build.stage_cache import StageCache
 from trtllm_spec.core.files import atomic_dir, check_output_dir
 from trtllm_spec.core.provenance import provenance
 from trtllm_spec.core.recipe import Recipe, recipe_to_dict
+from trtllm_spec.deploy.manifest import redact_text, redact_tree, write_manifest
 from trtllm_spec.errors import UserError
+from trtllm_spec.stages.bundle import dump_recipe, engine
+from trtllm_spec.stages.cache import StageCache
+from trtllm_spec.stages.context import BuildContext, StageResult, timed
+from trtllm_spec.stages.drafter import drafter
+from trtllm_spec.stages.measure import measure
+from trtllm_spec.stages.plan import plan
+from trtllm_spec.stages.quantize import quantize
+from trtllm_spec.stages.report import report
+from trtllm_spec.stages.resolve import resolve
+from trtllm_spec.stages.triton import triton
+from trtllm_spec.stages.trtllm import trtllm
 
-STAGES = [
-    stages.resolve, stages.quantize, stages.drafter, stages.measure, stages.plan,
-    bundle_stages.engine, bundle_stages.triton, bundle_stages.report, bundle_stages.trtllm,
-]
+STAGES = [resolve, quantize, drafter, measure, plan, engine, triton, report, trtllm]
 
 
 @dataclass
 class BuildResult:
     out: Path
-    stages: list[stages.StageResult]
+    stages: list[StageResult]
     manifest: dict
 
 
@@ -62,6 +67,12 @@ def _input_dirs(recipe: Recipe) -> tuple[Path, ...]:
     specs = [recipe.target.model, recipe.drafter.checkpoint, getattr(recipe.drafter, "model", None)]
     paths = (recipe.resolve_path(s) for s in specs if s)
     return tuple(p for p in paths if p is not None and p.is_dir())
+
+
+def default_bundle_dir(recipe: Recipe) -> Path:
+    """Where ``build`` writes without ``--out``: ``output.dir`` (relative to the recipe file), else
+    ``out/<recipe name>``."""
+    return recipe.resolve_path(recipe.output.dir) if recipe.output.dir else Path("out") / recipe.name
 
 
 @contextlib.contextmanager
@@ -89,8 +100,8 @@ def build_lock(out: Path) -> Iterator[None]:
 def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = False, overwrite: bool = False,
               cache: Path | None = None,
               log: Callable[[str], None] = print,
-              on_stage: Callable[[stages.StageResult], None] | None = None) -> BuildResult:
-    from trtllm_spec.pipeline_checks import check_buildable
+              on_stage: Callable[[StageResult], None] | None = None) -> BuildResult:
+    from trtllm_spec.stages.checks import check_buildable
 
     check_buildable(recipe)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not (force or overwrite):
@@ -99,14 +110,14 @@ def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = Fal
     inputs = _input_dirs(recipe)
     check_output_dir(out, force=True, inputs=inputs)  # before the lock file is created next to it
     with build_lock(out), atomic_dir(out, force=True, inputs=inputs) as tmp:
-        ctx = stages.BuildContext(recipe=recipe, recipe_file=recipe_file, bundle=tmp, cache=StageCache(cache),
+        ctx = BuildContext(recipe=recipe, recipe_file=recipe_file, bundle=tmp, cache=StageCache(cache),
                                   force=force, log=log)
         for stage in STAGES:
-            result = stages.timed(stage, ctx)
+            result = timed(stage, ctx)
             ctx.results.append(result)
             if on_stage:
                 on_stage(result)
-        bundle_stages.dump_recipe(ctx)
+        dump_recipe(ctx)
         body = {
             "recipe": recipe_to_dict(recipe), "recipe_file": recipe_file.name,
             "target": {"spec": recipe.target.model, "hf_id": ctx.target.hf_id, "kind": ctx.target.kind,
@@ -115,7 +126,7 @@ def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = Fal
             "trtllm_profile": recipe.trtllm_profile, "quantization": recipe.quantization.method,
             "planner_inputs": {"hardware": recipe.hardware.model_dump(), "workload": recipe.workload.model_dump(),
                                "acceptance": "measured" if ctx.profile_path else "assumed"},
-            "recommendation": ctx.plan["recommendation"],
+            "recommendation": ctx.plan.recommendation.to_json(),
             "stages": [s.as_dict() for s in ctx.results],
             "provenance": provenance(None, [recipe_file]),
         }

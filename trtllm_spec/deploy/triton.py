@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from trtllm_spec.build import triton_tensors as T
+from trtllm_spec.deploy import triton_tensors as T
 from trtllm_spec.errors import DependencyMissing, UserError
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -226,7 +226,7 @@ def write_triton_repo(out: Path, *, options: dict, backend: Literal["pytorch", "
         if profile:
             import yaml
 
-            from trtllm_spec.build.trtllm_schema import validate_options
+            from trtllm_spec.deploy.trtllm_schema import validate_options
 
             doc = yaml.safe_load(files[-1].read_text())
             validate_options({k: v for k, v in doc.items() if k != "triton_config"}, profile)
@@ -378,7 +378,7 @@ def _check_model_yaml(path: Path, profile: str | None) -> list[str]:
     if not isinstance(doc, dict) or not isinstance(doc.get("triton_config"), dict) or not doc.get("model"):
         return [f"{rel}: needs 'model' and a 'triton_config' mapping"]
     if profile:
-        from trtllm_spec.build.trtllm_schema import validate_options
+        from trtllm_spec.deploy.trtllm_schema import validate_options
 
         try:
             validate_options({k: v for k, v in doc.items() if k != "triton_config"}, profile)

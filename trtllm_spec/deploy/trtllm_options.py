@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from trtllm_spec.build.trtllm_schema import validate_options
+from trtllm_spec.deploy.trtllm_schema import validate_options
 from trtllm_spec.drafters import registry
 from trtllm_spec.errors import UserError
 

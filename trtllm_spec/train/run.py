@@ -1,5 +1,6 @@
-"""The drafter stage: recipe -> training data -> ModelOpt convert -> train -> export (+ the records of
-drafters that need no training). Used by ``trtllm-spec train`` and by ``build``.
+"""Train and export a drafter: recipe -> training data -> ModelOpt convert -> train -> export. The drafter
+stage (``trtllm_spec.stages.drafter``, behind ``trtllm-spec train`` and ``build``) calls ``train_drafter``
+when the descriptor says the drafter is trained.
 
 Under ``torchrun`` (RANK / WORLD_SIZE / LOCAL_RANK set) training is data-parallel: the process group is
 initialised here (gloo: the trainer runs on CPU), rank 0 alone prepares the output folder, regenerates the
@@ -15,23 +16,18 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from trtllm_spec.core.artifacts import DrafterResult
 from trtllm_spec.core.files import atomic_dir, write_json_atomic
 from trtllm_spec.core.provenance import provenance
 from trtllm_spec.core.recipe import Recipe, recipe_to_dict
-from trtllm_spec.core.targets import ResolvedTarget, resolve_target
+from trtllm_spec.core.targets import ResolvedTarget
+from trtllm_spec.drafters.registry import get
 from trtllm_spec.errors import OutputExistsError, UserError
 
 DRAFTER_DIR = "drafter"
-
-
-@dataclass
-class DrafterResult:
-    kind: str  # "trained" | "reused" | "native" | "draft_model" | "none"
-    drafter_dir: Path | None
-    summary: dict = field(default_factory=dict)
 
 
 def require_checkpoint(target: ResolvedTarget, what: str) -> Path:
@@ -186,24 +182,9 @@ def check_out(out: Path, resume: bool, force: bool, delete: bool = True) -> None
             raise OutputExistsError(f"output folder {out} exists; pass --resume to continue it or --force to start over")
 
 
-def run_train(recipe: Recipe, out: Path, *, max_steps: int | None = None, resume: bool = False, force: bool = False,
-              log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None) -> DrafterResult:
-    from trtllm_spec.data.backends import data_target  # issue 15: training needs no planner shape
-
-    d = recipe.drafter
-    target = data_target(recipe.target.model, recipe.base_dir)
-    if d.type == "ngram":
-        return DrafterResult("none", None, {"note": "n-gram drafting needs no drafter"})
-    if d.type == "draft_model":
-        return _draft_model_record(recipe, target)
-    if d.type == "mtp" and target.shape is not None and target.shape.mtp_layers:
-        return DrafterResult("native", None, {"num_nextn_predict_layers": target.shape.mtp_layers,
-                                              "note": "the target's own MTP layers; nothing to train"})
-    if d.checkpoint:
-        p = recipe.resolve_path(d.checkpoint)
-        if p is None or not (p / "config.json").is_file():
-            raise UserError(f"drafter.checkpoint {d.checkpoint} is not a drafter folder (no config.json)")
-        return DrafterResult("reused", p, {"checkpoint": str(p)})
+def train_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_steps: int | None = None,
+                  resume: bool = False, force: bool = False, log: Callable[[str], None] = print,
+                  on_step: Callable[[dict], None] | None = None) -> DrafterResult:
     target_dir = require_checkpoint(target, "training a drafter")
     dist = Dist.from_env()
     ok = False
@@ -262,7 +243,8 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
                      "assistant_tokens": sum(counts.values()), "offline_features": offline}
     d2t = None
     kwargs: dict = {}
-    if d.type in ("eagle3", "mtp"):
+    mech = get(d.type)
+    if mech.modelopt_mode == "eagle":  # a draft vocabulary (d2t); the dflash mode fills blocks with a mask token
         dvs = d.draft_vocab_size or cfg["vocab_size"]
         specials = [t for t in (tok.eos_token_id, tok.bos_token_id, tok.pad_token_id) if t is not None]
         ids = dist.from_rank0(draft_vocab(counts, cfg["vocab_size"], dvs, specials) if dist.rank == 0 else None)
@@ -318,7 +300,7 @@ def _export(recipe: Recipe, d, target: ResolvedTarget, target_dir: Path, out: Pa
                                            for c in heldout[:16]])
     meta = {"schema": "trtllm-spec/drafter/v1", "type": d.type, "target": target.hf_id or target.spec,
             "target_config_sha256": _sha(target_dir / "config.json"), "training": summary,
-            "first_layer": "tensorrt-llm" if d.type == "eagle3" else None}
+            "first_layer": "tensorrt-llm" if get(d.type).trtllm_first_layer else None}
     with atomic_dir(out / DRAFTER_DIR, force=True) as tmp:
         export_drafter(model, tmp, "bf16", meta)
     write_json_atomic(out / "train_summary.json", summary)
@@ -341,24 +323,6 @@ def resolve_mask_token(tok, mask: str | int | None, vocab_size: int) -> int:
         return int(tok.mask_token_id)
     raise UserError("DFlash needs a mask token and the tokenizer defines none; set drafter.mask_token to a token "
                     "string or id (e.g. an unused special token)")
-
-
-def _draft_model_record(recipe: Recipe, target: ResolvedTarget) -> DrafterResult:
-    from trtllm_spec.data.chat import load_tokenizer
-
-    draft = resolve_target(recipe.drafter.model, recipe.base_dir)
-    if target.path is None or draft.path is None:
-        return DrafterResult("draft_model", draft.path, {"draft_model": recipe.drafter.model,
-                                                         "note": "presets: tokenizer check deferred to build"})
-    tt, dt = load_tokenizer(target.path), load_tokenizer(draft.path)
-    tv, dv = tt.get_vocab(), dt.get_vocab()
-    if tv != dv:
-        only_t = sorted(set(tv) - set(dv))[:5]
-        only_d = sorted(set(dv) - set(tv))[:5]
-        moved = sorted(k for k in set(tv) & set(dv) if tv[k] != dv[k])[:5]
-        raise UserError(f"draft model {recipe.drafter.model} has a different vocabulary than the target: only in "
-                        f"target {only_t}, only in draft {only_d}, different ids {moved}")
-    return DrafterResult("draft_model", draft.path, {"draft_model": recipe.drafter.model, "vocab": "identical"})
 
 
 def _sha(p: Path) -> str:

@@ -1,0 +1,36 @@
+"""``trtllm-spec doctor``: a drafter folder checked against its target (``stages.drafter.check_drafter``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trtllm_spec.cli.common import main
+
+
+@main.command("doctor")
+@click.argument("drafter_dir", type=click.Path(path_type=Path))
+@click.option("--target", required=True, help="The target: checkpoint folder, fetched asset or preset.")
+@click.option("--heldout", type=click.Path(path_type=Path), help="Held-out chunks for the parity check "
+              "(default: heldout_chunks.json next to the drafter folder, written by train).")
+@click.option("--json", "as_json", is_flag=True)
+def doctor_cmd(drafter_dir: Path, target: str, heldout: Path | None, as_json: bool) -> None:
+    """Check a drafter folder against its target: layout, shapes, dtypes, d2t, captured layers, mask token,
+    and train/serve parity. Exit 0 healthy, 1 findings, 2 bad input."""
+    from trtllm_spec.cli.common import echo_json
+    from trtllm_spec.errors import CheckFailed
+    from trtllm_spec.stages.drafter import check_drafter
+
+    kind, findings = check_drafter(drafter_dir, target, heldout)
+    errors = [f for f in findings if f.level == "error"]
+    if as_json:
+        echo_json({"drafter": str(drafter_dir), "type": kind, "healthy": not errors,
+                   "findings": [f.as_dict() for f in findings]})
+    else:
+        marks = {"ok": "ok  ", "warning": "warn", "error": "FAIL", "info": "info"}
+        click.echo(f"doctor: {drafter_dir} ({kind}) against {target}")
+        for f in findings:
+            click.echo(f"  [{marks[f.level]}] {f.check}: {f.message}")
+    if errors:
+        raise CheckFailed(f"{len(errors)} check(s) failed: {', '.join(f.check for f in errors)}")

@@ -1,0 +1,47 @@
+"""Training data: conversations the target writes itself (``trtllm-spec data regenerate``); the drafter
+stage's training step reads the same file (``train.run.conversations``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.errors import UserError
+
+CONVERSATIONS = Path("data") / "conversations.jsonl"  # under the training folder
+
+
+def default_train_dir(recipe: Recipe, out: Path | None = None) -> Path:
+    return out or Path("out") / recipe.name / "train"
+
+
+def regenerate_data(recipe: Recipe, path: Path | None, log: Callable[[str], None],
+                    shard: tuple[int, int] | None = None) -> tuple[list[dict], Path]:
+    """Let the target answer the recipe's training prompts into ``path`` (JSONL; existing ids are skipped),
+    through the recipe's regeneration backend; ``shard`` (I, N): only every N-th prompt from the I-th.
+    Returns (conversations, path)."""
+    from trtllm_spec.data.backends import data_target
+    from trtllm_spec.train.run import conversations, require_checkpoint
+
+    if getattr(recipe.drafter, "training", None) is None:
+        raise UserError(f"drafter.type {recipe.drafter.type} is not trained, so it has no training data to "
+                        "regenerate; use a recipe with an eagle3, mtp, dflash or dspark drafter")
+    if recipe.drafter.training.data.path:
+        raise UserError(f"drafter.training.data.path is {recipe.drafter.training.data.path}: this recipe trains on "
+                        "those conversations, so there is nothing to regenerate; drop data.path to regenerate")
+    target_dir = require_checkpoint(data_target(recipe.target.model, recipe.base_dir), "regeneration")
+    name = CONVERSATIONS.name if shard is None else f"conversations.shard-{shard[0]}-of-{shard[1]}.jsonl"
+    path = path or default_train_dir(recipe) / CONVERSATIONS.parent / name
+    return conversations(recipe, target_dir, path.parent, log, file_name=path.name, shard=shard), path
+
+
+def estimate_data(recipe: Recipe, out: Path | None):
+    """``train --estimate``: the budget of the recipe's data stage (conversations, tokens, feature bytes vs free
+    disk, the regeneration batch's memory vs free memory, predicted times), without starting it."""
+    if getattr(recipe.drafter, "training", None) is None or recipe.drafter.training.data.path:
+        raise UserError(f"--estimate: drafter {recipe.drafter.type} regenerates no data here (not trained, or "
+                        "data.path gives the conversations); nothing to estimate")
+    from trtllm_spec.data.backends import estimate_recipe
+
+    return estimate_recipe(recipe, default_train_dir(recipe, out) / CONVERSATIONS.parent)

@@ -1,0 +1,152 @@
+"""Stage 3, drafter: reuse | convert | train+export | native | none, as the descriptor decides
+(``Mechanism.source``). ``trtllm-spec train`` and ``build`` call the same ``obtain_drafter``; ``build`` also
+caches the trained drafter and may defer what cannot happen here (a hub download, training without weights)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from trtllm_spec.core.artifacts import DrafterResult
+from trtllm_spec.core.recipe import Recipe, recipe_to_dict
+from trtllm_spec.core.targets import ResolvedTarget, resolve_target
+from trtllm_spec.errors import UserError
+from trtllm_spec.stages.cache import StageCache, run_cached
+from trtllm_spec.stages.context import BuildContext, StageResult, target_hash
+from trtllm_spec.train.run import DRAFTER_DIR
+
+
+def run_train(recipe: Recipe, out: Path, *, max_steps: int | None = None, resume: bool = False, force: bool = False,
+              log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None) -> DrafterResult:
+    """``trtllm-spec train``: the recipe's drafter into ``out`` (``out/drafter`` when trained or converted).
+    Training needs no planner shape: a family the planner cannot price still trains (``data_target``)."""
+    from trtllm_spec.data.backends import data_target
+
+    target = data_target(recipe.target.model, recipe.base_dir)
+    return obtain_drafter(recipe, target, out, max_steps=max_steps, resume=resume, force=force, log=log,
+                          on_step=on_step)
+
+
+def obtain_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_steps: int | None = None,
+                   resume: bool = False, force: bool = False, log: Callable[[str], None] = print,
+                   on_step: Callable[[dict], None] | None = None, deferrable: bool = False,
+                   cache: StageCache | None = None) -> DrafterResult:
+    """The one dispatch. ``deferrable`` (build): a hub checkpoint or training without local weights is a
+    deferred outcome instead of an error. ``cache``: training runs in its stage-cache folder (``out`` unused)."""
+    from trtllm_spec.drafters.registry import get
+
+    d = recipe.drafter
+    source = get(d.type).source(d, target.shape)
+    if source == "none":
+        return DrafterResult("none", None, {"note": "n-gram drafting needs no drafter"})
+    if source == "native":
+        return DrafterResult("native", None, {"num_nextn_predict_layers": target.shape.mtp_layers,
+                                              "note": "the target's own MTP layers; nothing to train"})
+    if source == "draft_model":
+        return _draft_model_record(recipe, target)
+    if source == "reuse":
+        p = recipe.resolve_path(d.checkpoint)
+        if p is not None and (p / "config.json").is_file():
+            return DrafterResult("reused", p, {"checkpoint": str(p)})
+        if deferrable:
+            return DrafterResult("hub", None, {"checkpoint": d.checkpoint})
+        raise UserError(f"drafter.checkpoint {d.checkpoint} is not a drafter folder (no config.json)")
+    if source == "train" and deferrable and not target.has_weights:
+        return DrafterResult("deferred", None, {"note": "training needs the target's weights (a shape preset here)"})
+    kind = "converted" if source == "convert" else "trained"
+
+    def make(folder: Path, resume: bool, force: bool, log=log) -> DrafterResult:
+        if source == "convert":
+            return _convert(recipe, target, folder, resume=resume, force=force)
+        from trtllm_spec.train.run import train_drafter
+
+        return train_drafter(recipe, target, folder, max_steps=max_steps, resume=resume, force=force, log=log,
+                             on_step=on_step)
+
+    if cache is None:
+        return make(out, resume, force)
+    inputs = {"target": target_hash(target), "drafter": recipe_to_dict(recipe)["drafter"]}
+    if source == "convert":
+        from trtllm_spec.stages.context import tree_hash
+
+        inputs["source"] = tree_hash(recipe.resolve_path(recipe.drafter.convert_from.path))
+    folder, summary, cached = run_cached(cache, "drafter", inputs, force,
+                                         lambda work: make(work, resume=True, force=False).summary)
+    return DrafterResult(kind, folder / DRAFTER_DIR, {**summary, "cached": cached})
+
+
+def _convert(recipe: Recipe, target: ResolvedTarget, out: Path, *, resume: bool, force: bool) -> DrafterResult:
+    """drafter.convert_from: a SafeAILab EAGLE or speculators EAGLE-3 checkpoint, converted to the layout
+    ModelOpt exports and TensorRT-LLM loads, checked against the target's config."""
+    import json
+
+    from trtllm_spec.train.convert import convert_drafter
+    from trtllm_spec.train.run import check_out
+
+    cf = recipe.drafter.convert_from
+    src = recipe.resolve_path(cf.path)
+    if src is None or not src.is_dir():
+        raise UserError(f"drafter.convert_from.path {cf.path} is not a folder; give the {cf.format} checkpoint "
+                        "folder to convert")
+    cfg = target.config if target.config else None
+    if cfg is None and target.path is not None and (target.path / "config.json").is_file():
+        cfg = json.loads((target.path / "config.json").read_text())
+    check_out(out, resume, force)
+    summary = convert_drafter(src, out / DRAFTER_DIR, cf.format, cfg, force=True)
+    return DrafterResult("converted", out / DRAFTER_DIR, {"converted_from": cf.format, **summary})
+
+
+def _draft_model_record(recipe: Recipe, target: ResolvedTarget) -> DrafterResult:
+    from trtllm_spec.data.chat import load_tokenizer
+
+    draft = resolve_target(recipe.drafter.model, recipe.base_dir)
+    if target.path is None or draft.path is None:
+        return DrafterResult("draft_model", draft.path, {"draft_model": recipe.drafter.model,
+                                                         "note": "presets: tokenizer check deferred to build"})
+    tt, dt = load_tokenizer(target.path), load_tokenizer(draft.path)
+    tv, dv = tt.get_vocab(), dt.get_vocab()
+    if tv != dv:
+        only_t = sorted(set(tv) - set(dv))[:5]
+        only_d = sorted(set(dv) - set(tv))[:5]
+        moved = sorted(k for k in set(tv) & set(dv) if tv[k] != dv[k])[:5]
+        raise UserError(f"draft model {recipe.drafter.model} has a different vocabulary than the target: only in "
+                        f"target {only_t}, only in draft {only_d}, different ids {moved}")
+    return DrafterResult("draft_model", draft.path, {"draft_model": recipe.drafter.model, "vocab": "identical"})
+
+
+def drafter(ctx: BuildContext) -> StageResult:
+    """The build's drafter stage: ``obtain_drafter`` (deferrable, cached), described for the stage table."""
+    d = ctx.recipe.drafter
+    res = obtain_drafter(ctx.recipe, ctx.target, ctx.bundle, log=ctx.log, deferrable=True, cache=ctx.cache,
+                         force=ctx.force)
+    ctx.drafter_kind, ctx.drafter_dir = res.kind, res.drafter_dir
+    if res.kind == "draft_model":  # a config-only folder or a preset: nothing to copy or measure
+        draft = resolve_target(d.model, ctx.recipe.base_dir)
+        ctx.drafter_dir = draft.path if draft.has_weights else None
+    s = res.summary
+    details = {
+        "none": ("skipped", s.get("note", "")),
+        "native": ("done", f"native MTP: num_nextn_predict_layers = {s.get('num_nextn_predict_layers')}"),
+        "reused": ("done", f"reused {d.checkpoint}"),
+        "hub": ("done", f"{d.checkpoint} (downloaded by TensorRT-LLM when serving)"),
+        "converted": ("cached" if s.get("cached") else "done", f"converted {s.get('converted_from')} checkpoint"),
+        "draft_model": ("done", f"draft model {getattr(d, 'model', '')}"),
+        "deferred": ("deferred", s.get("note", "")),
+        "trained": ("cached", "trained drafter reused (same inputs)") if s.get("cached") else
+                   ("done", f"trained {d.type}: {s.get('steps')} steps, held-out acc {s.get('heldout_acc')}"),
+    }
+    status, detail = details[res.kind]
+    command = (ctx.recipe_cmd("train") + " --out <dir> (GPU cluster; see slurm_train.sbatch)"
+               if res.kind == "deferred" else None)
+    return StageResult("drafter", status, detail=detail, command=command)
+
+
+def check_drafter(drafter_dir: Path, target: str, heldout: Path | None):
+    """``trtllm-spec doctor``: a drafter folder against its target. Returns (kind, findings)."""
+    from trtllm_spec.train.doctor import run_doctor
+
+    if not drafter_dir.is_dir():
+        raise UserError(f"{drafter_dir} is not a folder; give the exported drafter folder")
+    t = resolve_target(target)
+    target_dir = t.path if t.path is not None and t.path.is_dir() and any(t.path.glob("*.safetensors")) else None
+    return run_doctor(drafter_dir, target_dir, t.config, heldout)

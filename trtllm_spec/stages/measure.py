@@ -1,0 +1,182 @@
+"""Stage 4, measure: acceptance of the drafter against its target on real prompts -> speculation profile.
+``trtllm-spec measure`` (``run_measure``) and ``build`` (``measure``) both call ``measure_profile``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from trtllm_spec.core.files import write_json_atomic
+from trtllm_spec.core.recipe import recipe_to_dict
+from trtllm_spec.errors import UserError
+from trtllm_spec.stages.cache import run_cached
+from trtllm_spec.stages.context import BuildContext, StageResult, target_hash, tree_hash
+
+
+def measure_profile(target: str | Path, drafter: str | None, draft_len: int | None, *, engine: str = "pytorch",
+                    bundle: Path | None = None, suite: str, categories: Sequence[str] | None, num_prompts: int,
+                    max_new_tokens: int, temperature: float, seed: int, dtype: str = "fp32", device: str = "auto",
+                    chat_template: Path | None = None, block_sweep: Sequence[int] | None = None,
+                    out: Path | None = None, progress: Callable[[str], None] | None = None,
+                    suite_check: Callable[[list], dict] | None = None) -> dict:
+    """The speculation profile of ``drafter`` ('ngram' or a folder) at D = ``draft_len``: on the PyTorch
+    reference decoder here, or (``engine='trtllm'``) on TensorRT-LLM with the bundle's options. ``suite`` is
+    'speed-lite' or a suite file/folder (data/user_suite.py); ``suite_check(items)`` (the overlap check) runs
+    before any model loads."""
+    common = dict(suite=suite, categories=categories, num_prompts=num_prompts, max_new_tokens=max_new_tokens,
+                  temperature=temperature, seed=seed, chat_template=chat_template, progress=progress,
+                  suite_check=suite_check)
+    if engine == "pytorch":
+        from trtllm_spec.measure.run import measure
+
+        return measure(target, drafter, draft_len, dtype=dtype, block_sweep=block_sweep, device=device, **common)
+    from trtllm_spec.measure.trtllm_engine import measure_trtllm
+
+    return measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
+
+
+def check_measure_args(engine: str, drafter: str | None, draft_len: int | None, bundle: Path | None,
+                       sweep: Sequence[int] | None) -> None:
+    if engine == "pytorch":
+        if bundle is not None:
+            raise UserError("--bundle is read by --engine trtllm only; drop it or add --engine trtllm")
+        if drafter is None or draft_len is None:
+            raise UserError("--engine pytorch needs --drafter (folder or 'ngram') and --draft-len D")
+    elif bundle is None:
+        raise UserError("--engine trtllm needs --bundle DIR (a 'trtllm-spec build' folder with llm_api_options.yaml)")
+    elif drafter is not None or sweep:
+        raise UserError("--engine trtllm measures the bundle's drafter at its max_draft_len; drop --drafter and "
+                        "--block-sweep")
+
+
+def _input_files(target: Path | None, drafter: str | None) -> list[Path]:
+    files: list[Path] = []
+    for folder in (target, Path(drafter) if drafter else None):
+        if folder is not None and folder.is_dir():
+            files += sorted(p for p in folder.iterdir() if p.suffix in (".json", ".safetensors", ".jinja"))
+    return files
+
+
+def write_profile(profile: dict, out: Path | None, force: bool, args: dict, files: list[Path],
+                  inputs: tuple[Path, ...]) -> None:
+    """Write profile, report and provenance to ``out`` (atomically); nothing without ``out``."""
+    from trtllm_spec.core.files import atomic_dir
+    from trtllm_spec.core.provenance import provenance
+    from trtllm_spec.measure import write_measure_outputs
+
+    if out is None:
+        return
+    prov = provenance(args, files, {"settings": profile["settings"], "suite": profile["suite"],
+                                    **({"source": profile["source"]} if "source" in profile else {})})
+    with atomic_dir(out, force=force, inputs=inputs) as tmp:
+        write_measure_outputs(profile, tmp, prov)
+
+
+def run_engine_report(*, bench_report: Path | None, metrics: str | None, bundle: Path | None,
+                      draft_len: int | None, temperature: float, out: Path | None, force: bool) -> dict:
+    """``trtllm-spec measure --from-trtllm-bench / --from-trtllm-metrics``: the engine's own acceptance as a
+    speculation profile marked with its source, written like a measured one."""
+    from trtllm_spec.core.files import check_output_dir
+    from trtllm_spec.measure.engine_reports import profile_from_engine
+
+    if out is not None:
+        check_output_dir(out, force, ())
+    profile, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=bundle,
+                                         draft_len=draft_len, temperature=temperature)
+    args = {"measure": {"from_trtllm_bench": str(bench_report) if bench_report else None,
+                        "from_trtllm_metrics": metrics, "bundle": str(bundle) if bundle else None,
+                        "draft_len": draft_len, "temperature": temperature}}
+    write_profile(profile, out, force, args, files, ())
+    return profile
+
+
+def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engine: str, bundle: Path | None,
+                out: Path | None, force: bool, block_sweep: Sequence[int] | None, training_data: Path | None = None,
+                allow_overlap: bool = False, **settings) -> dict:
+    """``trtllm-spec measure``: check the arguments, measure, and write profile, report and provenance to
+    ``out`` (atomically). Returns the profile. With your own suite, prompts found in ``training_data`` or the
+    packaged train pools are refused (``allow_overlap``: measured with a warning)."""
+    from trtllm_spec.core.files import check_output_dir
+    from trtllm_spec.data.user_suite import suite_checker
+
+    check_measure_args(engine, drafter, draft_len, bundle, block_sweep)
+    inputs = tuple(Path(p) for p in (target, drafter) if p and Path(p).is_dir())
+    check = suite_checker(settings["suite"], training_data, allow_overlap, settings.get("progress") or print)
+    if out is not None:
+        check_output_dir(out, force, inputs)  # fail before minutes of decoding, not after
+    profile = measure_profile(target, drafter, draft_len, engine=engine, bundle=bundle, block_sweep=block_sweep,
+                              out=out, suite_check=check, **settings)
+    if out is not None:
+        target_path = Path(profile["target"]["path"])
+        ct = settings.get("chat_template")
+        args = {"target": target, "drafter": drafter, "draft_len": draft_len, "engine": engine,
+                "bundle": str(bundle) if bundle else None, "suite": settings["suite"],
+                "categories": settings["categories"], "num_prompts": settings["num_prompts"],
+                "max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
+                "dtype": settings["dtype"], "seed": settings["seed"], "device": settings["device"],
+                "chat_template": str(ct) if ct else None, "block_sweep": block_sweep,
+                "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap}
+        write_profile(profile, out, force, {"measure": args}, _input_files(target_path, drafter), inputs)
+    return profile
+
+
+def recipe_settings(ctx: BuildContext) -> dict:
+    """The recipe's measure section (and target.chat_template) as ``measure_profile`` arguments: the build's
+    measure and trtllm stages measure with the same settings."""
+    from trtllm_spec.data.user_suite import recipe_suite
+
+    m = ctx.recipe.measure
+    return dict(suite=recipe_suite(ctx.recipe), categories=m.categories, num_prompts=m.num_prompts, max_new_tokens=m.max_new_tokens,
+                temperature=m.temperature, seed=m.seed,
+                chat_template=ctx.recipe.resolve_path(ctx.recipe.target.chat_template))
+
+
+def measure_draft_len(ctx: BuildContext) -> int:
+    """The recipe's D, else the largest the planner considers, capped by what the drafter can propose."""
+    if isinstance(ctx.recipe.draft_len, int):
+        return ctx.recipe.draft_len
+    own = ctx.mechanism.max_draft_len(ctx.target.shape, ctx.recipe.drafter)
+    top = ctx.recipe.planner.max_draft_len
+    return min(own, top) if own else top
+
+
+def measure(ctx: BuildContext) -> StageResult:
+    from trtllm_spec.data.user_suite import is_builtin, recipe_suite_check, suite_fingerprint
+
+    m = ctx.recipe.measure
+    if m.profile:
+        p = ctx.recipe.resolve_path(m.profile)
+        if p is None or not p.is_file():
+            raise UserError(f"measure.profile {m.profile} does not exist")
+        ctx.profile_path = p
+        return StageResult("measure", "skipped", detail=f"recipe supplies {m.profile}")
+    spec = ctx.mechanism.measure_spec(ctx.drafter_dir)
+    if spec is None or ctx.served_target is None:
+        return StageResult("measure", "deferred", detail="needs the target's weights and the drafter",
+                           command="trtllm-spec measure --engine trtllm --bundle <bundle> --out <dir> (GPU node)")
+    draft_len = measure_draft_len(ctx)
+    inputs = {"target": target_hash(ctx.target), "served": str(ctx.served_target.name),
+              "drafter": tree_hash(Path(spec)),  # a folder's content hash, else the spec itself
+              "draft_len": draft_len, "measure": recipe_to_dict(ctx.recipe)["measure"]}
+    settings = recipe_settings(ctx)
+    if not is_builtin(m.suite):  # the user's prompts: keyed by their content, not their path
+        inputs["suite"] = suite_fingerprint(settings["suite"])
+    chat_template = settings["chat_template"]
+    if chat_template is not None:  # target.chat_template was not passed to this stage before
+        inputs["chat_template"] = tree_hash(chat_template) if chat_template.is_dir() else str(chat_template)
+    result: dict = {}
+
+    def work(folder: Path) -> dict:
+        result["profile"] = measure_profile(ctx.served_target, spec, draft_len, dtype=m.dtype, device=m.device,
+                                            progress=lambda msg: ctx.log(f"measure: {msg}"),
+                                            suite_check=recipe_suite_check(ctx.recipe, ctx.log), **settings)
+        write_json_atomic(folder / "speculation_profile.json", result["profile"])
+        return {"draft_len": draft_len}
+
+    folder, _, cached = run_cached(ctx.cache, "measure", inputs, ctx.force, work)
+    ctx.profile_path = folder / "speculation_profile.json"
+    if cached:
+        return StageResult("measure", "cached", detail="speculation profile reused")
+    o = result["profile"]["overall"]
+    return StageResult("measure", "done", detail=f"AL {o['mean_acceptance_length']:.2f} at D={draft_len}, reference "
+                       f"decoder speedup {o['speedup']:.2f}x on this machine")

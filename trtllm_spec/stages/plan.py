@@ -1,0 +1,62 @@
+"""Stage 5, plan: recipe (+ the measured profile) -> plan.json, plan.md, plots and provenance, written
+atomically. ``trtllm-spec plan`` (``run_plan``) and ``build`` (``plan``) both call ``compute_plan``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtllm_spec.core.artifacts import Plan
+from trtllm_spec.core.files import atomic_dir, write_json_atomic, write_text_atomic
+from trtllm_spec.core.provenance import provenance
+from trtllm_spec.core.recipe import Recipe, recipe_from_dict, recipe_to_dict
+from trtllm_spec.stages.context import BuildContext, StageResult
+
+
+@dataclass
+class PlanResult:
+    plan: Plan
+    out: Path | None
+
+
+def compute_plan(recipe: Recipe, category: str | None = None) -> tuple[Plan, list[Path]]:
+    from trtllm_spec.drafters.registry import MECHANISMS
+    from trtllm_spec.planner.inputs import plan_inputs
+    from trtllm_spec.planner.plan import make_plan
+
+    inputs = plan_inputs(recipe, category, mechanisms=MECHANISMS)
+    return Plan.from_json(make_plan(inputs.request)), inputs.input_files
+
+
+def run_plan(recipe: Recipe, out: Path | None, force: bool = False, category: str | None = None) -> PlanResult:
+    plan, files = compute_plan(recipe, category)
+    if out is None:
+        return PlanResult(plan, None)
+    with atomic_dir(out, force=force) as tmp:
+        write_plan_files(plan, tmp)
+        write_json_atomic(tmp / "provenance.json", provenance(recipe_to_dict(recipe), files))
+    return PlanResult(plan, out)
+
+
+def write_plan_files(plan: Plan, folder: Path) -> None:
+    from trtllm_spec.report.plan_report import render_markdown, write_plots
+
+    data = plan.to_json()
+    write_json_atomic(folder / "plan.json", data)
+    write_text_atomic(folder / "plan.md", render_markdown(data))
+    write_plots(data, folder)
+
+
+def plan(ctx: BuildContext) -> StageResult:
+    """The build's plan stage: the recipe, with the measured profile as its acceptance when there is one."""
+    recipe = ctx.recipe
+    if ctx.profile_path is not None:
+        data = recipe_to_dict(recipe)
+        data["planner"]["acceptance"] = str(ctx.profile_path)
+        recipe = recipe_from_dict(data)
+        recipe._base_dir = ctx.recipe.base_dir
+    ctx.plan, _ = compute_plan(recipe)
+    rec = ctx.plan.recommendation
+    src = "measured" if ctx.profile_path else "assumed"
+    return StageResult("plan", "done", detail=f"max_draft_len {rec.max_draft_len}, schedule "
+                       f"{rec.draft_len_schedule} ({src} acceptance)")
