@@ -24,7 +24,8 @@ TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 def _recipe(folder: Path, target: Path, data: Path, drafter: dict, **training) -> Path:
     t = {"max_steps": 3, "batch_size": 2, "seq_len": 64, "lr": 3e-3, "warmup_steps": 1, "checkpoint_every": 2,
-         "precision": "fp32", "data": {"path": str(data), "eval_fraction": 0.25}} | training
+         "precision": "fp32", "data": {"path": str(data), "eval_fraction": 0.25},
+         "distributed": {"strategy": "ddp", "nproc_per_node": 2}} | training
     path = folder / f"recipe-{len(list(folder.glob('recipe-*.yaml')))}.yaml"
     path.write_text(yaml.safe_dump({"name": "tiny-ddp", "target": {"model": str(target)},
                                     "drafter": drafter | {"training": t}}))
@@ -60,6 +61,7 @@ def convs(tmp_path_factory):
 
 
 EAGLE = {"type": "eagle3", "num_layers": 1, "draft_vocab_size": 64}
+ONE = {"strategy": "none", "nproc_per_node": 1}
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def test_torchrun_trains_and_exports_once(ddp_run):
     assert [rec["step"] for rec in log] == [1, 2, 3]  # one line per step, not one per rank
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["steps"] == 3 and summary["tokens"] == log[-1]["tokens"]
-    assert r.stderr.count("data parallel: 2 ranks") == 1  # only rank 0 speaks
+    assert r.stderr.count("ddp: 2 ranks (gloo)") == 1  # only rank 0 speaks
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["latest", "step-0000002", "step-0000003"]
 
 
@@ -111,7 +113,8 @@ def test_ddp_equals_single_process_accumulation(ddp_run, tiny_target, convs, tmp
 
     out, _ = ddp_run
     single = tmp_path / "single"
-    res = run_train(load_recipe(_recipe(tmp_path, tiny_target, convs, EAGLE, grad_accum=2, time_budget_minutes=1e5)),
+    res = run_train(load_recipe(_recipe(tmp_path, tiny_target, convs, EAGLE, grad_accum=2, time_budget_minutes=1e5,
+                                     distributed=ONE)),
                     single, log=lambda m: None)
     a = _weights(out / "checkpoints" / "step-0000003" / "trainable.safetensors")
     b = _weights(single / "checkpoints" / "step-0000003" / "trainable.safetensors")

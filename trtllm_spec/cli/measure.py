@@ -37,8 +37,8 @@ def _input_files(target: Path | None, drafter: str | None) -> list[Path]:
 @click.option("--num-prompts", type=int, default=10, show_default=True, help="Prompts per category.")
 @click.option("--max-new-tokens", type=int, default=128, show_default=True)
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="0 = greedy (outputs compared).")
-@click.option("--dtype", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
-              help="Precision of the PyTorch reference run.")
+@click.option("--dtype", type=click.Choice(["fp32", "bf16", "auto"]), default="fp32", show_default=True,
+              help="Precision of the PyTorch reference run (auto: runtime/device.py's rule, bf16 where fast).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Suite selection and sampling seed.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="Where the reference decoder runs (auto: CUDA when torch sees a GPU).")
@@ -110,8 +110,10 @@ def measure_cmd(target: str, drafter: str | None, draft_len: int | None, suite: 
         echo_json(profile)
     ov = profile["overall"]
     speed = f", speedup {ov['speedup']:.2f}x" if ov.get("speedup") else ""
+    where = profile["settings"].get("placement") or {}
     click.echo(f"{profile['drafter']['type']} D={profile['drafter']['draft_len']}: mean AL "
                f"{ov['mean_acceptance_length']:.2f} over {ov['num_prompts']} prompts{speed}"
+               + (f" ({where['device']}, {where['dtype']})" if where else "")
                + (f"  ->  {out}/report.md" if out else ""), err=as_json)
     problem = lossless_problem(profile)
     if problem:
