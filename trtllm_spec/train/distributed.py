@@ -97,7 +97,7 @@ class Dist:
                 kw["device_id"] = torch.device("cuda", local)
             tdist.init_process_group(**kw)  # torch's default per device: nccl for CUDA, gloo for CPU tensors
             owned = True
-        return cls(tdist.get_rank(), tdist.get_world_size(), local, owned, str(tdist.get_backend()), strategy)
+        return cls(tdist.get_rank(), tdist.get_world_size(), local, owned, str(tdist.get_backend_config()), strategy)
 
     @property
     def active(self) -> bool:
