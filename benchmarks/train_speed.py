@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
 
 def features(n_prompts: int, seq_len: int):
     """Chunks with the target's captured layers over real training prompts (one fp32 prefill each)."""
@@ -105,32 +107,50 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--compare", type=Path, help="another checkout to time the same way (subprocess)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--rounds", type=int, default=1, help="with --compare: alternate the two trees A B B A ... "
+                    "(each a fresh subprocess) so a shared machine's load hits both alike; medians printed")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.json:  # a subprocess timing another checkout: only what every version of the code has
+        print("RESULT " + json.dumps(run(a.steps, False)))
+        return
+    rows = []
+    if a.compare:
+        def timed(tree: Path) -> dict:
+            env = os.environ | {"PYTHONPATH": str(tree)}
+            r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--steps", str(a.steps), "--json"],
+                               env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SystemExit(f"{tree} failed:\n{r.stderr[-3000:]}")
+            res = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT "))[7:])
+            print(f"{res['code']}: {res['s_per_step']} s/step", file=sys.stderr)
+            return res
+
+        here = REPO_ROOT
+        runs: dict[str, list[dict]] = {str(a.compare): [], str(here): []}
+        for i in range(a.rounds):
+            for tree in ((a.compare, here) if i % 2 == 0 else (here, a.compare)):
+                runs[str(tree)].append(timed(tree))
+        for rs in runs.values():
+            med = sorted(rs, key=lambda x: x["s_per_step"])[len(rs) // 2]
+            rows.append({**med, "all_s_per_step": [x["s_per_step"] for x in rs]})
     import torch
 
     from trtllm_spec.runtime.device import cpu_capability
 
-    mine = run(a.steps, a.profile and not a.json)
-    if a.json:
-        print("RESULT " + json.dumps(mine))
-        return
-    rows = [mine]
-    if a.compare:
-        env = os.environ | {"PYTHONPATH": str(a.compare)}
-        r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--steps", str(a.steps), "--json"],
-                           env=env, capture_output=True, text=True, check=True)
-        rows.insert(0, json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT "))[7:]))
+    mine = run(1, True) if a.profile else (rows[-1] if rows else run(a.steps, False))
+    if not rows:
+        rows.append(mine)
     print(f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, CPU capability "
           f"{cpu_capability(torch)}, {torch.get_num_threads()} threads; command: {' '.join(sys.argv)}")
     print(f"{'code':40s} {'s/step':>8s} {'positions/s':>12s} {'loss tok/s':>11s} {'bf16':>5s}")
     for r in rows:
         print(f"{r['code']:40s} {r['s_per_step']:8.3f} {r['positions_per_s']:12.1f} {r['loss_tokens_per_s']:11.1f} "
-              f"{str(r['bf16_autocast']):>5s}")
+              f"{str(r['bf16_autocast']):>5s}  s/step of each round: {r.get('all_s_per_step', [r['s_per_step']])}")
     if len(rows) == 2:
         print(f"ratio (this tree / {rows[0]['code']}): {rows[1]['positions_per_s'] / rows[0]['positions_per_s']:.3f}")
-    if mine.get("placement"):
-        print(f"placement: {mine['placement']}")
+    if rows[-1].get("placement"):
+        print(f"placement: {rows[-1]['placement']}")
     if mine.get("profile"):
         print("profile of one step (this tree):\n" + mine["profile"])
 

@@ -80,6 +80,9 @@ def conversations(recipe: Recipe, target_dir: Path, data_dir: Path, log, *, rege
                      capture=offline_capture(recipe, target_dir))
     log(f"regenerate: {rep.done} new, {rep.skipped} already done, {rep.generated_tokens} tokens at "
         f"{rep.tokens_per_s:.0f} tok/s ({time.perf_counter() - started:.0f} s)")
+    write_json_atomic(out.with_name(out.stem + ".provenance.json"), provenance(
+        recipe_to_dict(recipe), [target_dir / "config.json"],
+        {"placement": rep.placement, "new": rep.done, "generated_tokens": rep.generated_tokens}))
     done = read_done(out)
     return [done[it.id] for it in items if it.id in done]
 

@@ -140,3 +140,20 @@ def test_estimate_shards_under_fsdp():
     assert sharded["drafter_states"] == pytest.approx(one["drafter_states"] / 16)
     assert sharded["target_weights"] == pytest.approx(one["target_weights"] / 16)
     assert 0.5e9 < sharded["drafter_params"] * 1.0 < 3e9  # 1-layer EAGLE-3 head of a 70B with a 32k vocabulary
+
+
+def test_regenerate_records_and_prints_its_placement(cli, tiny_target, tiny_suite, tmp_path):
+    import json
+
+    import yaml
+
+    r = tmp_path / "r.yaml"
+    r.write_text(yaml.safe_dump({"name": "t", "target": {"model": str(tiny_target)}, "drafter": {
+        "type": "eagle3", "training": {"data": {"num_conversations": 2, "regen_max_new_tokens": 4}}}}))
+    out = tmp_path / "d" / "c.jsonl"
+    res = cli("data", "regenerate", r, "--out", out, "--device", "cpu", "--dtype", "fp32")
+    assert res.exit_code == 0, res.output
+    assert "(cpu, fp32)" in res.output and "regenerate: device cpu, fp32 (requested)" in res.output
+    prov = json.loads((tmp_path / "d" / "c.provenance.json").read_text())
+    assert prov["placement"]["device"] == "cpu" and prov["placement"]["dtype"] == "fp32"
+    assert prov["generated_tokens"] > 0 and prov["inputs"]

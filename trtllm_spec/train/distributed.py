@@ -146,8 +146,6 @@ def _decoder_layers(model):
 def wrap(model, dist: Dist, device: str, log=lambda _m: None):
     """Move ``model`` to ``device`` and wrap it for ``dist.strategy``; returns (forward model, info for the log:
     strategy, world_size, backend, trainable_params_per_rank)."""
-    import torch
-
     model.to(device)
     wrapped = None
     if dist.strategy == "ddp":
@@ -157,20 +155,21 @@ def wrap(model, dist: Dist, device: str, log=lambda _m: None):
         # are identical on every rank: DDP neither broadcasts nor reduces them.
         same = [n for n, p in model.named_parameters() if not p.requires_grad] + [n for n, _ in model.named_buffers()]
         DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, same)
-        wrapped = DistributedDataParallel(model)
+        wrapped = DistributedDataParallel(model, device_ids=[dist.local_rank] if device == "cuda" else None)
     elif dist.strategy == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
+        mesh = init_device_mesh(device, (dist.world,))  # the run's device, not the accelerator torch finds
         for layer in list(_decoder_layers(model)):
-            fully_shard(layer)
-        fully_shard(model)
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
     mine = sum(_local(p).numel() for p in model.parameters() if p.requires_grad)
     per_rank = all_gather_ints(dist, mine)
     info = {"strategy": dist.strategy, "world_size": dist.world, "backend": dist.backend,
             "trainable_params_per_rank": per_rank}
     if dist.active:
         log(f"{dist.strategy}: {dist.world} ranks ({dist.backend}), trainable parameters per rank {per_rank}")
-    del torch
     return wrapped or model, info
 
 
