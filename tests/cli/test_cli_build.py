@@ -108,6 +108,7 @@ def test_build_gpu_recipe_defers_what_needs_the_gpu(cli, tmp_path, cache):
     opts = yaml.safe_load((out / "llm_api_options.yaml").read_text())
     assert opts["tensor_parallel_size"] == 4 and opts["speculative_config"]["speculative_model"] == "drafter"
     assert (out / "slurm_train.sbatch").is_file()  # FSDP drafter training on the cluster
+    assert "--nnodes 2 " in (out / "train_torchrun.sh").read_text()  # the same launch, without SLURM
     assert not (out / "target").exists()  # 70B is referenced by HF id, not copied
     assert "meta-llama/Llama-3.3-70B-Instruct" in (out / "serve.sh").read_text()
 

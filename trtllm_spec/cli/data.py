@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from trtllm_spec.cli.common import field_choices, main, set_option
+from trtllm_spec.cli.device_options import device_options, training_overrides
 from trtllm_spec.core.recipe import DataConfig
 
 
@@ -31,10 +32,11 @@ def data_group() -> None:
 @click.option("--concurrency", type=int, help="Requests in flight over all servers (server.concurrency).")
 @click.option("--timeout", "timeout_s", type=float, help="One request's timeout in seconds (server.timeout_s).")
 @click.option("--shard", help="I/N: only the I-th of N slices of the prompts (0 <= I < N), e.g. a SLURM array task.")
+@device_options
 @set_option
 def regenerate_cmd(recipe_file: Path, out: Path | None, backend: str | None, server_urls: tuple[str, ...],
-                   concurrency: int | None, timeout_s: float | None, shard: str | None,
-                   overrides: tuple[str, ...]) -> None:
+                   concurrency: int | None, timeout_s: float | None, shard: str | None, device: str | None,
+                   dtype: str | None, overrides: tuple[str, ...]) -> None:
     """Let the target answer the training prompts (batched; Ctrl-C keeps every finished batch). A budget is
     printed first; a run that cannot fit the disk or memory is refused."""
     from trtllm_spec.core.recipe import load_recipe
@@ -42,6 +44,7 @@ def regenerate_cmd(recipe_file: Path, out: Path | None, backend: str | None, ser
     from trtllm_spec.stages.data import regenerate_data
 
     part = parse_shard(shard)
-    overrides = (*overrides, *server_overrides(backend, server_urls, concurrency, timeout_s))
-    convs, path = regenerate_data(load_recipe(recipe_file, overrides), out, _log, shard=part)
-    click.echo(f"{len(convs)} conversations in {path}")
+    overrides = (*overrides, *server_overrides(backend, server_urls, concurrency, timeout_s),
+                 *training_overrides(device, dtype))
+    convs, path, where = regenerate_data(load_recipe(recipe_file, overrides), out, _log, shard=part)
+    click.echo(f"{len(convs)} conversations in {path} ({where.device}, {where.dtype})")

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from trtllm_spec.cli.common import main
+from trtllm_spec.cli.device_options import device_options
 
 
 @main.command("doctor")
@@ -15,21 +16,23 @@ from trtllm_spec.cli.common import main
 @click.option("--heldout", type=click.Path(path_type=Path), help="Held-out chunks for the parity check "
               "(default: heldout_chunks.json next to the drafter folder, written by train).")
 @click.option("--json", "as_json", is_flag=True)
-def doctor_cmd(drafter_dir: Path, target: str, heldout: Path | None, as_json: bool) -> None:
+@device_options
+def doctor_cmd(drafter_dir: Path, target: str, heldout: Path | None, as_json: bool, device: str | None,
+               dtype: str | None) -> None:
     """Check a drafter folder against its target: layout, shapes, dtypes, d2t, captured layers, mask token,
     and train/serve parity. Exit 0 healthy, 1 findings, 2 bad input."""
     from trtllm_spec.cli.common import echo_json
     from trtllm_spec.errors import CheckFailed
     from trtllm_spec.stages.drafter import check_drafter
 
-    kind, findings = check_drafter(drafter_dir, target, heldout)
+    kind, findings, where = check_drafter(drafter_dir, target, heldout, device or "auto", dtype or "auto")
     errors = [f for f in findings if f.level == "error"]
     if as_json:
         echo_json({"drafter": str(drafter_dir), "type": kind, "healthy": not errors,
-                   "findings": [f.as_dict() for f in findings]})
+                   "placement": where.as_dict() if where else None, "findings": [f.as_dict() for f in findings]})
     else:
         marks = {"ok": "ok  ", "warning": "warn", "error": "FAIL", "info": "info"}
-        click.echo(f"doctor: {drafter_dir} ({kind}) against {target}")
+        click.echo(f"doctor: {drafter_dir} ({kind}) against {target}" + (f"; {where.describe()}" if where else ""))
         for f in findings:
             click.echo(f"  [{marks[f.level]}] {f.check}: {f.message}")
     if errors:

@@ -66,4 +66,5 @@ def hw_probe(out: Path, device: str, quick: bool, force: bool, target: str | Non
         shape = resolve_shape(target)
     hw = probe(device=device, quick=quick, log=lambda msg: click.echo(msg, err=True), target=shape)
     write_json_atomic(out, hw.model_dump(mode="json"))
-    click.echo(f"wrote {out}: {hw.description}")
+    where = (hw.probe or {}).get("placement") or {}
+    click.echo(f"wrote {out}: {hw.description} (device {where.get('device')}, auto dtype {where.get('dtype')})")

@@ -45,7 +45,7 @@ ENGINE_REPORT_PARAMS = ("bench_report", "metrics", "bundle", "draft_len", "tempe
 @click.option("--temperature", type=float, default=field_default(M, "temperature"), show_default=True,
               help="0 = greedy (outputs compared).")
 @click.option("--dtype", type=click.Choice(field_choices(M, "dtype")), default=field_default(M, "dtype"),
-              show_default=True, help="Precision of the PyTorch reference run.")
+              show_default=True, help="Precision of the PyTorch reference run (auto: runtime/device.py's rule, bf16 where fast).")
 @click.option("--seed", type=int, default=field_default(M, "seed"), show_default=True,
               help="Suite selection and sampling seed.")
 @click.option("--device", type=click.Choice(field_choices(M, "device")), default=field_default(M, "device"),
@@ -115,6 +115,8 @@ def _summary(profile: dict, out: Path | None, as_json: bool) -> None:
     ov = profile["overall"]
     speed = f", speedup {ov['speedup']:.2f}x" if ov.get("speedup") else ""
     source = f" (from {profile['source']['kind']})" if "source" in profile else ""
+    where = profile["settings"].get("placement") or {}
     click.echo(f"{profile['drafter']['type']} D={profile['drafter']['draft_len']}: mean AL "
                f"{ov['mean_acceptance_length']:.2f} over {ov['num_prompts']} prompts{speed}{source}"
+               + (f" ({where['device']}, {where['dtype']})" if where else "")
                + (f"  ->  {out}/report.md" if out else ""), err=as_json)

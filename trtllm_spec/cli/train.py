@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from trtllm_spec.cli.common import main, set_option
+from trtllm_spec.cli.device_options import device_options, training_overrides
 
 
 def _log(msg: str) -> None:
@@ -25,15 +26,25 @@ def _log(msg: str) -> None:
               "disk, the regeneration batch's memory vs free memory, predicted times) and stop; exit 2 if it "
               "cannot fit.")
 @click.option("--json", "as_json", is_flag=True, help="With --estimate: the budget as JSON.")
+@click.option("--dry-run", is_flag=True, help="Print the launch (nodes, processes, strategy) and a per-rank memory "
+              "estimate; loads nothing, writes nothing.")
+@device_options
 @set_option
 def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume: bool, force: bool,
-              estimate: bool, as_json: bool, overrides: tuple[str, ...]) -> None:
+              estimate: bool, as_json: bool, dry_run: bool, device: str | None, dtype: str | None,
+              overrides: tuple[str, ...]) -> None:
     """Train (or convert, or record) the recipe's drafter with NVIDIA ModelOpt and export it in the layout
-    TensorRT-LLM loads (OUT/drafter). Regenerates training data with the target first (resumable)."""
+    TensorRT-LLM loads (OUT/drafter). Regenerates training data with the target first (resumable). Distributed
+    (drafter.training.distributed: ddp / fsdp) under torchrun; see --dry-run for the launch line."""
     from trtllm_spec.core.recipe import load_recipe
     from trtllm_spec.errors import UserError
 
-    recipe = load_recipe(recipe_file, overrides)
+    recipe = load_recipe(recipe_file, overrides + training_overrides(device, dtype))
+    if dry_run:
+        from trtllm_spec.train.launch import dry_run as plan_launch
+
+        click.echo("\n".join(plan_launch(recipe, str(recipe_file))))
+        return
     if max_steps is not None and max_steps < 1:
         raise UserError(f"--max-steps {max_steps}: must be at least 1")
     if as_json and not estimate:
@@ -72,7 +83,8 @@ def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume
         click.echo(f"{recipe.drafter.type}: {result.summary.get('note', 'nothing to train')}")
     else:
         s = result.summary
-        extra = (f" (steps {s['steps']}, held-out acc {s.get('heldout_acc')})" if result.kind == "trained" else "")
+        extra = (f" (steps {s['steps']}, held-out acc {s.get('heldout_acc')}; {s['placement']['device']} "
+                 f"{s['placement']['dtype']}, {s['strategy']} x {s['world_size']})" if result.kind == "trained" else "")
         click.echo(f"{result.kind} drafter: {result.drafter_dir}{extra}")
 
 

@@ -76,6 +76,11 @@ class DataConfig(StrictModel):
 
 
 class DistributedConfig(StrictModel):
+    """How ``trtllm-spec train`` runs across processes (launched by torchrun / SLURM, see ``train --dry-run``):
+    none = one process; ddp = DistributedDataParallel (every rank holds the drafter); fsdp = torch FSDP2
+    ``fully_shard`` (drafter and frozen target sharded across ranks). NCCL on GPUs, gloo on CPU (torch's
+    default per device). The launched world must match nnodes x nproc_per_node."""
+
     strategy: Literal["none", "ddp", "fsdp"] = "none"
     nproc_per_node: int = Field(1, ge=1, le=64)
     nnodes: int = Field(1, ge=1, le=4096)
@@ -93,7 +98,11 @@ class TrainingConfig(StrictModel):
     checkpoint_every: int = Field(100, ge=1)
     keep_checkpoints: int = Field(2, ge=1, le=1000, description="how many recent checkpoints to keep")
     seed: int = 0
-    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    precision: Literal["auto", "bf16", "fp32"] = Field(
+        "auto", description="training autocast and regeneration precision: auto = bf16 on CUDA, on a CPU bf16 only "
+        "where a timed GEMM shows it faster than fp32 (runtime/device.py)")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="where regeneration, feature capture and training run: auto = CUDA when visible")
     init_from_target: Literal["none", "lm_head", "last_layer"] = Field(
         "none", description="EAGLE-3 start: none (ModelOpt's random init), lm_head (the target's final norm and "
         "lm_head rows of the draft vocabulary; the layer random), last_layer (also the target's last decoder layer)")
@@ -332,7 +341,7 @@ class MeasureConfig(StrictModel):
     num_prompts: int = Field(10, ge=1, le=10_000)
     max_new_tokens: int = Field(128, ge=1, le=100_000)
     temperature: float = Field(0.0, ge=0, le=10)
-    dtype: Literal["fp32", "bf16"] = "fp32"
+    dtype: Literal["auto", "fp32", "bf16"] = "fp32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     seed: int = 0
     profile: str | None = Field(None, description="a measured speculation_profile.json: skip measuring")

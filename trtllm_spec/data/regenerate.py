@@ -20,6 +20,7 @@ class RegenReport:
     skipped: int
     generated_tokens: int
     seconds: float
+    placement: dict | None = None  # the device and precision used (runtime.device.Placement.as_dict)
 
     @property
     def tokens_per_s(self) -> float:
@@ -52,9 +53,9 @@ def rewrite_clean(path: Path, done: dict[str, dict]) -> None:
 
 
 def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int, batch_size: int,
-               temperature: float = 0.0, seed: int = 0, dtype: str = "bf16", chat_template: Path | None = None,
+               temperature: float = 0.0, seed: int = 0, dtype: str = "auto", chat_template: Path | None = None,
                progress: Callable[[int, int, int], None] | None = None, capture: tuple[int, ...] = (),
-               engine=None) -> RegenReport:
+               engine=None, device: str = "auto") -> RegenReport:
     """Answer every user turn of ``items`` (SuiteItem-like: ``id``, ``messages``, ``source``) with the target.
 
     With ``capture`` (target layer ids), single-turn records also keep the exact token ids (prompt + reply), an
@@ -62,17 +63,20 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
     then needs no second pass of the target over the data (ModelOpt's offline mode). ``max_new_tokens=0`` only
     reads the prompts (their features, an empty reply): ``benchmarks/prefill_data.py``. ``engine``: another
     decoder with ``eos`` and ``generate_batch(prompts, max_new_tokens, params, gen, capture, features)`` (the
-    transformers backend, ``data/regen_hf.HFEngine``); default our Llama-family decoder."""
+    transformers backend, ``data/regen_hf.HFEngine``); default our Llama-family decoder. ``device`` / ``dtype``:
+    ``runtime.device.choose``'s rule (auto: CUDA when visible; bf16 where the device runs it fast)."""
     import torch
 
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.runtime.device import choose
     from trtllm_spec.runtime.generate import generate_batch
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.runtime.sampling import SamplingParams
 
     tok = load_tokenizer(target_dir, chat_template)
+    placement = choose(device, dtype, torch)
     if engine is None:
-        model = LlamaModel.from_pretrained(target_dir, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
+        model = LlamaModel.from_pretrained(target_dir, dtype=placement.torch_dtype(torch), device=placement.device)
         eos = tuple(model.cfg.eos_token_ids)
     else:
         model, eos = None, tuple(engine.eos)
@@ -84,7 +88,7 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
     rewrite_clean(out, done)
     todo = [it for it in items if it.id not in done]
     params = SamplingParams(temperature=temperature)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=placement.device).manual_seed(seed)
     started, tokens = time.perf_counter(), 0
     # group by prompt length (in tokens) so a batch pads little
     lengths = {it.id: len(prompt_ids(tok, [{"role": "user", "content": _users(it)[0]}])) for it in todo}
@@ -123,7 +127,7 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
             if progress:
                 progress(len(done) + b + len(batch), len(items), tokens)
     return RegenReport(done=len(todo), skipped=len(items) - len(todo), generated_tokens=tokens,
-                       seconds=time.perf_counter() - started)
+                       seconds=time.perf_counter() - started, placement=placement.as_dict())
 
 
 def _save_features(path: Path, feats: list[dict]) -> None:
@@ -132,7 +136,7 @@ def _save_features(path: Path, feats: list[dict]) -> None:
     from safetensors.torch import save_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {f"{i}.{k}": v.to(torch.bfloat16).contiguous() for i, fe in enumerate(feats) for k, v in fe.items()}
+    tensors = {f"{i}.{k}": v.to("cpu", torch.bfloat16).contiguous() for i, fe in enumerate(feats) for k, v in fe.items()}
     tmp = path.with_suffix(".partial")
     save_file(tensors, str(tmp))
     tmp.replace(path)

@@ -18,7 +18,7 @@ from pathlib import Path
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.profile import PromptRun, acceptance_kind, build_profile, requested_drafts
 
-DTYPES = ("fp32", "bf16")
+DTYPES = ("fp32", "bf16", "auto")
 WARMUP_TOKENS = 4
 
 
@@ -149,16 +149,16 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     import torch
 
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.device import resolve_device
+    from trtllm_spec.runtime.device import choose
     from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.runtime.sampling import SamplingParams
 
-    dev = resolve_device(torch, device)
-    log(f"loading {target_path} ({dtype}, {dev}) and the {info.kind} drafter")
-    target = LlamaModel.from_pretrained(target_path, dtype=torch.float32 if dtype == "fp32" else torch.bfloat16,
-                                        device=dev)
+    where = choose(device, dtype, torch)
+    dev, dtype = where.device, where.dtype
+    log(f"loading {target_path} ({where.describe()}) and the {info.kind} drafter")
+    target = LlamaModel.from_pretrained(target_path, dtype=where.torch_dtype(torch), device=dev)
     max_len = max(len(p) for p in prompts) + max_new_tokens + draft_len + 8
     kind, drafter = load_runtime_drafter(drafter_spec, target, max_len=max_len)
     limit = getattr(drafter, "max_draft_len", None)
@@ -196,7 +196,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
                "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
         settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
                   "eos_token_ids": list(eos), "chat_template": str(chat_template) if chat_template else "checkpoint",
-                  "machine": machine_info(torch, dev)},
+                  "machine": machine_info(torch, dev), "placement": where.as_dict()},
     )
 
 

@@ -172,9 +172,11 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
           target: ModelShape | None = None) -> Hardware:
     """Measure this machine. ``target``: the GEMM curves are measured on that model's own linear layers."""
     torch = _torch()
-    from trtllm_spec.runtime.device import resolve_device
+    from trtllm_spec.runtime.device import choose
 
-    device = resolve_device(torch, device)
+    where = choose(device, "auto", torch)  # what --dtype auto picks on this device, recorded with the curves
+    device = where.device
+    log(f"probe: {where.describe()}")
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     started = time.perf_counter()
     gpu = device == "cuda"
@@ -229,5 +231,5 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
                                {"target": target.name, "layers": target.num_layers,
                                 "layer_out_in": mats[0], "lm_head": mats[1]}),
                "copy_bytes": nbytes, "seconds": round(time.perf_counter() - started, 2),
-               "host": platform.node(), "quick": quick},
+               "host": platform.node(), "quick": quick, "placement": where.as_dict()},
     )

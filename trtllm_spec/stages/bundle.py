@@ -149,12 +149,16 @@ def _multinode(ctx: BuildContext, model: str) -> list[str]:
             job_name=ctx.recipe.name, nodes=h.nodes, gpus_per_node=min(h.gpus_per_node, world), model=model))
         out += ["serve_multinode.sh", "slurm_serve.sbatch"]
     dist = getattr(ctx.recipe.drafter, "training", None)
-    if dist is not None and (dist.distributed.nnodes > 1 or dist.distributed.strategy == "fsdp"):
+    if dist is not None and dist.distributed.strategy != "none":  # the launch train/distributed.py checks
+        from trtllm_spec.train.launch import torchrun_script
+
         cmd = ["trtllm-spec", "train", ctx.recipe_file.name, "--out", "train"]
         write_text_atomic(ctx.bundle / "slurm_train.sbatch", sc.slurm_train_sbatch(
             job_name=f"{ctx.recipe.name}-train", nodes=dist.distributed.nnodes,
             gpus_per_node=dist.distributed.nproc_per_node, train_command=cmd))
-        out.append("slurm_train.sbatch")
+        write_text_atomic(ctx.bundle / "train_torchrun.sh", torchrun_script(dist.distributed, ctx.recipe_file.name))
+        (ctx.bundle / "train_torchrun.sh").chmod(0o755)
+        out += ["slurm_train.sbatch", "train_torchrun.sh"]
     return out
 
 

@@ -17,10 +17,10 @@ def default_train_dir(recipe: Recipe, out: Path | None = None) -> Path:
 
 
 def regenerate_data(recipe: Recipe, path: Path | None, log: Callable[[str], None],
-                    shard: tuple[int, int] | None = None) -> tuple[list[dict], Path]:
+                    shard: tuple[int, int] | None = None):
     """Let the target answer the recipe's training prompts into ``path`` (JSONL; existing ids are skipped),
     through the recipe's regeneration backend; ``shard`` (I, N): only every N-th prompt from the I-th.
-    Returns (conversations, path)."""
+    Returns (conversations, path, the placement: device and precision by ``runtime.device.choose``)."""
     from trtllm_spec.data.backends import data_target
     from trtllm_spec.train.run import conversations, require_checkpoint
 
@@ -30,10 +30,15 @@ def regenerate_data(recipe: Recipe, path: Path | None, log: Callable[[str], None
     if recipe.drafter.training.data.path:
         raise UserError(f"drafter.training.data.path is {recipe.drafter.training.data.path}: this recipe trains on "
                         "those conversations, so there is nothing to regenerate; drop data.path to regenerate")
+    from trtllm_spec.runtime.device import choose
+
     target_dir = require_checkpoint(data_target(recipe.target.model, recipe.base_dir), "regeneration")
+    tc = recipe.drafter.training
+    where = choose(tc.device, tc.precision)  # before anything is written: --device cuda without a GPU exits 2
     name = CONVERSATIONS.name if shard is None else f"conversations.shard-{shard[0]}-of-{shard[1]}.jsonl"
     path = path or default_train_dir(recipe) / CONVERSATIONS.parent / name
-    return conversations(recipe, target_dir, path.parent, log, file_name=path.name, shard=shard), path
+    convs = conversations(recipe, target_dir, path.parent, log, file_name=path.name, shard=shard, placement=where)
+    return convs, path, where
 
 
 def estimate_data(recipe: Recipe, out: Path | None):
@@ -43,5 +48,9 @@ def estimate_data(recipe: Recipe, out: Path | None):
         raise UserError(f"--estimate: drafter {recipe.drafter.type} regenerates no data here (not trained, or "
                         "data.path gives the conversations); nothing to estimate")
     from trtllm_spec.data.backends import estimate_recipe
+    from trtllm_spec.runtime.device import choose
 
-    return estimate_recipe(recipe, default_train_dir(recipe, out) / CONVERSATIONS.parent)
+    tc = recipe.drafter.training
+    where = choose(tc.device, tc.precision)  # the device and precision the run would use
+    return estimate_recipe(recipe, default_train_dir(recipe, out) / CONVERSATIONS.parent, device=where.device,
+                           dtype=where.dtype)

@@ -141,12 +141,18 @@ def drafter(ctx: BuildContext) -> StageResult:
     return StageResult("drafter", status, detail=detail, command=command)
 
 
-def check_drafter(drafter_dir: Path, target: str, heldout: Path | None):
-    """``trtllm-spec doctor``: a drafter folder against its target. Returns (kind, findings)."""
+def check_drafter(drafter_dir: Path, target: str, heldout: Path | None, device: str = "auto", dtype: str = "auto"):
+    """``trtllm-spec doctor``: a drafter folder against its target. Returns (kind, findings, placement): where
+    the parity check ran the target (``runtime.device.choose``), None when no weights are local."""
     from trtllm_spec.train.doctor import run_doctor
 
     if not drafter_dir.is_dir():
         raise UserError(f"{drafter_dir} is not a folder; give the exported drafter folder")
     t = resolve_target(target)
     target_dir = t.path if t.path is not None and t.path.is_dir() and any(t.path.glob("*.safetensors")) else None
-    return run_doctor(drafter_dir, target_dir, t.config, heldout)
+    where = None
+    if target_dir is not None:  # the parity check runs the target
+        from trtllm_spec.runtime.device import choose
+
+        where = choose(device, dtype)
+    return (*run_doctor(drafter_dir, target_dir, t.config, heldout, placement=where), where)

@@ -41,7 +41,8 @@ def drafter_type(cfg: dict) -> str:
 
 
 def run_doctor(drafter_dir: Path, target_dir: Path | None, target_cfg: dict, heldout: Path | None = None,
-               parity_tolerance: float = 0.04) -> tuple[str, list[Finding]]:
+               parity_tolerance: float = 0.04, placement=None) -> tuple[str, list[Finding]]:
+    """``placement`` (runtime.device.Placement): where the parity check runs the target (default: CPU fp32)."""
     if not (drafter_dir / "config.json").is_file():
         raise UserError(f"{drafter_dir} is not a drafter folder (no config.json)")
     try:
@@ -58,7 +59,7 @@ def run_doctor(drafter_dir: Path, target_dir: Path | None, target_cfg: dict, hel
     if kind in ("eagle3", "mtp"):
         f += _eagle3_static(cfg, tensors, target_cfg) if kind == "eagle3" else _mtp_static(cfg, tensors, target_cfg)
         if target_dir is not None and not any(x.level == "error" for x in f):
-            f.append(_eagle3_parity(drafter_dir, target_dir, heldout, parity_tolerance))
+            f.append(_eagle3_parity(drafter_dir, target_dir, heldout, parity_tolerance, placement))
     elif kind in ("dflash", "dspark"):
         f += _dflash_static(cfg, tensors, target_cfg)
     else:
@@ -190,19 +191,20 @@ def first_step_counts(target, drafter, ids: list[int], scored: list[int]) -> tup
     (each predicted from position j - 2: the target's features there and the embedding of token j - 1):
     (proposals equal to the target's greedy token, i.e. accepted; proposals equal to the target's best token
     inside the draft vocabulary, the metric training reports; greedy tokens the draft vocabulary holds; tokens)."""
-    cache = target.new_cache(1, len(ids) + 1)
-    logits, aux, _ = target.forward(torch.tensor([ids]), torch.tensor([0]), cache, capture=drafter.capture)
+    cache, dev = target.new_cache(1, len(ids) + 1), target.device
+    logits, aux, _ = target.forward(torch.tensor([ids], device=dev), torch.tensor([0], device=dev), cache,
+                                    capture=drafter.capture)
     draft = drafter.teacher_forced(ids, aux)  # position t predicts token t + 2
-    vocab_ids = torch.arange(draft.shape[-1]) + (drafter.d2t if drafter.d2t is not None else 0)
+    vocab_ids = torch.arange(draft.shape[-1], device=dev) + (drafter.d2t if drafter.d2t is not None else 0)
     greedy = logits[0].argmax(-1)[1:]  # token t + 2 as the target chooses it at position t + 1
     best_inside = logits[0][:, vocab_ids].argmax(-1)[1:]
     prop = draft.argmax(-1)
-    mask = torch.tensor([*scored[2:], 0], dtype=torch.bool)
+    mask = torch.tensor([*scored[2:], 0], dtype=torch.bool, device=dev)
     return (int((vocab_ids[prop] == greedy)[mask].sum()), int((prop == best_inside)[mask].sum()),
             int(torch.isin(greedy, vocab_ids)[mask].sum()), int(mask.sum()))
 
 
-def _eagle3_parity(drafter_dir: Path, target_dir: Path, heldout: Path | None, tol: float) -> Finding:
+def _eagle3_parity(drafter_dir: Path, target_dir: Path, heldout: Path | None, tol: float, placement=None) -> Finding:
     from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.train.export import read_meta
@@ -214,7 +216,8 @@ def _eagle3_parity(drafter_dir: Path, target_dir: Path, heldout: Path | None, to
         return Finding("info", "parity", "no recorded held-out accuracy and chunks next to the drafter; parity "
                                          f"not checked (expected {path})")
     chunks = json.loads(path.read_text())
-    target = LlamaModel.from_pretrained(target_dir, dtype=torch.float32)
+    dev, dt = (placement.device, placement.torch_dtype(torch)) if placement else ("cpu", torch.float32)
+    target = LlamaModel.from_pretrained(target_dir, dtype=dt, device=dev)
     drafter = Eagle3Drafter(drafter_dir, target)
     hit = total = 0
     for c in chunks:  # loss_mask[j] gates token j + 1

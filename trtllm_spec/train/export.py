@@ -22,13 +22,21 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 
 
-def export_drafter(model, out: Path, dtype: str, meta: dict) -> None:
-    """Write the deployment folder into ``out`` (which must be an empty, fresh folder)."""
+def export_drafter(model, out: Path, dtype: str, meta: dict, state_dict: dict | None = None) -> None:
+    """Write the deployment folder into ``out`` (which must be an empty, fresh folder). ``state_dict``: the full
+    tensors to export instead of ``model.state_dict()`` (an FSDP-sharded model, gathered by
+    ``train.distributed.export_state``)."""
     from modelopt.torch.export import export_speculative_decoding
     from safetensors.torch import load_file, save_file
 
     with tempfile.TemporaryDirectory() as tmp:
-        export_speculative_decoding(model, export_dir=tmp)
+        if state_dict is not None:  # ModelOpt's exporter reads model.state_dict(); give it the gathered tensors
+            model.state_dict = lambda *a, **k: state_dict
+        try:
+            export_speculative_decoding(model, export_dir=tmp)
+        finally:
+            if state_dict is not None:
+                del model.state_dict
         tensors = load_file(str(Path(tmp) / "model.safetensors"))
         cfg = json.loads((Path(tmp) / "config.json").read_text())
     target_dtype = DTYPES[dtype]

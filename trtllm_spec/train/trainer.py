@@ -1,17 +1,18 @@
 """The training loop around a ModelOpt-converted model: AdamW, warmup + cosine, gradient accumulation,
-bf16 autocast where the CPU runs it fast, per-step ``train_acc`` per draft position, atomic checkpoints and an
-exact ``--resume`` (same data order, optimizer, scheduler and RNG state). Data-parallel under ``torchrun``.
+bf16 autocast where the device runs it (``runtime/device.py``'s rule), per-step ``train_acc`` per draft position,
+atomic checkpoints and an exact ``--resume`` (same data order, optimizer, scheduler and RNG state). Models and
+batches on the placement's device; distributed under ``torchrun`` (``train/distributed.py``: DDP or FSDP2).
 
-Data parallel (``world > 1``, a process group initialised, ``wrapped`` the DDP wrapper): each rank reads its own
-micro-batches (``Schedule`` shards by rank), gradients are averaged by DDP on the last micro-batch of a step,
-the logged loss / accuracy are means over ranks and ``tokens`` the sum of every rank's loss tokens
+Distributed (``world > 1``, a process group initialised, ``wrapped`` the DDP / FSDP model): each rank reads its
+own micro-batches (``Schedule`` shards by rank), gradients are averaged by the engine on the last micro-batch of a
+step, the logged loss / accuracy are means over ranks and ``tokens`` the sum of every rank's loss tokens
 (``rank_tokens``: this step's per rank). Rank 0 writes the log and checkpoints (with every rank's RNG state, so
-a resume is exact on every rank); held-out evaluation runs on rank 0 only.
+a resume is exact on every rank); held-out evaluation runs on rank 0 only (under FSDP on every rank: the
+parameters are sharded, so every rank takes part in each forward).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -27,6 +28,7 @@ import torch.distributed as tdist
 from trtllm_spec.core.files import write_json_atomic, write_text_atomic
 from trtllm_spec.core.recipe import TrainingConfig
 from trtllm_spec.errors import UserError
+from trtllm_spec.train import distributed as dd
 from trtllm_spec.train.samples import Chunk, Schedule, stack_outputs, with_feature_noise
 
 
@@ -41,28 +43,20 @@ class TrainResult:
     log: list[dict] = field(default_factory=list)
 
 
-def bf16_is_fast() -> bool:
-    """bf16 autocast pays on this CPU when a bf16 GEMM beats fp32 (AVX512-BF16 / AMX)."""
-    a = torch.randn(256, 1024)
-    b = torch.randn(1024, 1024)
-    times = {}
-    for dt in (torch.float32, torch.bfloat16):
-        x, y = a.to(dt), b.to(dt)
-        x @ y
-        t0 = time.perf_counter()
-        for _ in range(5):
-            x @ y
-        times[dt] = time.perf_counter() - t0
-    return times[torch.bfloat16] < 0.8 * times[torch.float32]
-
-
 class Trainer:
     def __init__(self, model, cfg: TrainingConfig, schedule: Schedule, heldout: list[Chunk], out: Path,
                  log: Callable[[str], None] = print, rank: int = 0, world: int = 1, wrapped=None,
-                 on_step: Callable[[dict], None] | None = None) -> None:
+                 on_step: Callable[[dict], None] | None = None, device: str = "cpu", bf16: bool = False,
+                 strategy: str | None = None, log_fields: dict | None = None) -> None:
+        """``device`` / ``bf16``: the resolved placement (``runtime.device.choose``; the same on every rank);
+        ``strategy``: none / ddp / fsdp (default: ddp when ``world > 1``); ``log_fields`` go into every log line."""
         self.model, self.cfg, self.schedule, self.heldout = model, cfg, schedule, heldout
-        self.forward_model = wrapped or model  # DDP wrapper when distributed
+        self.forward_model = wrapped or model  # DDP / FSDP model when distributed
         self.out, self.log, self.rank, self.world, self.on_step = out, log, rank, world, on_step
+        self.device, self.autocast = device, bf16
+        self.strategy = strategy or ("ddp" if world > 1 else "none")
+        self.dist = dd.Dist(rank, world, strategy=self.strategy)
+        self.log_fields = dict(log_fields or {})
         self.params = {n: p for n, p in model.named_parameters() if p.requires_grad}
         if not self.params:
             raise UserError("the converted model has no trainable drafter parameters")
@@ -86,11 +80,6 @@ class Trainer:
             return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
 
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lr_factor)
-        self.autocast = cfg.precision == "bf16" or (cfg.precision == "auto" and bf16_is_fast())
-        if self.distributed:  # every rank must run the same numerics: rank 0's timing decides
-            flag = [self.autocast]
-            tdist.broadcast_object_list(flag, src=0)
-            self.autocast = bool(flag[0])
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0
@@ -106,8 +95,13 @@ class Trainer:
         if hasattr(self.model, "_cached_attn_blk_masks"):
             self.model._cached_attn_blk_masks = {}  # ModelOpt caches TTT masks by step only, not by length
         extra = {"base_model_outputs": base_outputs} if base_outputs is not None else {}
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+        with torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.autocast):
             return (model or self.forward_model)(input_ids=ids, attention_mask=attn, loss_mask=loss_mask, **extra)
+
+    def _on_device(self, ids, attn, loss_mask, base_outputs):
+        dev = self.device
+        moved = {k: v.to(dev) for k, v in base_outputs.items()} if base_outputs is not None else None
+        return ids.to(dev), attn.to(dev), loss_mask.to(dev), moved
 
     def train_step(self) -> dict:
         self.model.train()
@@ -116,11 +110,10 @@ class Trainer:
             ids, attn, loss_mask, base_outputs = self.schedule.micro_batch(self.step, micro)
             if self.cfg.feature_noise and base_outputs is not None:
                 base_outputs = with_feature_noise(base_outputs, self.cfg.feature_noise,
-                                                  (self.cfg.seed, self.step, micro, self.rank))
+                                                  (self.cfg.seed, self.step, micro, self.rank))  # on the CPU
+            ids, attn, loss_mask, base_outputs = self._on_device(ids, attn, loss_mask, base_outputs)
             last = micro == self.cfg.grad_accum - 1
-            sync = self.forward_model.no_sync() if self.distributed and not last and \
-                hasattr(self.forward_model, "no_sync") else contextlib.nullcontext()
-            with sync:  # DDP all-reduces gradients on the step's last micro-batch only
+            with dd.grad_sync(self.forward_model, self.dist if self.distributed else dd.Dist(), last):
                 out = self._forward(ids, attn, loss_mask, base_outputs)
                 (out.loss / self.cfg.grad_accum).backward()
             losses.append(float(out.loss.detach()))
@@ -145,7 +138,7 @@ class Trainer:
         self.step += 1
         self.tokens += tokens
         rec = {"step": self.step, "loss": loss, "train_acc": acc, "tokens": self.tokens,
-               "lr": self.sched.get_last_lr()[0]}
+               "lr": self.sched.get_last_lr()[0], **self.log_fields}
         if self.world > 1:
             rec["rank_tokens"] = rank_tokens
         return rec
@@ -174,8 +167,9 @@ class Trainer:
         sums: list[float] = []
         for c in chunks:
             ids = torch.tensor([c.input_ids])  # the bare model: no DDP collectives (rank 0 evaluates alone)
-            out = self._forward(ids, torch.ones_like(ids), torch.tensor([c.loss_mask], dtype=torch.float32),
-                                stack_outputs([c.base_outputs()]), model=self.model)
+            batch = self._on_device(ids, torch.ones_like(ids), torch.tensor([c.loss_mask], dtype=torch.float32),
+                                    stack_outputs([c.base_outputs()]))
+            out = self._forward(*batch, model=self.model)
             acc = [float(a) for a in out.train_acc[0]]
             sums = [s + a for s, a in zip(sums, acc, strict=True)] if sums else acc
         return [s / len(chunks) for s in sums]
@@ -186,16 +180,27 @@ class Trainer:
         return self.out / "checkpoints"
 
     def _rng_states(self) -> list[torch.Tensor]:
-        """Every rank's CPU RNG state (ModelOpt samples anchors / TTT noise per rank); collective."""
+        """Every rank's RNG state, CPU then (on CUDA) the device's (ModelOpt samples anchors / TTT noise per rank);
+        collective."""
         mine = torch.get_rng_state()
+        if self.device == "cuda":
+            mine = torch.cat([mine, torch.cuda.get_rng_state()])
         if not self.distributed:
             return [mine]
         every = [torch.zeros_like(mine) for _ in range(self.world)]
         tdist.all_gather(every, mine)
         return every
 
+    def _set_rng_state(self, state: torch.Tensor) -> None:
+        n = torch.get_rng_state().numel()
+        torch.set_rng_state(state[:n])
+        if self.device == "cuda" and state.numel() > n:
+            torch.cuda.set_rng_state(state[n:])
+
     def save_checkpoint(self) -> Path | None:
         rng = self._rng_states()  # every rank takes part, rank 0 writes
+        tensors = dd.full_tensors(self.params)  # collective under FSDP
+        opt_state = dd.optimizer_state(self.forward_model, self.opt, self.strategy)  # collective under FSDP
         if self.rank != 0:
             return None
         from safetensors.torch import save_file
@@ -204,11 +209,12 @@ class Trainer:
         tmp = self.ckpt_dir / f".step-{self.step:07d}.partial"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        save_file({n: p.detach().contiguous().clone() for n, p in self.params.items()}, str(tmp / "trainable.safetensors"))
-        torch.save({"optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict(),
+        save_file(tensors, str(tmp / "trainable.safetensors"))
+        torch.save({"optimizer": opt_state, "scheduler": self.sched.state_dict(),
                     "rng": rng[0], "rng_per_rank": rng}, tmp / "optimizer.pt")
         write_json_atomic(tmp / "state.json", {"step": self.step, "tokens": self.tokens, "elapsed_s": self.elapsed,
-                                               "warm_elapsed_s": self.warm_elapsed})
+                                               "warm_elapsed_s": self.warm_elapsed, "strategy": self.strategy,
+                                               "world_size": self.world})
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -226,20 +232,19 @@ class Trainer:
         folder = self.ckpt_dir / pointer.read_text().strip()
         if not (folder / "state.json").is_file():
             raise UserError(f"checkpoint {folder} is incomplete; delete it (and {pointer}) to restart")
+        meta = json.loads((folder / "state.json").read_text())
+        dd.check_resume(meta, folder, self.strategy, self.world)
         tensors = load_file(str(folder / "trainable.safetensors"))
         missing = set(self.params) - set(tensors)
         if missing:
             raise UserError(f"checkpoint {folder} does not match this drafter (missing {sorted(missing)[0]}); "
                             "was the recipe changed? Train into a new --out")
-        with torch.no_grad():
-            for n, p in self.params.items():
-                p.copy_(tensors[n])
+        dd.load_full(self.params, tensors)
         state = torch.load(folder / "optimizer.pt", weights_only=True)
-        self.opt.load_state_dict(state["optimizer"])
+        dd.load_optimizer_state(self.forward_model, self.opt, state["optimizer"], self.strategy)
         self.sched.load_state_dict(state["scheduler"])
         per_rank = state.get("rng_per_rank") or [state["rng"]]
-        torch.set_rng_state(per_rank[self.rank] if len(per_rank) == self.world else state["rng"])
-        meta = json.loads((folder / "state.json").read_text())
+        self._set_rng_state(per_rank[self.rank] if len(per_rank) == self.world else state["rng"])
         self.step, self.tokens, self.elapsed = meta["step"], meta["tokens"], meta["elapsed_s"]
         # checkpoints from before warm_elapsed_s count the budget from step 0 (as they were trained)
         self.warm_elapsed = meta.get("warm_elapsed_s", 0.0 if self.step >= self.warm else None)
@@ -273,7 +278,9 @@ class Trainer:
                 stopped = "time_budget"
                 break
         self.save_checkpoint()
-        heldout = self.evaluate() if self.rank == 0 else []
+        every_rank = self.distributed and self.strategy == "fsdp"  # sharded: each forward needs every rank
+        heldout = self.evaluate() if self.rank == 0 or every_rank else []
+        heldout = heldout if self.rank == 0 else []
         return TrainResult(self.step, self.tokens, self.elapsed, last_acc, heldout, stopped, history)
 
     def _all(self, flag: bool) -> bool:

@@ -1,0 +1,36 @@
+"""``--device auto|cpu|cuda`` and ``--dtype auto|bf16|fp32``: the same options, the same rule
+(``runtime/device.py``) on every command where a model runs."""
+
+from __future__ import annotations
+
+import click
+
+from trtllm_spec.runtime.device import DEVICES, DTYPES
+
+device_option = click.option(
+    "--device", type=click.Choice(DEVICES), default=None,
+    help="Where the model runs (auto: CUDA when torch sees a GPU). Default: the recipe's field, else auto.")
+dtype_option = click.option(
+    "--dtype", type=click.Choice(DTYPES), default=None,
+    help="Precision (auto: bf16 on CUDA; on a CPU bf16 only where a timed GEMM shows it faster than fp32).")
+
+
+def device_options(f):
+    return device_option(dtype_option(f))
+
+
+def training_overrides(device: str | None, dtype: str | None) -> tuple[str, ...]:
+    """``--set`` overrides for drafter.training.device / precision (the recipe fields of train and regenerate)."""
+    out = ()
+    if device is not None:
+        out += (f"drafter.training.device={device}",)
+    if dtype is not None:
+        out += (f"drafter.training.precision={dtype}",)
+    return out
+
+
+def placement(device: str | None, dtype: str | None):
+    """The resolved placement for a command without a recipe (defaults: auto / auto)."""
+    from trtllm_spec.runtime.device import choose
+
+    return choose(device or "auto", dtype or "auto")
