@@ -62,7 +62,7 @@ def run(steps: int, profile: bool) -> dict:
     repo = Path(__file__).resolve().parents[1]
     recipe = load_recipe(repo / "recipes" / "smollm2-135m-eagle3-cpu.yaml")
     d, tc = recipe.drafter, recipe.drafter.training
-    target_dir, chunks = features(48, tc.seq_len)
+    target_dir, chunks = features(16, tc.seq_len)
     cfg = json.loads((target_dir / "config.json").read_text())
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32)
