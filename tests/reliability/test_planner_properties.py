@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from trtllm_spec.core.hardware import CATALOGUE, load_hardware
 from trtllm_spec.core.recipe import Eagle3Drafter, NGramDrafter
 from trtllm_spec.core.shape import shape_from_config
+from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.errors import TrtllmSpecError
 from trtllm_spec.planner.cost import Parallelism, Precision
-from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.plan import PlanRequest, make_plan
 from trtllm_spec.planner.search import Workload
 

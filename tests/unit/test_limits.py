@@ -5,9 +5,9 @@ from __future__ import annotations
 from trtllm_spec.core.hardware import load_hardware
 from trtllm_spec.core.recipe import Eagle3Drafter
 from trtllm_spec.core.targets import resolve_shape
+from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
 from trtllm_spec.planner.limits import PAYS_MARGIN, speculation_limit, speedup_at
-from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.plan import PlanRequest, make_plan, mechanism_plan
 from trtllm_spec.planner.schedule import draft_len_at
 from trtllm_spec.planner.search import CostContext, Workload

@@ -43,9 +43,9 @@ def _bundle_recipe(bundle: Path, acceptance: Path):
 
 def replanned_options(old: dict, rec: dict, profile: str) -> tuple[dict, list[str]]:
     """The bundle's options with the new plan's D and schedule (and nothing else changed), and notes."""
+    from trtllm_spec.core.trtllm_gates import cutoff_gate
     from trtllm_spec.deploy.trtllm_options import _cuda_graph_config
     from trtllm_spec.deploy.trtllm_schema import validate_options
-    from trtllm_spec.core.trtllm_gates import cutoff_gate
 
     new, notes = copy.deepcopy(old), []
     d = int(rec["max_draft_len"])
@@ -122,12 +122,12 @@ def summary_markdown(prof: dict, old_plan: dict | None, new_plan: dict, notes: l
 def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draft_len: int | None,
            out: Path | None, force: bool, temperature: float = 0.0) -> dict:
     """Write ``out`` (default ``bundle/replan``); returns {profile, plan, options, notes, out}."""
-    from trtllm_spec.deploy.trtllm_options import render_yaml
+    from trtllm_spec.core.artifacts import Plan
     from trtllm_spec.core.files import atomic_dir, read_text, write_text_atomic
     from trtllm_spec.core.provenance import provenance
+    from trtllm_spec.deploy.trtllm_options import render_yaml
     from trtllm_spec.measure import write_measure_outputs
     from trtllm_spec.measure.engine_reports import bundle_context, profile_from_engine
-    from trtllm_spec.core.artifacts import Plan
     from trtllm_spec.stages.plan import compute_plan, write_plan_files
 
     if not bundle.is_dir():

@@ -15,7 +15,6 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_spec.core.artifacts import DrafterResult
