@@ -34,8 +34,7 @@ def _world_env(args) -> dict:
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b-eagle3-h100.yaml", "llama-3.3-70b-eagle3-h200-tp4.yaml"])
 def test_generated_launchers_start_the_recipes_world(name):
-    from trtllm_spec.build.scripts import slurm_train_sbatch
-
+    from trtllm_spec.deploy.scripts import slurm_train_sbatch
     from trtllm_spec.train.distributed import check_launch
     from trtllm_spec.train.launch import torchrun_script
 
