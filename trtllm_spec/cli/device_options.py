@@ -28,9 +28,3 @@ def training_overrides(device: str | None, dtype: str | None) -> tuple[str, ...]
         out += (f"drafter.training.precision={dtype}",)
     return out
 
-
-def placement(device: str | None, dtype: str | None):
-    """The resolved placement for a command without a recipe (defaults: auto / auto)."""
-    from trtllm_spec.runtime.device import choose
-
-    return choose(device or "auto", dtype or "auto")
