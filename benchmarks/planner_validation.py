@@ -26,8 +26,9 @@ from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
 from trtllm_spec.planner.cost import Parallelism, Precision
-from trtllm_spec.planner.plan import PlanRequest, make_plan
-from trtllm_spec.planner.search import Workload
+from trtllm_spec.planner.plan import PlanRequest, build_plans, make_plan
+from trtllm_spec.planner.search import (CostContext, Workload, draft_step, evaluate, max_feasible_batch,
+                                       target_step)
 
 # GeForce RTX 3090 (GA102 whitepaper: 71 TFLOP/s dense bf16/fp16 tensor with fp32 accumulate, 936 GB/s GDDR6X,
 # 24 GB, 82 SMs; no NVLink needed at tp 1). Not in the catalogue: only the vLLM sweep of the EAGLE-3 paper uses it.
@@ -44,6 +45,10 @@ FRAMEWORKS: dict[str, dict[str, float]] = {  # --fit output, recorded 2026-12-01
     "vLLM": {"iteration_s": 1.25e-3, "draft_step_s": 8e-4, "spec_iteration_s": 1e-3},
     "SGLang": {"iteration_s": 1e-4, "draft_step_s": 1e-3, "spec_iteration_s": 0.0},
 }
+# MoE kernel costs (Overheads.moe_layer_units, per_expert_s), fitted per framework only where its calibration points
+# include an MoE target (--fit stage 2); a framework without one keeps the TensorRT-LLM defaults of core/hardware.py.
+MOE_GRID = {"moe_layer_units": [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0],
+            "per_expert_s": [0.0, 5e-7, 1e-6, 1.5e-6, 2e-6, 3e-6, 4e-6]}
 GRID = {"iteration_s": [1e-4, 2e-4, 4e-4, 6e-4, 8e-4, 1.0e-3, 1.25e-3, 1.5e-3, 2e-3, 2.5e-3],
         "draft_step_s": [5e-5, 1e-4, 2e-4, 3e-4, 4e-4, 6e-4, 8e-4, 1.0e-3, 1.25e-3, 1.5e-3],
         "spec_iteration_s": [0.0, 2.5e-4, 5e-4, 1e-3, 1.5e-3, 2e-3, 3e-3, 4e-3]}
@@ -70,6 +75,7 @@ class Point:
     split: str  # "calibration" or "validation", fixed before fitting
     base_step_s: dict[int, float] = field(default_factory=dict)  # batch -> measured plain step (TPOT), if given
     notes: str = ""
+    tree: tuple[int, int, int] | None = None  # SGLang EAGLE tree (steps, topk, num_draft_tokens); D = steps
 
 
 E3_SGL = {2: 1.81, 4: 1.82, 8: 1.62, 16: 1.48, 24: 1.39, 32: 1.32, 48: 1.38, 56: 1.34, 64: 1.38}
@@ -94,6 +100,14 @@ POINTS = [
     Point("Llama-3.3-70B EAGLE-3, conc 4", "NVIDIA/TensorRT-LLM PR #5146 (H200 TP8, aa_gen_16k_1k)", "TensorRT-LLM",
           "llama-3.3-70b-instruct", "h200", EAGLE3_32K, Parallelism(tp=8), 8, "bf16", 16384, 1024, {3: 1.83},
           {(4, 3): 1.26}, "calibration", notes="speculative run with disable_overlap_scheduler: true"),
+    Point("Qwen3-30B-A3B EAGLE-3 tree (4, 4, 16), bs 1-64", "Tencent/AngelSlim issue #163 (SGLang via SpecForge, "
+          "4x H100 TP4, temperature 0)", "SGLang", "qwen3-30b-a3b", "h100", EAGLE3_32K, Parallelism(tp=4), 4, "bf16",
+          128, 512, {4: 2.55}, {(1, 4): 185.64 / 218.89, (4, 4): 476.37 / 507.49, (8, 4): 673.14 / 677.14,
+                                (32, 4): 927.11 / 1128.30, (64, 4): 1307.95 / 1237.84}, "calibration",
+          base_step_s={1: 1 / 218.89}, tree=(4, 4, 16),
+          notes="tree of 16 verified tokens per sequence (steps 4, topk 4); AL 2.54-2.58 by batch, 2.55 used; "
+                "speedup = throughput ratio at the same batch; same reporter as SpecForge #339 (validation), "
+                "another issue, TP and draft configuration"),
     # ---- validation: never used by --fit ----
     Point("Llama-3.1-8B EAGLE-3 D=2, bs 2-56", "EAGLE-3 paper (arXiv 2503.01840v3) Table 5: vLLM, 1x RTX 3090, "
           "MT-bench, chain of 2", "vLLM", "llama-3.1-8b-instruct", RTX3090, EAGLE3_32K, Parallelism(), 1, "bf16",
@@ -116,15 +130,37 @@ def hardware_for(p: Point, overlap: float, profile: dict[str, float]) -> Hardwar
     return Hardware.model_validate(data)
 
 
+def tree_candidates(p: Point, hw: Hardware, batches: tuple[int, ...]) -> dict[tuple[int, int], dict]:
+    """SGLang's EAGLE tree (steps S, topk k, N verified tokens), priced with the planner's own step terms, which
+    model chains only: the target verifies N rows per sequence (target_step at draft length N - 1) and the drafter
+    runs S steps over k rows per sequence (draft_step at batch B k, draft length S; its catch-up pass then counts
+    k (1 + S) rows, an overestimate of a one-layer drafter's small GEMMs)."""
+    steps, topk, n_verify = p.tree
+    shape = resolve_shape(p.target)
+    ctx = CostContext(shape, hw, p.par, Precision(weight=p.weights), Workload(batches, p.isl, p.osl))
+    cost = MECHANISMS[p.drafter.type].cost(shape, p.drafter)
+    cap = max_feasible_batch(ctx, cost, n_verify - 1)
+    out = {}
+    for b in batches:
+        plain = target_step(ctx, b, 0).total_s
+        spec = target_step(ctx, b, n_verify - 1).total_s + draft_step(ctx, cost, b * topk, steps).total_s
+        out[(b, 0)] = {"speedup": 1.0, "step_time_s": plain, "feasible": True}
+        out[(b, steps)] = {"speedup": p.al[steps] / spec * plain, "step_time_s": spec, "feasible": b <= cap}
+    return out
+
+
 def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] | None = None) -> dict:
     hw = hardware_for(p, overlap, profile or FRAMEWORKS[p.framework])
     batches = tuple(sorted({b for b, _d in p.speedup}))
-    req = PlanRequest(target=resolve_shape(p.target), hardware=hw, drafter=p.drafter,
-                      workload=Workload(batches, p.isl, p.osl), par=p.par, num_gpus=p.num_gpus,
-                      precision=Precision(weight=p.weights), acceptance=table(p.al, p.source, measured=True),
-                      max_draft_len=max(p.al), compare=False, mechanisms=MECHANISMS)
-    plan = make_plan(req)
-    cand = {(c["batch_size"], c["draft_len"]): c for c in plan["candidates"]}
+    if p.tree:
+        cand = tree_candidates(p, hw, batches)
+    else:
+        req = PlanRequest(target=resolve_shape(p.target), hardware=hw, drafter=p.drafter,
+                          workload=Workload(batches, p.isl, p.osl), par=p.par, num_gpus=p.num_gpus,
+                          precision=Precision(weight=p.weights), acceptance=table(p.al, p.source, measured=True),
+                          max_draft_len=max(p.al), compare=False, mechanisms=MECHANISMS)
+        ctx = CostContext(req.target, hw, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
+        cand = {(c.batch_size, c.draft_len): c.as_dict() for c in evaluate(ctx, build_plans(req)[0])}
     rows = [{"batch": b, "draft_len": d, "al": p.al[d], "measured": s, "predicted": round(cand[(b, d)]["speedup"], 3),
              "error": round(cand[(b, d)]["speedup"] / s - 1, 3), "fits": cand[(b, d)]["feasible"]}
             for (b, d), s in sorted(p.speedup.items())]
@@ -137,7 +173,7 @@ def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] |
         out["trend"] = {"from": first["batch"], "to": last["batch"], "draft_len": d,
                         "measured": round(last["measured"] - first["measured"], 3),
                         "predicted": round(last["predicted"] - first["predicted"], 3)}
-        out["best_d_predicted"] = {b: min((dd for dd in range(0, max(p.al) + 1)),
+        out["best_d_predicted"] = {b: min((dd for dd in range(0, max(p.al) + 1) if (b, dd) in cand),
                                           key=lambda dd, b=b: -cand[(b, dd)]["speedup"]) for b in batches}
     if len({d for _b, d in p.speedup}) > 1:
         meas = max(p.speedup, key=p.speedup.get)[1]
@@ -153,19 +189,30 @@ def loss(results: list[dict]) -> float:
     return sum(errs) / len(errs)
 
 
+def _best(pts: list[Point], overlap: float, grid: dict[str, list[float]], base: dict[str, float]
+          ) -> tuple[float, dict[str, float]]:
+    """The grid point (over ``grid``'s keys, the rest held at ``base``) with the lowest loss on ``pts``."""
+    scored = []
+    for vals in itertools.product(*grid.values()):
+        prof = base | dict(zip(grid, vals, strict=True))
+        scored.append((loss([predict(p, overlap, prof) for p in pts]) * len(pts), prof))
+    return min(scored, key=lambda t: t[0])
+
+
 def fit() -> tuple[float, dict[str, dict[str, float]]]:
-    """Grid search on calibration points only: per framework its host costs, then the shared GEMM overlap."""
+    """Grid search on calibration points only: per framework its host costs; where that framework's calibration
+    points include an MoE target, then its MoE kernel costs (host costs held) and its host costs once more (MoE
+    held); finally the shared GEMM overlap."""
     calib = [p for p in POINTS if p.split == "calibration"]
     best_overlap, best_profiles, best_total = None, {}, math.inf
     for overlap in OVERLAP_GRID:
         profiles, total = {}, 0.0
         for fw in sorted({p.framework for p in calib}):
             pts = [p for p in calib if p.framework == fw]
-            scored = []
-            for vals in itertools.product(*GRID.values()):
-                prof = dict(zip(GRID, vals, strict=True))
-                scored.append((loss([predict(p, overlap, prof) for p in pts]) * len(pts), prof))
-            score, prof = min(scored, key=lambda t: t[0])
+            score, prof = _best(pts, overlap, GRID, {})
+            if any(resolve_shape(p.target).moe is not None for p in pts):
+                score, prof = _best(pts, overlap, MOE_GRID, prof)
+                score, prof = _best(pts, overlap, GRID, {k: prof[k] for k in MOE_GRID})
             profiles[fw], total = prof, total + score
         print(f"overlap {overlap}: calibration loss {total:.4f}", file=sys.stderr)
         if total < best_total:

@@ -56,6 +56,10 @@ class Overheads(StrictModel):
     iteration_s: float = Field(1.5e-3, ge=0, description="per target iteration: scheduler, sampling, host")
     per_layer_s: float = Field(2e-5, ge=0, description="per dense decoder layer per forward: kernel gaps")
     per_expert_s: float = Field(1.0e-6, ge=0, description="per expert touched per GPU per MoE layer")
+    moe_layer_units: float = Field(3.0, ge=0, description="kernel-launch units (of per_layer_s) an MoE layer adds "
+                                   "beyond a dense one: routing, permute, grouped GEMMs, finalize; an engine "
+                                   "property (TensorRT-LLM's DeepSeek-R1 path: 3; fitted per framework in "
+                                   "benchmarks/planner_validation.py)")
     draft_step_s: float = Field(3e-4, ge=0, description="per sequential draft step: sampling, bookkeeping")
     spec_iteration_s: float = Field(2.5e-4, ge=0, description="per speculative iteration: acceptance, KV rewind")
     allreduce_latency_s: float = Field(1e-5, ge=0, description="per all-reduce call (p2p latency)")

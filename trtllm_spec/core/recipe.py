@@ -226,6 +226,18 @@ class DSparkDrafter(DFlashDrafter):
     markov_rank: int = Field(64, ge=1, le=4096, description="rank of the Markov head's low-rank transition "
                              "(markov_w1: vocab -> rank, markov_w2: rank -> vocab)")
 
+    def check(self, recipe: Recipe) -> None:
+        # TensorRT-LLM runs DSpark only at max_draft_len == block_size (drafters.dflash.DSpark.only_draft_len)
+        if isinstance(recipe.draft_len, int) and recipe.draft_len != self.block_size:
+            raise ValueError(f"draft_len = {recipe.draft_len}: TensorRT-LLM runs DSpark only at D = drafter.block_size "
+                             f"= {self.block_size}; set draft_len: {self.block_size} (or auto), or change "
+                             "drafter.block_size")
+        if "max_draft_len" in recipe.planner.model_fields_set and recipe.planner.max_draft_len < self.block_size:
+            raise ValueError(f"planner.max_draft_len = {recipe.planner.max_draft_len} is below drafter.block_size = "
+                             f"{self.block_size}, the only D TensorRT-LLM runs DSpark at; raise it to "
+                             f"{self.block_size} or drop it")
+        super().check(recipe)
+
 
 class DraftModelDrafter(_Drafter):
     tensorrt_backend: ClassVar[bool] = True

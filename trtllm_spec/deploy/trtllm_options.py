@@ -46,11 +46,13 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
                          free_gpu_memory_fraction: float, enable_block_reuse: bool, kv_cache_dtype: str,
                          cuda_graphs: bool, eagle3_layers_to_capture=None, dflash_mask_token_id: int | None = None,
                          dflash_target_layer_ids=None, max_num_tokens: int | None = None,
-                         trust_remote_code: bool = False, disable_overlap_scheduler: bool | None = None) -> dict:
+                         trust_remote_code: bool = False, disable_overlap_scheduler: bool | None = None,
+                         max_concurrency: int | None = None) -> dict:
     """The LLM API options for one bundle; ``max_draft_len == 0`` means no speculation (no
     ``speculative_config``). Paths (``speculative_model``) are relative to the bundle root, where the
-    generated scripts run; an HF id is passed through. Raises ``UserError`` if the result does not
-    validate for ``profile``."""
+    generated scripts run; an HF id is passed through. ``max_concurrency`` (1.3+): speculation off above that
+    batch size. Raises ``UserError`` if the result does not validate for ``profile``, or if D or a schedule is one
+    the mechanism cannot run at (``Mechanism.only_draft_len``)."""
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise UserError(f"kv_cache_dtype {kv_cache_dtype!r} is not supported; valid: {', '.join(KV_CACHE_DTYPES)}")
     if max_draft_len < 0:
@@ -83,6 +85,10 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
 
     if max_draft_len > 0:
         mechanism = registry.get(drafter_type)
+        _check_one_draft_len(mechanism, drafter_config, max_draft_len, schedule)
+        if max_concurrency is not None and schedule:
+            raise UserError(f"max_concurrency = {max_concurrency} and draft_len_schedule {schedule} are mutually "
+                            "exclusive in TensorRT-LLM (it turns max_concurrency into a schedule); give one")
         spec = mechanism.trtllm_speculative_config(
             drafter_config, profile=profile, max_draft_len=max_draft_len, speculative_model=speculative_model,
             eagle3_layers_to_capture=eagle3_layers_to_capture, dflash_mask_token_id=dflash_mask_token_id,
@@ -91,11 +97,25 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
 
         schedule, gates, _ = cutoff_gate(schedule, max_draft_len, profile)
         spec.update(gates)
+        if max_concurrency is not None:
+            spec["max_concurrency"] = max_concurrency  # validate_options refuses it on 1.2 and beside a schedule
         if schedule:
             spec["draft_len_schedule"] = dict(sorted(schedule.items()))
         options["speculative_config"] = spec
     validate_options(options, profile)
     return options
+
+
+def _check_one_draft_len(mechanism, cfg, max_draft_len: int, schedule: dict | None) -> None:
+    only = mechanism.only_draft_len(cfg)
+    if only is None:
+        return
+    if max_draft_len != only:
+        raise UserError(f"max_draft_len = {max_draft_len}: TensorRT-LLM runs {mechanism.title} only at "
+                        f"max_draft_len = block_size = {only}; use {only}, or 0 for no speculation")
+    if schedule:
+        raise UserError(f"draft_len_schedule {schedule}: TensorRT-LLM runs {mechanism.title} only at D = {only}, so "
+                        "no schedule; end speculation above a batch size with max_concurrency instead")
 
 
 def render_yaml(options: dict, *, profile: str | None = None) -> str:

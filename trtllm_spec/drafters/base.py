@@ -93,6 +93,12 @@ class Mechanism:
         """The largest D this drafter can propose (None: no limit of its own)."""
         return None
 
+    def only_draft_len(self, cfg) -> int | None:
+        """The one D TensorRT-LLM runs this drafter at, when it accepts no other (then the planner offers that D
+        or none at each batch size, never a ``draft_len_schedule``, and ends speculation above a batch size with
+        ``max_concurrency``); None: any D up to ``max_draft_len``, varied per batch by a schedule."""
+        return None
+
     def unavailable_reason(self, target: ModelShape, cfg) -> str | None:
         """Why this mechanism cannot serve this target (None when it can)."""
         return None

@@ -115,6 +115,12 @@ class DSpark(DFlash):
 
     decoding_types = ("DSpark",)
 
+    def only_draft_len(self, cfg: DSparkDrafter) -> int:
+        # TensorRT-LLM's DSparkWorker._lazy_init (cited above) refuses any max_draft_len but the checkpoint's
+        # block_size, and the worker drafts the whole block each iteration, so a draft_len_schedule (another D at
+        # some batch sizes) is not something it can run: D = block_size, or speculation off (max_concurrency).
+        return cfg.block_size
+
     def _head_params(self, target: ModelShape) -> float:
         return 2 * target.hidden_size * target.hidden_size  # assumption: a small gated head, ~2 H x H
 

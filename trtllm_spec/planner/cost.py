@@ -20,8 +20,8 @@ For a pass over ``batch`` sequences with ``q_len`` new tokens each (GEMM M = bat
                   kernel tile: run time steps when G * q_len crosses a tile boundary -- guideline 3)
                   t = max(FLOPs / F_attn, KV bytes / BW)
 - tensor parallel: 2 all-reduces of M * H activations per layer, ring: 2 (tp-1)/tp * bytes / link + latency
-- overheads:      per layer per forward (kernel gaps, in units of a dense layer: MLA +1, MoE +3), per expert
-                  touched per GPU, and, for the target, per iteration (host, sampling; see search.target_step)
+- overheads:      per layer per forward (kernel gaps, in units of a dense layer: MLA +1, MoE +moe_layer_units),
+                  per expert touched per GPU, and, for the target, per iteration (host, sampling; see search.target_step)
 
 All times in seconds; F and BW are achievable (datasheet x efficiency, or probed).
 """
@@ -203,13 +203,15 @@ def allreduce_time_s(hw: Hardware, nbytes: float, tp: int) -> float:
     return 2.0 * (tp - 1) / tp * nbytes / link + hw.overheads.allreduce_latency_s
 
 
-def layer_overhead_units(shape: ModelShape) -> float:
+def layer_overhead_units(shape: ModelShape, moe_layer_units: float = 3.0) -> float:
     """Kernel-launch overhead of one forward in units of a dense GQA decoder layer (about a dozen kernels).
-    An MLA layer adds ~1 unit (latent projections, absorbed BMMs); an MoE layer ~3 (routing, permute, two
-    grouped GEMMs, finalize, expert-parallel exchange)."""
+    An MLA layer adds ~1 unit (latent projections, absorbed BMMs); an MoE layer ``moe_layer_units``
+    (Overheads.moe_layer_units: routing, permute, two grouped GEMMs, finalize, expert-parallel exchange). How
+    many depends on the engine's MoE path (TensorRT-LLM's unfused DeepSeek-R1 path: ~3; a fused MoE kernel such
+    as SGLang's Triton ``fused_moe`` launches fewer), so it is a framework profile field, not a constant."""
     units = shape.num_layers * (2.0 if shape.mla is not None else 1.0)
     if shape.moe is not None:
-        units += 3.0 * shape.moe.num_moe_layers
+        units += moe_layer_units * shape.moe.num_moe_layers
     return units
 
 
@@ -222,7 +224,7 @@ def forward_time(shape: ModelShape, hw: Hardware, prec: Precision, par: Parallel
     attn = attention_time_s(shape, hw, prec, par, batch, q_len, context)
     comm = shape.num_layers * 2 * allreduce_time_s(hw, m * shape.hidden_size * prec.act_bytes, par.tp)
     comm += (par.pp - 1) * hw.overheads.allreduce_latency_s
-    overhead = layer_overhead_units(shape) * hw.overheads.per_layer_s
+    overhead = layer_overhead_units(shape, hw.overheads.moe_layer_units) * hw.overheads.per_layer_s
     return Breakdown(gemm_s=gemm, attention_s=attn, comm_s=comm, overhead_s=overhead)
 
 

@@ -30,7 +30,7 @@ def speculation_limit(ctx: CostContext, mp: MechanismPlan) -> dict:
     best: dict[int, tuple[int, float]] = {}
     pays_up_to, stops_at = None, None
     for b in grid:
-        options = [(d, speedup_at(ctx, mp, b, d)) for d in range(1, mp.max_draft_len + 1)
+        options = [(d, speedup_at(ctx, mp, b, d)) for d in mp.draft_lens(include_zero=False)
                    if max_feasible_batch(ctx, mp.cost, d) >= b]
         d, x = max(options, key=lambda t: t[1]) if options else (0, 1.0)
         best[b] = (d, round(x, 4))

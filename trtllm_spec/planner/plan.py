@@ -58,10 +58,11 @@ class PlanRequest:
 
 def mechanism_plan(req: PlanRequest, name: str, cfg, acceptance: AcceptanceModel | None) -> MechanismPlan:
     mech = req.mechanism(name)
+    only = mech.only_draft_len(cfg)
     own_max = mech.max_draft_len(req.target, cfg)
-    d_max = min(req.max_draft_len, own_max) if own_max else req.max_draft_len
+    d_max = only or (min(req.max_draft_len, own_max) if own_max else req.max_draft_len)
     return MechanismPlan(mech, cfg, acceptance or mech.default_acceptance(req.target, cfg),
-                         mech.cost(req.target, cfg), d_max)
+                         mech.cost(req.target, cfg), d_max, only)
 
 
 def build_plans(req: PlanRequest) -> tuple[list[MechanismPlan], list[str]]:
@@ -119,14 +120,49 @@ def make_plan(req: PlanRequest) -> dict:
     }
 
 
+def one_draft_len(draft_by_batch: dict[int, int], d: int) -> tuple[int, int | None, int | None]:
+    """For a mechanism that runs at D = ``d`` or not at all: (max_draft_len, max_concurrency, first batch off).
+    Speculation runs at ``d`` from the smallest batch up to the last batch of the first run where it pays and is
+    switched off above it (TensorRT-LLM ``max_concurrency``), so no draft_len_schedule is ever needed."""
+    batches = sorted(draft_by_batch)
+    if not batches or draft_by_batch[batches[0]] == 0:
+        return 0, None, batches[0] if batches else None
+    run = [b for i, b in enumerate(batches) if all(draft_by_batch[x] for x in batches[: i + 1])]
+    if len(run) == len(batches):
+        return d, None, None
+    return d, run[-1], batches[len(run)]
+
+
+def _one_draft_len_rule(cands: list[Candidate], main: MechanismPlan, d: int, cut: int | None, off: int | None
+                        ) -> str:
+    head = f"TensorRT-LLM runs {main.mechanism.title} only at D = {main.only_draft_len} (no draft_len_schedule): "
+    if off is None:
+        return head + f"D = {d} at every planned batch size"
+    spec = _candidate(cands, main, off, main.only_draft_len)
+    why = ("plain decoding is predicted faster" if spec.feasible else
+           f"{off} sequences with the drafter's KV cache do not fit (plain decoding does)")
+    if cut is None:
+        return head + f"at batch {off}, the smallest planned, {why}: no speculation"
+    return head + f"D = {d} up to batch {cut}; at batch {off} {why}, so max_concurrency: {cut} turns speculation " \
+        f"off above {cut}"
+
+
 def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: list[Candidate]) -> dict:
-    best = best_by_batch(cands, main.mechanism.name, req.fixed_draft_len)
+    best = best_by_batch(cands, main.mechanism.name, req.fixed_draft_len or main.only_draft_len)
     draft_by_batch = {b: c.draft_len for b, c in best.items()}
     if req.fixed_draft_len is not None and draft_by_batch:  # the recipe fixed D: honour it at the smallest batch
         draft_by_batch[min(draft_by_batch)] = req.fixed_draft_len
     infeasible = [b for b in req.workload.batch_sizes if b not in best]
     max_batch = req.max_batch_size or max(req.workload.batch_sizes)
-    max_d, schedule = render_schedule(draft_by_batch, req.trtllm_profile, max_batch)
+    max_concurrency, rule = None, None
+    if main.only_draft_len:
+        max_d, max_concurrency, off = one_draft_len(draft_by_batch, main.only_draft_len)
+        rule = _one_draft_len_rule(cands, main, max_d, max_concurrency, off)
+        schedule = None
+        best = {b: _candidate(cands, main, b, max_d if max_concurrency is None or b <= max_concurrency else 0)
+                for b in best}
+    else:
+        max_d, schedule = render_schedule(draft_by_batch, req.trtllm_profile, max_batch)
     check_schedule(schedule, max_d, req.trtllm_profile)
     rows = [{"batch_size": b, "draft_len": c.draft_len, "speedup": round(c.speedup, 4),
              "acceptance_length": round(c.acceptance_length, 4), "tpot_s": c.tpot_s,
@@ -136,6 +172,8 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
         "mechanism": main.mechanism.name,
         "max_draft_len": max_d,
         "draft_len_schedule": {str(k): v for k, v in schedule.items()} if schedule else None,
+        "max_concurrency": max_concurrency,
+        "draft_len_rule": rule,
         "trtllm_profile": req.trtllm_profile,
         "speculation_recommended": max_d > 0,
         "by_batch": rows,
@@ -159,6 +197,11 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
         out["note"] = ("speculation does not pay at any planned batch size with this acceptance and cost; "
                        "serve without a speculative_config, or improve the drafter and re-measure")
     return out
+
+
+def _candidate(cands: list[Candidate], main: MechanismPlan, batch: int, draft_len: int) -> Candidate:
+    return next(c for c in cands if c.mechanism == main.mechanism.name and c.batch_size == batch
+                and c.draft_len == draft_len)
 
 
 def target_summary(req: PlanRequest) -> dict:

@@ -60,6 +60,12 @@ class MechanismPlan:
     acceptance: AcceptanceModel
     cost: DraftCost
     max_draft_len: int
+    only_draft_len: int | None = None  # the mechanism runs at this D or not at all (Mechanism.only_draft_len)
+
+    def draft_lens(self, include_zero: bool = True) -> list[int]:
+        """The draft lengths the search prices for this mechanism."""
+        ds = [self.only_draft_len] if self.only_draft_len else list(range(1, self.max_draft_len + 1))
+        return [0, *ds] if include_zero else ds
 
 
 @dataclass
@@ -156,7 +162,7 @@ def evaluate(ctx: CostContext, plans: list[MechanismPlan]) -> list[Candidate]:
         t0 = target_step(ctx, b, 0).total_s
         baseline[b] = 1.0 / t0
     for mp in plans:
-        for d in range(0, mp.max_draft_len + 1):
+        for d in mp.draft_lens():
             capacity = max_feasible_batch(ctx, mp.cost, d) if d else base_capacity
             for b in ctx.workload.batch_sizes:
                 tgt = target_step(ctx, b, d)

@@ -72,6 +72,8 @@ def engine(ctx: BuildContext) -> StageResult:
     extra = ctx.mechanism.trtllm_extras(ctx.drafter_dir)
     batches = r.workload.all_batch_sizes()
     max_bs = r.engine.max_batch_size or max(batches)
+    if rec.max_concurrency is not None:
+        extra = extra | {"max_concurrency": rec.max_concurrency}
     ctx.options = _options(ctx, spec_model, rec.max_draft_len, rec.schedule(), extra)
     b = ctx.bundle
     write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile))

@@ -132,9 +132,13 @@ def recipe_settings(ctx: BuildContext) -> dict:
 
 
 def measure_draft_len(ctx: BuildContext) -> int:
-    """The recipe's D, else the largest the planner considers, capped by what the drafter can propose."""
+    """The recipe's D, else the one D the mechanism runs at, else the largest the planner considers, capped by what
+    the drafter can propose."""
     if isinstance(ctx.recipe.draft_len, int):
         return ctx.recipe.draft_len
+    only = ctx.mechanism.only_draft_len(ctx.recipe.drafter)
+    if only:
+        return only
     own = ctx.mechanism.max_draft_len(ctx.target.shape, ctx.recipe.drafter)
     top = ctx.recipe.planner.max_draft_len
     return min(own, top) if own else top

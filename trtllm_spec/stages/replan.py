@@ -66,6 +66,9 @@ def replanned_options(old: dict, rec: dict, profile: str) -> tuple[dict, list[st
         spec.update(gates)
         if reason:
             notes.append(reason)
+        if rec.get("max_concurrency"):  # a one-D mechanism (DSpark): the plan's own cut-off, no schedule
+            spec["max_concurrency"] = int(rec["max_concurrency"])
+            notes.append(rec.get("draft_len_rule") or f"max_concurrency: {rec['max_concurrency']}")
         if schedule:
             spec["draft_len_schedule"] = dict(sorted(schedule.items()))
     graphs = new.get("cuda_graph_config")
