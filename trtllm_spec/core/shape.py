@@ -236,11 +236,11 @@ def shape_from_config(cfg: dict, name: str = "model", source: str = "") -> Model
     )
     family = FAMILIES[model_type]
     if family == "deepseek":
-        fields.update(_deepseek(cfg, need, layers))
+        fields.update(_deepseek(cfg, where, model_type, layers))
     elif family == "llama4":
-        fields.update(_llama4(cfg, need, layers))
+        fields.update(_llama4(cfg, need, where, layers))
     elif family == "moe":
-        fields.update(_moe(cfg, need, model_type, layers))
+        fields.update(_moe(cfg, where, model_type, layers))
     else:
         fields["intermediate_size"] = int(need("intermediate_size"))
     if family != "llama4":
@@ -290,50 +290,94 @@ def _heads(cfg: dict, where: str, hidden: int, heads: int, model_type: str) -> t
     return kv_heads, head_dim
 
 
-def _deepseek(cfg: dict, need, layers: int) -> dict:
-    dense = int(cfg.get("first_k_dense_replace", 0))
+def _count(cfg: dict, where: str, model_type: str, key: str, *alts: str, minimum: int = 1) -> int:
+    """A required whole-number config field (the first of ``key``, ``alts`` present), >= ``minimum``; errors name the
+    field the file holds (or lacks)."""
+    for k in (key, *alts):
+        v = cfg.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or int(v) != v or v < minimum:
+            raise ShapeError(f"{where}: config.json {k} = {v!r} is invalid; it must be a whole number >= {minimum}; "
+                             "fix config.json")
+        return int(v)
+    names = " / ".join(repr(k) for k in (key, *alts))
+    raise ShapeError(f"{where}: config.json lacks {names} (needed for a {model_type} shape); is this the model's "
+                     "full config.json?")
+
+
+def _optional_count(cfg: dict, where: str, model_type: str, key: str, default, minimum: int = 1):
+    """``_count`` for a field with a default when absent (null counts as absent, 0 is a value)."""
+    return default if cfg.get(key) is None else _count(cfg, where, model_type, key, minimum=minimum)
+
+
+def _routed(cfg: dict, where: str, model_type: str, experts_key: tuple[str, ...], top_k_key: tuple[str, ...]
+            ) -> tuple[int, int]:
+    """(routed experts, experts per token), refusing a top-k the experts cannot supply."""
+    experts = _count(cfg, where, model_type, *experts_key)
+    top_k = _count(cfg, where, model_type, *top_k_key)
+    if top_k > experts:
+        raise ShapeError(f"{where}: config.json {next(k for k in top_k_key if k in cfg)} = {top_k} exceeds "
+                         f"{next(k for k in experts_key if k in cfg)} = {experts}; a token cannot pick more experts "
+                         "than there are; fix config.json")
+    return experts, top_k
+
+
+def _deepseek(cfg: dict, where: str, model_type: str, layers: int) -> dict:
+    def count(key: str, minimum: int = 1) -> int:
+        return _count(cfg, where, model_type, key, minimum=minimum)
+
+    dense = int(cfg.get("first_k_dense_replace") or 0)
+    if not 0 <= dense <= layers:
+        raise ShapeError(f"{where}: config.json first_k_dense_replace = {dense} must be in 0..num_hidden_layers = "
+                         f"{layers}; fix config.json")
+    experts, top_k = _routed(cfg, where, model_type, ("n_routed_experts",), ("num_experts_per_tok",))
     return dict(
-        intermediate_size=int(need("intermediate_size")),
-        moe=MoE(num_experts=int(need("n_routed_experts")), top_k=int(need("num_experts_per_tok")),
-                num_shared_experts=int(cfg.get("n_shared_experts") or 0),
-                expert_intermediate_size=int(need("moe_intermediate_size")), num_moe_layers=layers - dense),
-        mla=MLA(q_lora_rank=cfg.get("q_lora_rank"), kv_lora_rank=int(need("kv_lora_rank")),
-                qk_nope_head_dim=int(need("qk_nope_head_dim")), qk_rope_head_dim=int(need("qk_rope_head_dim")),
-                v_head_dim=int(need("v_head_dim"))),
+        intermediate_size=count("intermediate_size"),
+        moe=MoE(num_experts=experts, top_k=top_k,
+                num_shared_experts=_optional_count(cfg, where, model_type, "n_shared_experts", 0, minimum=0),
+                expert_intermediate_size=count("moe_intermediate_size"), num_moe_layers=layers - dense),
+        mla=MLA(q_lora_rank=_optional_count(cfg, where, model_type, "q_lora_rank", None), kv_lora_rank=count("kv_lora_rank"),
+                qk_nope_head_dim=count("qk_nope_head_dim"), qk_rope_head_dim=count("qk_rope_head_dim"),
+                v_head_dim=count("v_head_dim")),
         mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
     )
 
 
-def _moe(cfg: dict, need, model_type: str, layers: int) -> dict:
-    if model_type == "qwen3_moe":
-        step = int(cfg.get("decoder_sparse_step") or 1)
-        dense_only = set(cfg.get("mlp_only_layers") or [])
-        moe_layers = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % step == 0)
-        expert = int(need("moe_intermediate_size"))
-        experts = int(need("num_experts"))
-        dense_width = int(cfg.get("intermediate_size") or expert)
-    else:  # mixtral, gpt_oss: every layer is MoE, intermediate_size is the expert width
+def _moe(cfg: dict, where: str, model_type: str, layers: int) -> dict:
+    if model_type == "qwen3_moe":  # Qwen3MoeConfig: num_experts, moe_intermediate_size, decoder_sparse_step
+        step = _optional_count(cfg, where, model_type, "decoder_sparse_step", 1)
+        dense_only = cfg.get("mlp_only_layers") or []
+        if not isinstance(dense_only, list) or any(not isinstance(i, int) or not 0 <= i < layers for i in dense_only):
+            raise ShapeError(f"{where}: config.json mlp_only_layers = {dense_only!r} must list layer indices in "
+                             f"0..{layers - 1}; fix config.json")
+        moe_layers = sum(1 for i in range(layers) if i not in set(dense_only) and (i + 1) % step == 0)
+        expert = _count(cfg, where, model_type, "moe_intermediate_size")
+        # the Hub's Qwen3-MoE config.json says num_experts; transformers 5's Qwen3MoeConfig writes num_local_experts
+        experts, top_k = _routed(cfg, where, model_type, ("num_experts", "num_local_experts"), ("num_experts_per_tok",))
+        dense_width = _optional_count(cfg, where, model_type, "intermediate_size", expert)
+    else:  # MixtralConfig / GptOssConfig: every layer is MoE, intermediate_size is the expert width
         moe_layers = layers
-        expert = int(need("intermediate_size"))
-        experts = int(need("num_local_experts", "num_experts"))
+        expert = _count(cfg, where, model_type, "intermediate_size")
+        experts, top_k = _routed(cfg, where, model_type, ("num_local_experts", "num_experts"),
+                                 ("num_experts_per_tok", "experts_per_token"))
         dense_width = expert
-    top_k = int(need("num_experts_per_tok", "experts_per_token"))
     return dict(intermediate_size=dense_width,
                 moe=MoE(num_experts=experts, top_k=top_k, expert_intermediate_size=expert,
                         num_shared_experts=0, num_moe_layers=moe_layers))
 
 
-def _llama4(cfg: dict, need, layers: int) -> dict:
+def _llama4(cfg: dict, need, where: str, layers: int) -> dict:
     """Llama 4: MoE every ``interleave_moe_layer_step`` layers (top-1 routed + one shared expert); dense layers
     use ``intermediate_size_mlp``; 3 of 4 layers use chunked attention (``attention_chunk_size``), modelled
     as a sliding window of the chunk size (an upper bound on what they attend)."""
     step = int(cfg.get("interleave_moe_layer_step") or 1)
     moe_layers = sum(1 for i in range(layers) if (i + 1) % step == 0)
+    experts, top_k = _routed(cfg, where, "llama4", ("num_local_experts",), ("num_experts_per_tok",))
     out = dict(
         intermediate_size=int(cfg.get("intermediate_size_mlp") or need("intermediate_size")),
-        moe=MoE(num_experts=int(need("num_local_experts")), top_k=int(need("num_experts_per_tok")),
-                num_shared_experts=1, expert_intermediate_size=int(need("intermediate_size")),
-                num_moe_layers=moe_layers),
+        moe=MoE(num_experts=experts, top_k=top_k, num_shared_experts=1,
+                expert_intermediate_size=int(need("intermediate_size")), num_moe_layers=moe_layers),
     )
     chunk = cfg.get("attention_chunk_size")
     if chunk:
