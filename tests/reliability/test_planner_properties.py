@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trtllm_spec.core.hardware import CATALOGUE, load_hardware
-from trtllm_spec.core.recipe import Eagle3Drafter, NGramDrafter
+from trtllm_spec.core.recipe import DSparkDrafter, Eagle3Drafter, NGramDrafter
 from trtllm_spec.core.shape import shape_from_config
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.errors import TrtllmSpecError
@@ -33,24 +33,44 @@ def configs(draw) -> dict:
            "tie_word_embeddings": draw(st.booleans())}
     if draw(st.booleans()):
         cfg["head_dim"] = draw(st.sampled_from([64, 128]))
-    if draw(st.booleans()):
-        cfg.update(model_type="qwen3_moe", num_experts=draw(st.sampled_from([8, 64, 128])),
-                   num_experts_per_tok=draw(st.sampled_from([1, 2, 8])), moe_intermediate_size=draw(
-                       st.integers(64, 4096)))
-        cfg["num_experts_per_tok"] = min(cfg["num_experts_per_tok"], cfg["num_experts"])
+    moe = draw(st.sampled_from([None, "qwen3_moe", "mixtral", "gpt_oss", "deepseek_v3"]))
+    if moe is None:
+        return cfg
+    layers, experts = cfg["num_hidden_layers"], draw(st.sampled_from([8, 64, 128, 256]))
+    top_k = min(draw(st.sampled_from([1, 2, 4, 8])), experts)
+    width = draw(st.integers(64, 4096))
+    if moe == "qwen3_moe":  # Hub spelling (num_experts) or transformers 5's (num_local_experts)
+        cfg.update({draw(st.sampled_from(["num_experts", "num_local_experts"])): experts,
+                    "num_experts_per_tok": top_k, "moe_intermediate_size": width,
+                    "decoder_sparse_step": draw(st.integers(1, 2)),
+                    "mlp_only_layers": draw(st.lists(st.integers(0, layers - 1), max_size=3, unique=True))})
+    elif moe in ("mixtral", "gpt_oss"):
+        cfg.update(num_local_experts=experts, intermediate_size=width)
+        cfg[draw(st.sampled_from(["num_experts_per_tok", "experts_per_token"]))] = top_k
+        if moe == "gpt_oss":
+            cfg.update(sliding_window=128, layer_types=["sliding_attention" if i % 2 == 0 else "full_attention"
+                                                        for i in range(layers)])
+    else:  # DeepSeek-V3: MLA + shared experts + dense first layers (+ MTP)
+        cfg.update(n_routed_experts=experts, num_experts_per_tok=top_k, moe_intermediate_size=width,
+                   n_shared_experts=draw(st.integers(0, 2)), first_k_dense_replace=draw(st.integers(0, layers)),
+                   q_lora_rank=draw(st.sampled_from([None, 1536])), kv_lora_rank=draw(st.sampled_from([64, 512])),
+                   qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                   num_nextn_predict_layers=draw(st.integers(0, 1)))
+    cfg["model_type"] = moe
     return cfg
 
 
 @FAST
 @given(cfg=configs(), gpu=st.sampled_from(sorted(CATALOGUE)), tp=st.sampled_from([1, 2, 8]),
        batches=st.lists(st.integers(1, 4096), min_size=1, max_size=4, unique=True),
-       isl=st.integers(1, 131072), osl=st.integers(1, 32768), ngram=st.booleans(),
-       weight=st.sampled_from(["bf16", "fp8", "nvfp4"]))
-def test_planner_never_raises_a_foreign_error(cfg, gpu, tp, batches, isl, osl, ngram, weight):
+       isl=st.integers(1, 131072), osl=st.integers(1, 32768), drafter=st.sampled_from(["eagle3", "ngram", "dspark"]),
+       block=st.integers(2, 16), weight=st.sampled_from(["bf16", "fp8", "nvfp4"]))
+def test_planner_never_raises_a_foreign_error(cfg, gpu, tp, batches, isl, osl, drafter, block, weight):
+    cfgs = {"eagle3": Eagle3Drafter(draft_vocab_size=32000), "ngram": NGramDrafter(),
+            "dspark": DSparkDrafter(block_size=block)}
     try:
         shape = shape_from_config(cfg, source="config.json")
-        req = PlanRequest(mechanisms=MECHANISMS, target=shape, hardware=load_hardware(gpu),
-                          drafter=NGramDrafter() if ngram else Eagle3Drafter(draft_vocab_size=32000),
+        req = PlanRequest(mechanisms=MECHANISMS, target=shape, hardware=load_hardware(gpu), drafter=cfgs[drafter],
                           workload=Workload(tuple(sorted(batches)), isl, osl), par=Parallelism(tp=tp), num_gpus=tp,
                           precision=Precision(weight=weight), max_draft_len=6, compare=False)
         plan = make_plan(req)
@@ -63,3 +83,8 @@ def test_planner_never_raises_a_foreign_error(cfg, gpu, tp, batches, isl, osl, n
         assert math.isfinite(c["step_time_s"]) and c["step_time_s"] > 0 and c["speedup"] > 0
     if not rec["by_batch"]:
         assert "do not fit in memory" in rec["note"]
+    if drafter == "dspark":  # one D (the block) or none, never a schedule; the cut-off is max_concurrency
+        assert rec["draft_len_schedule"] is None and rec["max_draft_len"] in (0, block)
+        k = rec["max_concurrency"]
+        assert all(r["draft_len"] == (block if rec["max_draft_len"] and (k is None or r["batch_size"] <= k) else 0)
+                   for r in rec["by_batch"])
