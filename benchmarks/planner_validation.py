@@ -41,9 +41,11 @@ RTX3090 = Hardware(name="rtx3090", description="NVIDIA GeForce RTX 3090 24GB (GD
 # that framework only; gemm_overlap is shared physics, fitted on all calibration points together.
 GEMM_OVERLAP = 0.0
 FRAMEWORKS: dict[str, dict[str, float]] = {  # --fit output, recorded 2026-12-01
-    "TensorRT-LLM": {"iteration_s": 1.5e-3, "draft_step_s": 3e-4, "spec_iteration_s": 2.5e-4},
+    "TensorRT-LLM": {"iteration_s": 1.5e-3, "draft_step_s": 4e-4, "spec_iteration_s": 2.5e-4, "moe_layer_units": 3.0,
+                     "per_expert_s": 0.0},
     "vLLM": {"iteration_s": 1.25e-3, "draft_step_s": 8e-4, "spec_iteration_s": 1e-3},
-    "SGLang": {"iteration_s": 1e-4, "draft_step_s": 1e-3, "spec_iteration_s": 0.0},
+    "SGLang": {"iteration_s": 4e-4, "draft_step_s": 1.5e-3, "spec_iteration_s": 0.0, "moe_layer_units": 2.0,
+               "per_expert_s": 0.0},
 }
 # MoE kernel costs (Overheads.moe_layer_units, per_expert_s), fitted per framework only where its calibration points
 # include an MoE target (--fit stage 2); a framework without one keeps the TensorRT-LLM defaults of core/hardware.py.
