@@ -203,8 +203,8 @@ def _best(pts: list[Point], overlap: float, grid: dict[str, list[float]], base: 
 
 def fit() -> tuple[float, dict[str, dict[str, float]]]:
     """Grid search on calibration points only: per framework its host costs; where that framework's calibration
-    points include an MoE target, then its MoE kernel costs (host costs held) and its host costs once more (MoE
-    held); finally the shared GEMM overlap."""
+    points include an MoE target, then alternately its MoE kernel costs (host costs held) and its host costs (MoE
+    held) until neither moves; finally the shared GEMM overlap."""
     calib = [p for p in POINTS if p.split == "calibration"]
     best_overlap, best_profiles, best_total = None, {}, math.inf
     for overlap in OVERLAP_GRID:
@@ -212,9 +212,14 @@ def fit() -> tuple[float, dict[str, dict[str, float]]]:
         for fw in sorted({p.framework for p in calib}):
             pts = [p for p in calib if p.framework == fw]
             score, prof = _best(pts, overlap, GRID, {})
-            if any(resolve_shape(p.target).moe is not None for p in pts):
+            for _round in range(4):  # coordinate descent, MoE costs <-> host costs, until neither moves
+                if not any(resolve_shape(p.target).moe is not None for p in pts):
+                    break
+                before = prof
                 score, prof = _best(pts, overlap, MOE_GRID, prof)
                 score, prof = _best(pts, overlap, GRID, {k: prof[k] for k in MOE_GRID})
+                if prof == before:
+                    break
             profiles[fw], total = prof, total + score
         print(f"overlap {overlap}: calibration loss {total:.4f}", file=sys.stderr)
         if total < best_total:

@@ -48,19 +48,22 @@ class Overheads(StrictModel):
     Calibrated (benchmarks/planner_validation.md) on published TensorRT-LLM measurements: Llama-3.1-8B bs1 step
     time (6.32 ms in SGLang on H100 vs a 5.0 ms roofline: 0.6 ms + 32 layers x 20 us); DeepSeek-R1 FP4 on
     8xB200 (blog 1: 9.0 ms per iteration, +0.6-1.0 ms per MTP draft token: MoE/MLA layers weigh more kernel
-    units, and every expert a step touches costs a latency-bound grouped-GEMM tile, ~1 us; aiconfigurator uses
-    3 us per memory-bound op); EAGLE-3 one-model on 8xH200 (PR #5146: a D=3 step costs 1.45x a plain one), which
-    needs ~0.25 ms per draft step plus ~0.25 ms per speculative iteration beyond the roofline.
+    units; aiconfigurator uses 3 us per memory-bound op); EAGLE-3 one-model on 8xH200 (PR #5146: a D=3 step costs
+    1.45x a plain one), which needs ~0.4 ms per draft step plus ~0.25 ms per speculative iteration beyond the
+    roofline. Re-fitted with the MoE terms free (benchmarks/planner_validation.md): no per-expert cost beyond the
+    weight stream, 3 kernel units per MoE layer.
     """
 
     iteration_s: float = Field(1.5e-3, ge=0, description="per target iteration: scheduler, sampling, host")
     per_layer_s: float = Field(2e-5, ge=0, description="per dense decoder layer per forward: kernel gaps")
-    per_expert_s: float = Field(1.0e-6, ge=0, description="per expert touched per GPU per MoE layer")
+    per_expert_s: float = Field(0.0, ge=0, description="per expert touched per GPU per MoE layer, beyond streaming "
+                                "its weights (fitted: 0; Triton fused_moe kernel times grow by one expert's weight "
+                                "stream per extra expert touched, vllm PRs #19049 and #31448)")
     moe_layer_units: float = Field(3.0, ge=0, description="kernel-launch units (of per_layer_s) an MoE layer adds "
                                    "beyond a dense one: routing, permute, grouped GEMMs, finalize; an engine "
                                    "property (TensorRT-LLM's DeepSeek-R1 path: 3; fitted per framework in "
                                    "benchmarks/planner_validation.py)")
-    draft_step_s: float = Field(3e-4, ge=0, description="per sequential draft step: sampling, bookkeeping")
+    draft_step_s: float = Field(4e-4, ge=0, description="per sequential draft step: sampling, bookkeeping")
     spec_iteration_s: float = Field(2.5e-4, ge=0, description="per speculative iteration: acceptance, KV rewind")
     allreduce_latency_s: float = Field(1e-5, ge=0, description="per all-reduce call (p2p latency)")
     overlap_hides: float = Field(0.0, ge=0, le=1, description="fraction of iteration_s an overlap scheduler hides "
