@@ -27,8 +27,14 @@ from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
 from trtllm_spec.planner.cost import Parallelism, Precision
 from trtllm_spec.planner.plan import PlanRequest, build_plans, make_plan
-from trtllm_spec.planner.search import (CostContext, Workload, draft_step, evaluate, max_feasible_batch,
-                                       target_step)
+from trtllm_spec.planner.search import (
+    CostContext,
+    Workload,
+    draft_step,
+    evaluate,
+    max_feasible_batch,
+    target_step,
+)
 
 # GeForce RTX 3090 (GA102 whitepaper: 71 TFLOP/s dense bf16/fp16 tensor with fp32 accumulate, 936 GB/s GDDR6X,
 # 24 GB, 82 SMs; no NVLink needed at tp 1). Not in the catalogue: only the vLLM sweep of the EAGLE-3 paper uses it.
