@@ -232,10 +232,6 @@ class DSparkDrafter(DFlashDrafter):
             raise ValueError(f"draft_len = {recipe.draft_len}: TensorRT-LLM runs DSpark only at D = drafter.block_size "
                              f"= {self.block_size}; set draft_len: {self.block_size} (or auto), or change "
                              "drafter.block_size")
-        if "max_draft_len" in recipe.planner.model_fields_set and recipe.planner.max_draft_len < self.block_size:
-            raise ValueError(f"planner.max_draft_len = {recipe.planner.max_draft_len} is below drafter.block_size = "
-                             f"{self.block_size}, the only D TensorRT-LLM runs DSpark at; raise it to "
-                             f"{self.block_size} or drop it")
         super().check(recipe)
 
 
@@ -339,7 +335,8 @@ class EngineConfig(StrictModel):
 
 
 class PlannerConfig(StrictModel):
-    max_draft_len: int = Field(8, ge=1, le=MAX_DRAFT_LEN_LIMIT, description="largest D the search considers")
+    max_draft_len: int = Field(8, ge=1, le=MAX_DRAFT_LEN_LIMIT, description="largest D the search considers (a "
+                               "drafter TensorRT-LLM runs at one D only, DSpark, is planned at that D: block_size)")
     acceptance: str | None = Field(None, description="acceptance / speculation_profile.json to plan with")
     compare_mechanisms: bool = Field(True, description="also evaluate the other mechanisms (guideline 5)")
 
