@@ -3,6 +3,7 @@
 Run:  .venv/bin/python benchmarks/planner_validation.py            # tables of benchmarks/planner_validation.md
       .venv/bin/python benchmarks/planner_validation.py --fit      # re-fit the parameters on the calibration set
       .venv/bin/python benchmarks/planner_validation.py --json     # raw numbers
+      .venv/bin/python benchmarks/planner_validation.py --moe-sensitivity  # MoE costs vs calibration loss and trend
 
 The points were split into a calibration set and a validation set by source *before* any fitting (the split is
 the ``split`` field below and never changes with the fit); ``--fit`` searches the free parameters on calibration
@@ -50,7 +51,7 @@ FRAMEWORKS: dict[str, dict[str, float]] = {  # --fit output, recorded 2026-12-01
     "TensorRT-LLM": {"iteration_s": 1.5e-3, "draft_step_s": 4e-4, "spec_iteration_s": 2.5e-4, "moe_layer_units": 3.0,
                      "per_expert_s": 0.0},
     "vLLM": {"iteration_s": 1.25e-3, "draft_step_s": 8e-4, "spec_iteration_s": 1e-3},
-    "SGLang": {"iteration_s": 4e-4, "draft_step_s": 1.5e-3, "spec_iteration_s": 0.0, "moe_layer_units": 2.0,
+    "SGLang": {"iteration_s": 1.5e-3, "draft_step_s": 1.5e-3, "spec_iteration_s": 2.5e-4, "moe_layer_units": 0.5,
                "per_expert_s": 0.0},
 }
 # MoE kernel costs (Overheads.moe_layer_units, per_expert_s), fitted per framework only where its calibration points
@@ -292,7 +293,33 @@ def issue_example() -> str:
     return "\n".join(lines)
 
 
+def moe_sensitivity(framework: str = "SGLang") -> str:
+    """Identifiability, not a fit: over MOE_GRID with the framework's other costs held, the calibration loss of its
+    points next to the batch trend that gives on each validation MoE sweep of that framework (never used to
+    choose anything)."""
+    cal = [p for p in POINTS if p.split == "calibration" and p.framework == framework]
+    val = [p for p in POINTS if p.split == "validation" and p.framework == framework and "trend" in predict(p)
+           and resolve_shape(p.target).moe is not None]
+    rows = []
+    for vals in itertools.product(*MOE_GRID.values()):
+        prof = FRAMEWORKS[framework] | dict(zip(MOE_GRID, vals, strict=True))
+        score = loss([predict(p, GEMM_OVERLAP, prof) for p in cal]) * len(cal)
+        rows.append((score, vals, [predict(p, GEMM_OVERLAP, prof)["trend"]["predicted"] for p in val]))
+    rows.sort()
+    best = rows[0][0]
+    lines = [f"| moe_layer_units | per_expert_s | {framework} calibration loss | " + " | ".join(
+        f"{p.name}: predicted trend" for p in val) + " |", "|---|---|---|" + "---|" * len(val)]
+    shown = rows[:6] + [r for r in rows[6:] if any(t > 0 for t in r[2])][:3]
+    for score, (units, per_expert), trends in shown:
+        lines.append(f"| {units} | {per_expert * 1e6:.1f} us | {score:.4f} ({score / best:.2f}x best) | "
+                     + " | ".join(f"{t:+.3f}" for t in trends) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
+    if "--moe-sensitivity" in sys.argv:
+        print(moe_sensitivity())
+        return
     if "--fit" in sys.argv:
         overlap, profiles = fit()
         print(json.dumps({"gemm_overlap": overlap, "frameworks": profiles}, indent=2))
