@@ -146,3 +146,20 @@ def test_plan_refuses_impossible_kv_heads(cli, tmp_path, kv):
     r = cli("plan", "--target", folder, "--gpu", "h100", "--json")
     assert r.exit_code == 2, r.output
     assert "num_key_value_heads" in r.output and "Traceback" not in r.output
+
+
+def test_plan_dspark_one_draft_len(cli, tmp_path):
+    """DSpark runs only at D = block_size in TensorRT-LLM: the plan offers that D, never a schedule, and the cut-off
+    (a weak drafter stops paying at large batch) is max_concurrency, named in plan.md with the reason."""
+    acc = tmp_path / "acc.json"
+    acc.write_text(json.dumps({"acceptance_length": {"8": 1.8}}))
+    out = tmp_path / "plan"
+    r = cli("plan", "--target", "llama-3.1-8b-instruct", "--drafter", "dspark", "--gpu", "h100", "--batch-sizes",
+            "1,4,64,256", "--acceptance", acc, "--no-compare", "--set", "drafter.block_size=8",
+            "--set", "engine.trtllm_version='1.3'", "--out", out)
+    assert r.exit_code == 0, r.output
+    rec = json.loads((out / "plan.json").read_text())["recommendation"]
+    assert rec["max_draft_len"] == 8 and rec["draft_len_schedule"] is None
+    assert rec["max_concurrency"] in (4, 64) and {r["draft_len"] for r in rec["by_batch"]} == {0, 8}
+    md = (out / "plan.md").read_text()
+    assert f"`max_concurrency: {rec['max_concurrency']}`" in md and "only at D = 8" in md

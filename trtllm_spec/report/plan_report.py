@@ -32,7 +32,11 @@ def render_markdown(plan: dict) -> str:
     if rec["speculation_recommended"]:
         lines += [f"**{rec['mechanism']}**, `max_draft_len: {rec['max_draft_len']}`"
                   + (f", `draft_len_schedule: {rec['draft_len_schedule']}` (TensorRT-LLM {rec['trtllm_profile']} rules)"
-                     if rec["draft_len_schedule"] else " at every batch size"), ""]
+                     if rec["draft_len_schedule"] else
+                     f", `max_concurrency: {rec['max_concurrency']}`" if rec.get("max_concurrency") else
+                     " at every batch size"), ""]
+        if rec.get("draft_len_rule"):
+            lines += [rec["draft_len_rule"] + ".", ""]
     elif not rec["by_batch"]:
         lines += [f"**No plan: no batch size fits in memory.** {rec['memory']['note']}", ""]
     else:

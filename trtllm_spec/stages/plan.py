@@ -58,5 +58,6 @@ def plan(ctx: BuildContext) -> StageResult:
     ctx.plan, _ = compute_plan(recipe)
     rec = ctx.plan.recommendation
     src = "measured" if ctx.profile_path else "assumed"
+    gate = f", max_concurrency {rec.max_concurrency}" if rec.max_concurrency else ""
     return StageResult("plan", "done", detail=f"max_draft_len {rec.max_draft_len}, schedule "
-                       f"{rec.draft_len_schedule} ({src} acceptance)")
+                       f"{rec.draft_len_schedule}{gate} ({src} acceptance)")
