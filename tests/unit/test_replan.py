@@ -154,6 +154,18 @@ def test_replanned_options_change_only_the_plan():
     assert "speculative_config" not in new and "target alone" in notes[0]
 
 
+def test_replanned_dspark_options_keep_one_draft_len():
+    """A one-D mechanism's plan has no schedule and ends speculation with max_concurrency: the replan writes that."""
+    old = {"max_batch_size": 64, "speculative_config": {"decoding_type": "DSpark", "max_draft_len": 8,
+                                                         "speculative_model": "drafter", "max_concurrency": 64}}
+    rec = {"max_draft_len": 8, "draft_len_schedule": None, "max_concurrency": 16,
+           "draft_len_rule": "TensorRT-LLM runs DSpark only at D = 8 (no draft_len_schedule): ..."}
+    new, notes = replanned_options(old, rec, "1.3")
+    spec = new["speculative_config"]
+    assert spec["max_draft_len"] == 8 and spec["max_concurrency"] == 16 and "draft_len_schedule" not in spec
+    assert notes == [rec["draft_len_rule"]]
+
+
 def test_relative_out_keeps_the_scripts_intact(cli, tmp_path, monkeypatch):
     """Regression: redacting the relative --out 'bundle' rewrote the word in every script ('--<bundle> .')."""
     monkeypatch.chdir(tmp_path)
