@@ -40,3 +40,18 @@ def test_probe_target_writes_a_plannable_entry(tmp_path):
     path.write_text(json.dumps(hw.model_dump(mode="json")))
     again = load_hardware(path)
     assert again.attention_kv_bytes_per_s == hw.attention_kv_bytes_per_s and again.has_gemm_curve("fp32")
+
+
+def test_probe_plan_gpu_and_cpu_branches():
+    """The GPU probe's choices, checked without a GPU: the copy and square GEMMs outgrow an H100/H200's 50-60 MB L2,
+    fp16 is measured where tensor cores run it, the target-shaped weights stay far below 80 GB, and decode attention
+    runs at a serving batch and context; the CPU probe stays within this machine's memory and time."""
+    from trtllm_spec.runtime.probe import probe_plan
+
+    gpu, cpu = probe_plan(True, False, TINY), probe_plan(False, False, TINY)
+    assert gpu["copy_bytes"] == 1 << 30 and gpu["k"] ** 2 * 2 > 60e6 and "fp16" in gpu["dtypes"]
+    assert gpu["weight_cap_bytes"] <= 64 << 30 and gpu["attention_batch_context"] == (32, 4096)
+    assert "fp16" not in cpu["dtypes"] and cpu["weight_cap_bytes"] == 1 << 30 and cpu["copy_bytes"] < gpu["copy_bytes"]
+    assert gpu["ms"] == cpu["ms"] and gpu["ms"][:7] == [1, 2, 3, 4, 5, 6, 7]  # every 1 + D a bs-1 plan reads
+    assert probe_plan(True, True, None)["ms"] == [1, 4, 16, 64, 256]
+    assert all(hasattr(torch, d) for d in gpu["dtypes"].values())

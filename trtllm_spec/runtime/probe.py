@@ -168,6 +168,24 @@ def forward_overheads(torch, device: str, reps: int, sync) -> tuple[float, float
     return max(0.0, t1 - per_layer), per_layer
 
 
+def probe_plan(gpu: bool, quick: bool, target: ModelShape | None) -> dict:
+    """What a probe measures on this kind of device (the only place GPU and CPU probes differ, so it is tested for
+    both without a GPU): GEMM rows M, the K = N of the square GEMMs (> L3 / L2: weights stream from DRAM / HBM),
+    repetitions, dtypes (fp16 only where tensor cores run it), the copy size for the bandwidth, the weight budget of
+    the target-shaped GEMMs and the decode-attention batch and context."""
+    ms = [1, 4, 16, 64, 256] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    if target is not None:  # every verification width a bs-1 plan reads (1 + D), then powers of two
+        ms = [1, 2, 4, 8, 64] if quick else [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64, 128, 256]
+    return {
+        "ms": ms, "k": (8192 if gpu else 4096) if not quick else (2048 if gpu else 1024),
+        "reps": 3 if quick else 7,
+        "dtypes": {"fp32": "float32", "bf16": "bfloat16"} | ({"fp16": "float16"} if gpu else {}),
+        "copy_bytes": (1 << 30 if gpu else 256 << 20) if not quick else 64 << 20,
+        "weight_cap_bytes": (64 << 30 if gpu else 1 << 30) if not quick else 64 << 20,
+        "attention_batch_context": (2, 256) if quick else ((32, 4096) if gpu else (4, 1024)),
+    }
+
+
 def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] = lambda _m: None,
           target: ModelShape | None = None) -> Hardware:
     """Measure this machine. ``target``: the GEMM curves are measured on that model's own linear layers."""
@@ -180,17 +198,14 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     started = time.perf_counter()
     gpu = device == "cuda"
-    ms = [1, 4, 16, 64, 256] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
-    k = n = (8192 if gpu else 4096) if not quick else (2048 if gpu else 1024)  # > L3: weights stream from DRAM
-    reps = 3 if quick else 7
-    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16} | ({"fp16": torch.float16} if gpu else {})
+    plan = probe_plan(gpu, quick, target)
+    ms, k, n, reps, nbytes = plan["ms"], plan["k"], plan["k"], plan["reps"], plan["copy_bytes"]
+    dtypes = {name: getattr(torch, attr) for name, attr in plan["dtypes"].items()}
     curves = {}
     mats = None
     if target is not None:
         mats = target_matrices(target)  # refuses MoE / MLA targets before anything is measured
-        # every verification width a bs-1 plan reads (1 + D), then powers of two for prefill and batches
-        ms = [1, 2, 4, 8, 64] if quick else [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64, 128, 256]
-        cap = (64 << 30 if gpu else 1 << 30) if not quick else 64 << 20
+        cap = plan["weight_cap_bytes"]
     for name, dt in dtypes.items():
         if target is None:
             log(f"probe: GEMM {name} at M in {ms} (K=N={k})")
@@ -198,7 +213,6 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
         else:
             log(f"probe: GEMM {name} at M in {ms} over {target.name}'s linear layers")
             curves[name] = target_gemm_curve(torch, device, dt, ms, target, reps, sync, cap)
-    nbytes = (1 << 30 if gpu else 256 << 20) if not quick else 64 << 20
     log(f"probe: memory bandwidth (copy of {nbytes >> 20} MiB)")
     bw = memory_bandwidth(torch, device, nbytes, reps, sync)
     log("probe: per-forward overheads (the reference decoder on tiny models, 1 and 8 layers)")
@@ -208,9 +222,7 @@ def probe(device: str = "auto", quick: bool = False, log: Callable[[str], None] 
     attention = None
     if target is not None:
         desc = desc[:-1] + f"; GEMMs and attention at {target.name}'s shapes)"
-        batch, context = (32, 4096) if gpu else (4, 1024)
-        if quick:
-            batch, context = 2, 256
+        batch, context = plan["attention_batch_context"]
         log(f"probe: decode attention over {target.name}'s heads (batch {batch}, context {context})")
         attention = attention_kv_rate(torch, device, torch.bfloat16 if gpu else torch.float32, target, batch,
                                       context, reps, sync)
