@@ -70,6 +70,24 @@ class StreamedRequest:
     timings: dict | None = None  # llama.cpp server's per-request timings, where it sends them
     tokens: int = 0
 
+    def add(self, t: float, event: dict) -> None:
+        """One streamed event (``chat.completion.chunk``) that arrived at ``t``."""
+        choices = event.get("choices") or []
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        delta = choice.get("delta") or {}
+        piece = "".join(delta.get(k) or "" for k in CONTENT_KEYS if isinstance(delta.get(k), str))
+        if piece:
+            self.content_times.append(t)
+            self.text += piece
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        usage = event.get("usage")
+        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            self.usage_tokens = usage["completion_tokens"]
+        if isinstance(event.get("timings"), dict):
+            self.timings = event["timings"]
+        self.t_end = t
+
     @property
     def ttft_s(self) -> float | None:
         return self.content_times[0] - self.t_sent if self.content_times else None
@@ -90,21 +108,7 @@ def stream_request(url: str, body: dict, item_id: str, timeout: float) -> Stream
     """One streamed chat completion, timed on arrival of each event."""
     req = StreamedRequest(item_id, time.perf_counter())
     for t, event in stream_chat(url, body, timeout):
-        choices = event.get("choices") or []
-        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-        delta = choice.get("delta") or {}
-        piece = "".join(delta.get(k) or "" for k in CONTENT_KEYS if isinstance(delta.get(k), str))
-        if piece:
-            req.content_times.append(t)
-            req.text += piece
-        if choice.get("finish_reason"):
-            req.finish_reason = choice["finish_reason"]
-        usage = event.get("usage")
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-            req.usage_tokens = usage["completion_tokens"]
-        if isinstance(event.get("timings"), dict):
-            req.timings = event["timings"]
-        req.t_end = t
+        req.add(t, event)
     return req
 
 

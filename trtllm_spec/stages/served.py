@@ -39,16 +39,18 @@ def served_recipe(recipe_file: Path | None, target: str | None, gpu: str | None,
     return recipe
 
 
-def prediction(recipe: Recipe, recipe_file: Path | None) -> dict:
+def prediction(recipe: Recipe, recipe_file: Path | None, gpu: str | None) -> dict:
     """The planner's per-batch prediction for ``recipe``'s hardware, labelled with what it is."""
     from trtllm_spec.stages.plan import compute_plan
 
     plan, _ = compute_plan(recipe)
     hw, drafter = plan.hardware, plan.drafter
-    where = (f"{hw['name']} ({hw['kind'].upper()}, from {'--gpu' if hw.get('probe') is None else 'a hw probe file'}"
-             f" or the recipe's hardware)")
-    comparable = ("a probe of a machine: comparable to a server running there" if hw["kind"] == "cpu" else
-                  "not comparable to a server on other hardware (a CPU llama.cpp server is not that GPU)")
+    origin = ("--gpu" if gpu is not None else f"the recipe {recipe_file.name}" if recipe_file is not None
+              else "the planner's default hardware")
+    probed = hw.get("probe") is not None
+    where = f"{hw['name']} ({hw['kind'].upper()}{', a hw probe file' if probed else ''}, from {origin})"
+    comparable = ("comparable to a server on the probed machine" if probed else
+                  f"not comparable to a server on other hardware (a CPU llama.cpp server is not a {hw['name']})")
     acc = drafter["acceptance"]
     label = (f"the planner's prediction for {where}, {drafter['type']} with "
              f"{'measured' if acc.get('measured') else 'assumed'} acceptance, TensorRT-LLM serving; {comparable}")
@@ -96,7 +98,7 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     check = suite_checker(suite, training_data, allow_overlap, progress or print)
     if out is not None:
         check_output_dir(out, force, (folder,))
-    pred = prediction(recipe, recipe_file)
+    pred = prediction(recipe, recipe_file, gpu)
     items, suite_prov = select_suite(suite, categories, num_prompts, seed)
     overlap = check(items) if check else None
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
