@@ -191,3 +191,18 @@ def test_bad_served_inputs_fail_cleanly(cli, server, smollm2, tiny_target, not_o
                 "--server-url", server, "--out", tmp_path / "o")
         assert r.exit_code == 2 and "--server-url: options of --engine openai" in _error_lines(r)[0], r.output
     assert not (tmp_path / "o").exists()
+
+
+def test_the_recipe_gives_the_target_and_the_prediction(cli, server, smollm2, tmp_path):
+    from tests.conftest import RECIPES
+
+    r = cli("measure", "--engine", "openai", "--server-url", server, "--recipe", RECIPES / "smollm2-135m-ngram-cpu.yaml",
+            "--suite", _suite(tmp_path), "--num-prompts", "1", "--max-new-tokens", "2", "--concurrency", "1,3",
+            "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout[r.stdout.index("{"):r.stdout.rindex("}") + 1])
+    pred = data["prediction"]
+    assert pred["mechanism"] == "ngram" and pred["hardware"]["name"] == "l40s"  # the recipe's drafter and GPU
+    assert "from the recipe smollm2-135m-ngram-cpu.yaml" in pred["label"]
+    assert [p["batch_size"] for p in pred["by_batch"]] == [1, 3]  # the recipe's batch sizes replaced by the levels
+    assert data["levels"][1]["requests"] == 3  # a level sends at least as many requests as its concurrency

@@ -53,13 +53,17 @@ class LocalServer:
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise UserError(f"the llama.cpp server exited with code {self.proc.returncode} before answering "
-                                f"({' '.join(self.cmd)}); see {self.log_file or 'its output'}")
-            if _answers(self.url):
-                return self
-            time.sleep(0.5)
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise UserError(f"the llama.cpp server exited with code {self.proc.returncode} before answering "
+                                    f"({' '.join(self.cmd)}); see {self.log_file or 'its output'}")
+                if _answers(self.url):
+                    return self
+                time.sleep(0.5)
+        except BaseException:  # Ctrl-C while it starts: no orphaned server
+            self.stop()
+            raise
         self.stop()
         raise UserError(f"the llama.cpp server did not answer {self.url}/v1/models within {timeout_s:.0f} s")
 
