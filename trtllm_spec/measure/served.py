@@ -106,7 +106,8 @@ class StreamedRequest:
 
 def stream_request(url: str, body: dict, item_id: str, timeout: float) -> StreamedRequest:
     """One streamed chat completion, timed on arrival of each event."""
-    req = StreamedRequest(item_id, time.perf_counter())
+    t = time.perf_counter()
+    req = StreamedRequest(item_id, t, t_end=t)
     for t, event in stream_chat(url, body, timeout):
         req.add(t, event)
     return req
@@ -217,15 +218,18 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
                             "check the server's log and rerun") from None
 
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
+    pool = ThreadPoolExecutor(concurrency)
+    try:
         reqs = list(pool.map(one, work))
-    wall = max(r.t_end for r in reqs) - t0
+    finally:  # a failed request stops the level: requests not yet sent are not sent
+        pool.shutdown(wait=True, cancel_futures=True)
     after = scrape_metrics(url)
     cut = [r for r in reqs if r.finish_reason is None]
     if cut:
         raise UserError(f"server {url}: {len(cut)} of {len(reqs)} streams at concurrency {concurrency} ended without "
                         f"a finish_reason (e.g. {cut[0].item_id}): the server interrupted them; llama-cpp-python "
                         "does that unless started with --interrupt_requests False ('trtllm-spec assets serve' does)")
+    wall = max(r.t_end for r in reqs) - t0
     for r in reqs:  # after the level: the tokenizer does not compete with the server for the CPU while timing
         r.tokens = r.usage_tokens if r.usage_tokens is not None else count_tokens(r.text)
     tokens = sum(r.tokens for r in reqs)
