@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import SERVER_CTX, free_port
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.served import (
     StreamedRequest,
@@ -179,6 +179,10 @@ def test_bad_served_inputs_fail_cleanly(cli, server, smollm2, tiny_target, not_o
         (["--server-url", server, "--target", smollm2[0], "--drafter", "ngram"], "--drafter: not read by --engine"),
         (["--server-url", server], "needs --target"),
     ]
+    long = tmp_path / "long.jsonl"  # beyond the server's context (SERVER_CTX), within the target's: it fails for real
+    long.write_text(json.dumps({"id": "long", "prompt": "word " * (SERVER_CTX + 300)}) + "\n")
+    cases.append((["--server-url", server, "--target", smollm2[0], "--suite", long, "--concurrency", "1"],
+                  "streamed request for suite prompt all/user/long failed"))
     for extra, match in cases:
         out = tmp_path / "o"
         r = cli(*base, *extra, "--out", out)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from trtllm_spec.data.openai_http import RequestFailed, chat_body, get_text, stream_chat
+from trtllm_spec.data.openai_http import PROBE, RequestFailed, chat_body, get_text, stream_chat
 from trtllm_spec.errors import UserError
 
 CONTENT_KEYS = ("content", "reasoning_content", "reasoning")  # generated text, answer or thinking
@@ -215,7 +215,8 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
             return stream_request(url, body, it.id, timeout)
         except RequestFailed as e:
             raise UserError(f"server {url}: the streamed request for suite prompt {it.id} failed ({e.what}); "
-                            "check the server's log and rerun") from None
+                            "check the server's log (a prompt longer than its context is a common cause: shorten "
+                            "it or serve a longer context) and rerun") from None
 
     t0 = time.perf_counter()
     pool = ThreadPoolExecutor(concurrency)
@@ -264,7 +265,7 @@ def measure_served(url: str, model: str, items: Sequence, levels: Sequence[int],
                    progress: Callable[[str], None] | None = None) -> list[dict]:
     """Every level in turn, after one short warm-up request (not counted)."""
     log = progress or (lambda _m: None)
-    warm = chat_body(model, items[0].messages, 2, 0.0)
+    warm = chat_body(model, PROBE, 2, 0.0)
     try:
         for _ in stream_chat(url, warm, timeout):
             pass
