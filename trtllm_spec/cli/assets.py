@@ -90,12 +90,12 @@ def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path |
     require_llama_cpp()
     gguf = fetch_gguf(name, cache, log=lambda m: click.echo(m, err=True))
     server = LocalServer(gguf, host=host, port=port, threads=threads, ctx=ctx, alias=name)
-    with server:
-        click.echo(f"serving {name} at {server.url}/v1 (pid {server.proc.pid}); Ctrl-C stops it", err=True)
-        click.echo(server.url)
-        try:
+    try:
+        with server:
+            click.echo(f"serving {name} at {server.url}/v1 (pid {server.proc.pid}); Ctrl-C stops it", err=True)
+            click.echo(server.url)
             code = server.proc.wait()
-        except KeyboardInterrupt:
-            code = 0
+    except KeyboardInterrupt:  # Ctrl-C, also while the server was still starting: LocalServer stopped it
+        code = 0
     if code:
         raise UserError(f"the llama.cpp server for {name} exited with code {code}")

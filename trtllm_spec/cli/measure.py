@@ -22,6 +22,16 @@ def _categories(value: str | None) -> list[str] | None:
 
 # the options that --from-trtllm-bench / --from-trtllm-metrics take (the engine already measured)
 ENGINE_REPORT_PARAMS = ("bench_report", "metrics", "bundle", "draft_len", "temperature", "out", "force", "as_json")
+# the options only --engine openai reads, and those of a measurement here that it does not
+SERVED_ONLY = ("server_url", "server_model", "concurrency", "request_timeout", "recipe_file", "gpu")
+NOT_SERVED = ("drafter", "draft_len", "dtype", "device", "block_sweep", "bundle", "bench_report", "metrics")
+
+
+def _given(names) -> list[str]:
+    ctx = click.get_current_context()
+    return [f"--{n.replace('_', '-')}".replace("--recipe-file", "--recipe").replace("--bench-report",
+            "--from-trtllm-bench").replace("--metrics", "--from-trtllm-metrics") for n in names
+            if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
 
 
 @main.command("measure")
@@ -53,8 +63,22 @@ ENGINE_REPORT_PARAMS = ("bench_report", "metrics", "bundle", "draft_len", "tempe
               help="Where the reference decoder runs (auto: CUDA when torch sees a GPU).")
 @click.option("--chat-template", type=click.Path(path_type=Path), help="Jinja chat template, if the checkpoint lacks one.")
 @click.option("--block-sweep", help="DFlash/DSpark: also measure these draft lengths, e.g. 1,2,4 (one run each).")
-@click.option("--engine", type=click.Choice(["pytorch", "trtllm"]), default="pytorch", show_default=True,
-              help="pytorch: the reference decoder here; trtllm: TensorRT-LLM's LLM API on a GPU node.")
+@click.option("--engine", type=click.Choice(["pytorch", "trtllm", "openai"]), default="pytorch", show_default=True,
+              help="pytorch: the reference decoder here; trtllm: TensorRT-LLM's LLM API on a GPU node; openai: a "
+              "served OpenAI-compatible endpoint (--server-url), measured from streamed responses.")
+@click.option("--server-url", metavar="URL", help="With --engine openai: the server, e.g. http://127.0.0.1:8000 "
+              "(trtllm-serve, vLLM, SGLang, llama.cpp; 'trtllm-spec assets serve' starts one here).")
+@click.option("--server-model", metavar="ID", help="With --engine openai: the model id to request, when the server "
+              "lists several in /v1/models.")
+@click.option("--concurrency", default="1,4,16", show_default=True, metavar="N[,N...]",
+              help="With --engine openai: requests in flight, one measurement per level.")
+@click.option("--request-timeout", type=float, default=300.0, show_default=True,
+              help="With --engine openai: seconds one streamed request may take.")
+@click.option("--recipe", "recipe_file", type=click.Path(path_type=Path), help="With --engine openai: the recipe "
+              "whose planner prediction (hardware, drafter, acceptance) is printed beside the measurement, and "
+              "its target unless --target is given.")
+@click.option("--gpu", metavar="NAME|FILE", help="With --engine openai: the hardware of the prediction (a catalogue "
+              "name, or a 'hw probe' file of the server's machine) instead of the recipe's.")
 @click.option("--bundle", type=click.Path(path_type=Path), help="With --engine trtllm: a 'trtllm-spec build' folder "
               "(its llm_api_options.yaml).")
 @click.option("--from-trtllm-bench", "bench_report", type=click.Path(path_type=Path),
@@ -68,13 +92,19 @@ ENGINE_REPORT_PARAMS = ("bench_report", "metrics", "bundle", "draft_len", "tempe
 def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, suite: str,
                 training_data: Path | None, allow_overlap: bool, categories: str | None,
                 num_prompts: int, max_new_tokens: int, temperature: float, dtype: str, seed: int, device: str,
-                chat_template: Path | None, block_sweep: str | None, engine: str, bundle: Path | None,
-                bench_report: Path | None, metrics: str | None, out: Path | None, force: bool, as_json: bool) -> None:
+                chat_template: Path | None, block_sweep: str | None, engine: str, server_url: str | None,
+                server_model: str | None, concurrency: str, request_timeout: float, recipe_file: Path | None,
+                gpu: str | None, bundle: Path | None, bench_report: Path | None, metrics: str | None,
+                out: Path | None, force: bool, as_json: bool) -> None:
     """Measure acceptance length (overall, per category, per draft position) and speedup of a drafter against
     its target on the speed-lite suite; the profile feeds 'trtllm-spec plan --acceptance'.
 
     Example: trtllm-spec measure --target smollm2-135m --drafter ngram --draft-len 4 --categories coding,math
     --num-prompts 2 --out measure/
+
+    A served endpoint (TTFT, TPOT, tokens/s per user and server at each concurrency, beside the planner's
+    prediction): trtllm-spec measure --engine openai --server-url http://127.0.0.1:8000 --target smollm2-135m
+    --concurrency 1,4,16 --num-prompts 2 --out served/
     """
     from trtllm_spec.errors import CheckFailed, UserError
     from trtllm_spec.measure.report import lossless_problem
@@ -82,6 +112,14 @@ def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, 
 
     if out is None and not as_json:
         raise UserError("measure needs --out DIR (files) or --json (stdout), or both")
+    if engine == "openai":
+        _served(target, server_url, server_model, concurrency, request_timeout, recipe_file, gpu, suite,
+                training_data, allow_overlap, categories, num_prompts, max_new_tokens, temperature, seed,
+                chat_template, out, force, as_json)
+        return
+    if _given(SERVED_ONLY):
+        raise UserError(f"{', '.join(_given(SERVED_ONLY))}: options of --engine openai (a served endpoint); add "
+                        f"--engine openai or drop them (this is --engine {engine})")
     if bench_report is not None or metrics is not None:
         ctx = click.get_current_context()
         given = [f"--{n.replace('_', '-')}" for n in ctx.params if n not in ENGINE_REPORT_PARAMS
@@ -107,6 +145,29 @@ def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, 
     problem = lossless_problem(profile)
     if problem:
         raise CheckFailed(problem)
+
+
+def _served(target, server_url, server_model, concurrency, request_timeout, recipe_file, gpu, suite,
+            training_data, allow_overlap, categories, num_prompts, max_new_tokens, temperature, seed, chat_template,
+            out, force, as_json) -> None:
+    from trtllm_spec.errors import UserError
+    from trtllm_spec.report.served import render_table
+    from trtllm_spec.stages.served import run_served
+
+    if server_url is None:
+        raise UserError("--engine openai needs --server-url http://HOST:PORT (the OpenAI-compatible server to "
+                        "measure; 'trtllm-spec assets serve smollm2-135m --port 8000' starts one here)")
+    if _given(NOT_SERVED):
+        raise UserError(f"{', '.join(_given(NOT_SERVED))}: not read by --engine openai (the server decodes with "
+                        "its own drafter and settings); drop them")
+    data = run_served(server_url=server_url, server_model=server_model, concurrency=concurrency, target=target,
+                      recipe_file=recipe_file, gpu=gpu, suite=suite, categories=_categories(categories),
+                      num_prompts=num_prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                      chat_template=chat_template, training_data=training_data, allow_overlap=allow_overlap,
+                      timeout_s=request_timeout, out=out, force=force, progress=_log)
+    if as_json:
+        echo_json(data)
+    click.echo(render_table(data) + (f"\n->  {out}/report.md" if out else ""), err=as_json)
 
 
 def _summary(profile: dict, out: Path | None, as_json: bool) -> None:

@@ -124,3 +124,24 @@ class SpeculationProfile(_Artifact):
     def build(cls, **fields) -> dict:
         """The profile's JSON from its parts (the one builder both engines use)."""
         return cls(schema=PROFILE_SCHEMA, **fields).to_json()
+
+
+SERVED_SCHEMA = "trtllm-spec/served_measurement/v1"
+
+
+class ServedMeasurement(_Artifact):
+    """``measure --engine openai``: a served endpoint measured from streamed responses at each concurrency
+    (measure/served.py), with the planner's prediction for the same batch sizes beside it."""
+
+    schema_: Literal["trtllm-spec/served_measurement/v1"] = Field(SERVED_SCHEMA, alias="schema")
+    engine: Literal["openai"]
+    server: dict[str, Any]
+    target: dict[str, Any]
+    suite: dict[str, Any]
+    settings: dict[str, Any]
+    levels: list[dict[str, Any]]
+    prediction: dict[str, Any]
+
+    @classmethod
+    def build(cls, **fields) -> dict:
+        return cls(schema=SERVED_SCHEMA, **fields).to_json()

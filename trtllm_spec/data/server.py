@@ -20,9 +20,11 @@ from trtllm_spec.errors import DependencyMissing, UserError
 
 def serve_command(gguf: Path, *, host: str = "127.0.0.1", port: int = 8000, threads: int = 2, ctx: int = 4096,
                   alias: str | None = None) -> list[str]:
-    """``python -m llama_cpp.server`` over ``gguf`` (its chat template comes from the GGUF's metadata)."""
+    """``python -m llama_cpp.server`` over ``gguf`` (its chat template comes from the GGUF's metadata). Concurrent
+    requests queue: llama-cpp-python's default ``interrupt_requests`` ends a running stream early (``data: [DONE]``
+    with no finish_reason) as soon as another request arrives (llama_cpp/server/app.py, get_event_publisher)."""
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", host, "--port", str(port),
-           "--n_threads", str(threads), "--n_ctx", str(ctx)]
+           "--n_threads", str(threads), "--n_ctx", str(ctx), "--interrupt_requests", "False"]
     return cmd + (["--model_alias", alias] if alias else [])
 
 
@@ -51,13 +53,17 @@ class LocalServer:
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise UserError(f"the llama.cpp server exited with code {self.proc.returncode} before answering "
-                                f"({' '.join(self.cmd)}); see {self.log_file or 'its output'}")
-            if _answers(self.url):
-                return self
-            time.sleep(0.5)
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise UserError(f"the llama.cpp server exited with code {self.proc.returncode} before answering "
+                                    f"({' '.join(self.cmd)}); see {self.log_file or 'its output'}")
+                if _answers(self.url):
+                    return self
+                time.sleep(0.5)
+        except BaseException:  # Ctrl-C while it starts: no orphaned server
+            self.stop()
+            raise
         self.stop()
         raise UserError(f"the llama.cpp server did not answer {self.url}/v1/models within {timeout_s:.0f} s")
 

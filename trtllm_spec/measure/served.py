@@ -1,0 +1,280 @@
+"""``measure --engine openai``: a served OpenAI-compatible endpoint (trtllm-serve, vLLM, SGLang, llama.cpp) measured
+from streamed chat completions over the suite, at each requested concurrency.
+
+Per request (``stream_request``): the time to the first content-bearing event (TTFT), the arrival time of every
+content event, the finish reason and the server's ``usage.completion_tokens`` where it streams one (asked for with
+``stream_options.include_usage``), else the reply re-tokenized with the target's tokenizer (the source is recorded).
+TPOT = (last - first content event) / (tokens - 1); the inter-token latency (ITL) is the gap between content events
+(a server that streams several tokens per event, as speculative servers may, shows fewer, longer gaps: the mean
+tokens per event is reported beside it). Per level (``run_level``): ``concurrency`` workers send
+max(len(suite), concurrency) requests (the suite cycled), each worker one request at a time; tokens/s per user is
+1 / TPOT per request, tokens/s of the server is all output tokens over the level's wall time (first send to last
+event).
+
+Acceptance only where the server reports it (``server_acceptance``), never inferred from timing:
+- llama.cpp's ``llama-server``: ``timings.draft_n`` / ``timings.draft_n_accepted`` in its final events when it
+  speculates (tools/server, result timings);
+- vLLM ``/metrics`` (Prometheus): counters ``vllm:spec_decode_num_drafts``, ``vllm:spec_decode_num_draft_tokens``,
+  ``vllm:spec_decode_num_accepted_tokens`` (vllm/v1/spec_decode/metrics.py), differenced over the level;
+  AL = 1 + accepted / drafts;
+- trtllm-serve ``/metrics`` (a JSON list of iteration stats, drained by each read; needs
+  ``enable_iter_perf_stats``): ``specDecodingStats`` (REFERENCE.md section 8), AL = (accepted + requests) / requests.
+Otherwise "not reported", with what was looked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from trtllm_spec.data.openai_http import PROBE, RequestFailed, chat_body, get_text, stream_chat
+from trtllm_spec.errors import UserError
+
+CONTENT_KEYS = ("content", "reasoning_content", "reasoning")  # generated text, answer or thinking
+VLLM_COUNTERS = {"num_drafts": "vllm:spec_decode_num_drafts", "num_draft_tokens": "vllm:spec_decode_num_draft_tokens",
+                 "num_accepted_tokens": "vllm:spec_decode_num_accepted_tokens"}
+LOOKED_FOR = ("response timings.draft_n / draft_n_accepted (llama.cpp server)",
+              "/metrics vllm:spec_decode_* counters (vLLM)", "/metrics specDecodingStats iteration stats (trtllm-serve)")
+METRICS_TIMEOUT_S = 10.0
+
+
+def parse_concurrency(value: str | None) -> list[int]:
+    """``--concurrency 1,4,16`` -> [1, 4, 16]: positive integers, each once, in the order given."""
+    text = (value or "").replace(" ", "")
+    parts = [p for p in text.split(",") if p]
+    if not parts or not all(re.fullmatch(r"[+-]?\d+", p) for p in parts):
+        raise UserError(f"--concurrency {value!r}: give comma-separated whole numbers of requests in flight, e.g. "
+                        "1,4,16")
+    out = [int(p) for p in parts]
+    bad = next((c for c in out if c < 1), None)
+    if bad is not None:
+        raise UserError(f"--concurrency {bad}: each level must be at least 1 request in flight, e.g. 1,4,16")
+    if len(set(out)) != len(out):
+        raise UserError(f"--concurrency {value}: a level is given twice; list each once")
+    return out
+
+
+@dataclass
+class StreamedRequest:
+    item_id: str
+    t_sent: float
+    t_end: float = 0.0
+    content_times: list[float] = field(default_factory=list)
+    text: str = ""
+    finish_reason: str | None = None
+    usage_tokens: int | None = None
+    timings: dict | None = None  # llama.cpp server's per-request timings, where it sends them
+    tokens: int = 0
+
+    def add(self, t: float, event: dict) -> None:
+        """One streamed event (``chat.completion.chunk``) that arrived at ``t``."""
+        choices = event.get("choices") or []
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        delta = choice.get("delta") or {}
+        piece = "".join(delta.get(k) or "" for k in CONTENT_KEYS if isinstance(delta.get(k), str))
+        if piece:
+            self.content_times.append(t)
+            self.text += piece
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        usage = event.get("usage")
+        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            self.usage_tokens = usage["completion_tokens"]
+        if isinstance(event.get("timings"), dict):
+            self.timings = event["timings"]
+        self.t_end = t
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.content_times[0] - self.t_sent if self.content_times else None
+
+    @property
+    def tpot_s(self) -> float | None:
+        if self.tokens < 2 or len(self.content_times) < 2:
+            return None
+        return (self.content_times[-1] - self.content_times[0]) / (self.tokens - 1)
+
+    @property
+    def itl_s(self) -> list[float]:
+        t = self.content_times
+        return [b - a for a, b in zip(t, t[1:], strict=False)]
+
+
+def stream_request(url: str, body: dict, item_id: str, timeout: float) -> StreamedRequest:
+    """One streamed chat completion, timed on arrival of each event."""
+    t = time.perf_counter()
+    req = StreamedRequest(item_id, t, t_end=t)
+    for t, event in stream_chat(url, body, timeout):
+        req.add(t, event)
+    return req
+
+
+def _stats(values: Sequence[float], scale: float = 1.0, digits: int = 3) -> dict | None:
+    import numpy as np
+
+    v = np.asarray([x for x in values if x is not None], dtype=float) * scale
+    if v.size == 0:
+        return None
+    return {"mean": round(float(v.mean()), digits), "p50": round(float(np.percentile(v, 50)), digits),
+            "p90": round(float(np.percentile(v, 90)), digits), "p99": round(float(np.percentile(v, 99)), digits)}
+
+
+# ---- what the server reports about acceptance ----------------------------------------------------------------
+
+def scrape_metrics(url: str) -> str | None:
+    """The server's /metrics page, or None where it has none (not every server does)."""
+    try:
+        return get_text(f"{url}/metrics", METRICS_TIMEOUT_S)
+    except RequestFailed:
+        return None
+
+
+def prometheus_counters(text: str | None) -> dict[str, float]:
+    """vLLM's speculative-decoding counters in a Prometheus page, summed over label sets (engines)."""
+    out: dict[str, float] = {}
+    for line in (text or "").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        m = re.match(r"^([A-Za-z_:][\w:]*)(\{[^}]*\})?\s+(\S+)", line)
+        if not m:
+            continue
+        name = m.group(1).removesuffix("_total")
+        for key, metric in VLLM_COUNTERS.items():
+            if name == metric:
+                with contextlib.suppress(ValueError):
+                    out[key] = out.get(key, 0.0) + float(m.group(3))
+    return out
+
+
+def _iteration_stats(text: str | None) -> list | None:
+    import json
+
+    if not text or not text.lstrip().startswith(("[", "{")):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, list) else [data] if isinstance(data, dict) else None
+
+
+def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, after: str | None) -> dict:
+    """The acceptance the server itself reports over one level (see the module docstring), else not reported."""
+    from trtllm_spec.measure.trtllm_engine import iteration_acceptance
+
+    timed = [r.timings for r in requests if r.timings and isinstance(r.timings.get("draft_n"), int)]
+    drafted = sum(t["draft_n"] for t in timed)
+    if timed and drafted:
+        accepted = sum(int(t.get("draft_n_accepted") or 0) for t in timed)
+        return {"reported": True, "source": "response timings (llama.cpp server)", "num_draft_tokens": drafted,
+                "num_accepted_tokens": accepted, "draft_acceptance_rate": round(accepted / drafted, 6),
+                "acceptance_length": None, "note": "llama.cpp reports drafted and accepted tokens, not the number "
+                "of drafts: acceptance length is not derivable"}
+    a, b = prometheus_counters(after), prometheus_counters(before)
+    if all(k in a for k in VLLM_COUNTERS):
+        d = {k: a[k] - b.get(k, 0.0) for k in VLLM_COUNTERS}
+        if d["num_drafts"] > 0:
+            return {"reported": True, "source": "/metrics vllm:spec_decode_* counters (vLLM)",
+                    **{k: int(v) for k, v in d.items()},
+                    "draft_acceptance_rate": round(d["num_accepted_tokens"] / d["num_draft_tokens"], 6)
+                    if d["num_draft_tokens"] else None,
+                    "acceptance_length": round(1 + d["num_accepted_tokens"] / d["num_drafts"], 6)}
+    stats = _iteration_stats(after)
+    if stats is not None:
+        try:
+            its = iteration_acceptance(stats)
+        except UserError:
+            its = None
+        if its is not None:
+            return {"reported": True, "source": "/metrics specDecodingStats iteration stats (trtllm-serve)",
+                    **{k: its[k] for k in ("num_draft_tokens", "num_accepted_tokens",
+                                           "num_requests_with_draft_tokens")},
+                    "draft_acceptance_rate": round(its["draft_acceptance_rate"], 6)
+                    if its["draft_acceptance_rate"] is not None else None,
+                    "acceptance_length": round(its["acceptance_length"], 6)}
+    return {"reported": False, "source": None, "acceptance_length": None, "draft_acceptance_rate": None,
+            "note": "not reported: the server sent none of " + "; ".join(LOOKED_FOR)
+            + ("" if after is not None else " (it has no /metrics)")}
+
+
+# ---- one concurrency level -----------------------------------------------------------------------------------
+
+def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_tokens: int, temperature: float,
+              seed: int, timeout: float, count_tokens: Callable[[str], int]) -> dict:
+    """The summary of one level: ``concurrency`` workers over max(len(items), concurrency) requests."""
+    work = [items[i % len(items)] for i in range(max(len(items), concurrency))]
+    before = scrape_metrics(url)
+
+    def one(it) -> StreamedRequest:
+        body = chat_body(model, it.messages, max_tokens, temperature, seed if temperature > 0 else None)
+        try:
+            return stream_request(url, body, it.id, timeout)
+        except RequestFailed as e:
+            raise UserError(f"server {url}: the streamed request for suite prompt {it.id} failed ({e.what}); "
+                            "check the server's log (a prompt longer than its context is a common cause: shorten "
+                            "it or serve a longer context) and rerun") from None
+
+    t0 = time.perf_counter()
+    pool = ThreadPoolExecutor(concurrency)
+    try:
+        reqs = list(pool.map(one, work))
+    finally:  # a failed request stops the level: requests not yet sent are not sent
+        pool.shutdown(wait=True, cancel_futures=True)
+    after = scrape_metrics(url)
+    cut = [r for r in reqs if r.finish_reason is None]
+    if cut:
+        raise UserError(f"server {url}: {len(cut)} of {len(reqs)} streams at concurrency {concurrency} ended without "
+                        f"a finish_reason (e.g. {cut[0].item_id}): the server interrupted them; llama-cpp-python "
+                        "does that unless started with --interrupt_requests False ('trtllm-spec assets serve' does)")
+    wall = max(r.t_end for r in reqs) - t0
+    for r in reqs:  # after the level: the tokenizer does not compete with the server for the CPU while timing
+        r.tokens = r.usage_tokens if r.usage_tokens is not None else count_tokens(r.text)
+    tokens = sum(r.tokens for r in reqs)
+    chunks = sum(len(r.content_times) for r in reqs)
+    busy = sum(r.t_end - r.t_sent for r in reqs)
+    reasons: dict[str, int] = {}
+    for r in reqs:
+        reasons[r.finish_reason] = reasons.get(r.finish_reason, 0) + 1
+    return {
+        "concurrency": concurrency, "requests": len(reqs), "wall_s": round(wall, 4),
+        "achieved_concurrency": round(busy / wall, 3) if wall > 0 else None,
+        "output_tokens": tokens,
+        "token_count_source": "usage.completion_tokens" if all(r.usage_tokens is not None for r in reqs)
+        else "re-tokenized with the target's tokenizer" if all(r.usage_tokens is None for r in reqs) else "mixed",
+        "ttft_ms": _stats([r.ttft_s for r in reqs], 1e3),
+        "tpot_ms": _stats([r.tpot_s for r in reqs], 1e3),
+        "itl_ms": _stats([g for r in reqs for g in r.itl_s], 1e3),
+        "tokens_per_s_per_user": _stats([1 / r.tpot_s for r in reqs if r.tpot_s], 1.0, 2),
+        "tokens_per_s_server": round(tokens / wall, 2) if wall > 0 else None,
+        "tokens_per_event": round(tokens / chunks, 3) if chunks else None,
+        "finish_reasons": reasons,
+        "server_acceptance": server_acceptance(reqs, before, after),
+        "requests_detail": [{"id": r.item_id, "tokens": r.tokens, "events": len(r.content_times),
+                             "ttft_ms": round(r.ttft_s * 1e3, 3) if r.ttft_s is not None else None,
+                             "tpot_ms": round(r.tpot_s * 1e3, 3) if r.tpot_s is not None else None,
+                             "finish_reason": r.finish_reason} for r in reqs],
+    }
+
+
+def measure_served(url: str, model: str, items: Sequence, levels: Sequence[int], *, max_tokens: int,
+                   temperature: float, seed: int, timeout: float, count_tokens: Callable[[str], int],
+                   progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Every level in turn, after one short warm-up request (not counted)."""
+    log = progress or (lambda _m: None)
+    warm = chat_body(model, PROBE, 2, 0.0)
+    try:
+        for _ in stream_chat(url, warm, timeout):
+            pass
+    except RequestFailed as e:
+        raise UserError(f"server {url} (model {model}) does not stream chat completions ({e.what}); measure "
+                        "--engine openai reads streamed responses (\"stream\": true)") from None
+    out = []
+    for c in levels:
+        log(f"concurrency {c}: {max(len(items), c)} streamed requests")
+        out.append(run_level(url, model, items, c, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                             timeout=timeout, count_tokens=count_tokens))
+    return out

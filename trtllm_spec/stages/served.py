@@ -1,0 +1,148 @@
+"""``trtllm-spec measure --engine openai``: a served OpenAI-compatible endpoint measured over the suite at each
+concurrency (measure/served.py), with the planner's prediction for the same batch sizes beside it.
+
+Steps: check the arguments -> the recipe the prediction plans (``--recipe``, else the target with the planner's
+defaults; ``--gpu`` replaces its hardware, e.g. with a 'hw probe' file of the server's machine) -> the prediction
+(before anything is sent) -> suite and overlap check -> the target's tokenizer -> the server's checks
+(data/openai_http.check_server) -> measure -> served_measurement.json, report.md and provenance.json, atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.errors import UserError
+
+SERVED_FILE = "served_measurement.json"
+
+
+def served_recipe(recipe_file: Path | None, target: str | None, gpu: str | None, levels: Sequence[int]) -> Recipe:
+    """The recipe the prediction plans: its workload's batch sizes are the measured concurrencies."""
+    from trtllm_spec.core.recipe import load_recipe, recipe_from_dict, recipe_to_dict, set_path
+
+    if recipe_file is None and target is None:
+        raise UserError("--engine openai needs --target (the checkpoint folder or fetched asset the server serves: "
+                        "its tokenizer checks the server) or --recipe FILE (its target)")
+    base = recipe_to_dict(load_recipe(recipe_file)) if recipe_file is not None else \
+        {"name": "served", "target": {"model": target}, "drafter": {"type": "eagle3"}}
+    if target is not None:
+        set_path(base, ["target", "model"], str(Path(target).resolve()) if Path(target).exists() else target,
+                 "--target")
+    if gpu is not None:
+        set_path(base, ["hardware", "gpu"], str(Path(gpu).resolve()) if Path(gpu).exists() else gpu, "--gpu")
+    set_path(base, ["workload", "batch_sizes"], list(levels), "--concurrency")
+    recipe = recipe_from_dict(base, str(recipe_file or "measure --engine openai"))
+    if recipe_file is not None:
+        recipe._base_dir = recipe_file.resolve().parent
+    return recipe
+
+
+def prediction(recipe: Recipe, recipe_file: Path | None, gpu: str | None) -> dict:
+    """The planner's per-batch prediction for ``recipe``'s hardware, labelled with what it is."""
+    from trtllm_spec.stages.plan import compute_plan
+
+    plan, _ = compute_plan(recipe)
+    hw, drafter = plan.hardware, plan.drafter
+    origin = ("--gpu" if gpu is not None else f"the recipe {recipe_file.name}" if recipe_file is not None
+              else "the planner's default hardware")
+    probed = hw.get("probe") is not None
+    where = f"{hw['name']} ({hw['kind'].upper()}{', a hw probe file' if probed else ''}, from {origin})"
+    comparable = ("comparable to a server on the probed machine" if probed else
+                  f"not comparable to a server on other hardware (a CPU llama.cpp server is not a {hw['name']})")
+    acc = drafter["acceptance"]
+    label = (f"the planner's prediction for {where}, {drafter['type']} with "
+             f"{'measured' if acc.get('measured') else 'assumed'} acceptance, TensorRT-LLM serving; {comparable}")
+    rows = [{"batch_size": r["batch_size"], "draft_len": r["draft_len"], "tpot_ms": r["tpot_s"] * 1e3,
+             "tpot_no_spec_ms": r["tpot_s"] * r["speedup"] * 1e3,  # speedup = tok/s/user at D over D = 0
+             "tokens_per_s_per_user": r["tokens_per_s_per_user"], "tokens_per_s_per_gpu": r["tokens_per_s_per_gpu"],
+             "speedup": r["speedup"], "acceptance_length": r["acceptance_length"]}
+            for r in plan.recommendation.by_batch]
+    return {"label": label, "hardware": {k: hw.get(k) for k in ("name", "kind", "description")},
+            "mechanism": drafter["type"], "acceptance_source": acc.get("source"),
+            "recipe": str(recipe_file) if recipe_file else None, "by_batch": rows,
+            "infeasible_batch_sizes": plan.recommendation.infeasible_batch_sizes}
+
+
+def _tokenizer_folder(recipe: Recipe) -> tuple[Path, dict]:
+    from trtllm_spec.core.targets import resolve_target
+
+    t = resolve_target(recipe.target.model, recipe.base_dir)
+    if t.path is None or not t.path.is_dir():
+        raise UserError(f"--engine openai checks the server against the target's tokenizer, but "
+                        f"{recipe.target.model!r} is a shape preset or a lone config.json; give the checkpoint folder "
+                        "(or fetched asset) the server serves with --target")
+    return t.path, t.config
+
+
+def run_served(*, server_url: str, server_model: str | None, concurrency: str, target: str | None,
+               recipe_file: Path | None, gpu: str | None, suite: str, categories: Sequence[str] | None,
+               num_prompts: int, max_new_tokens: int, temperature: float, seed: int, chat_template: Path | None,
+               training_data: Path | None, allow_overlap: bool, timeout_s: float, out: Path | None, force: bool,
+               progress: Callable[[str], None] | None = None) -> dict:
+    from trtllm_spec.core.artifacts import ServedMeasurement
+    from trtllm_spec.core.files import check_output_dir
+    from trtllm_spec.data.openai_http import base_url, check_server
+    from trtllm_spec.data.user_suite import check_context, select_suite, suite_checker
+    from trtllm_spec.measure.run import check_settings
+    from trtllm_spec.measure.served import measure_served, parse_concurrency
+
+    levels = parse_concurrency(concurrency)
+    url = base_url(server_url)
+    check_settings(1, max_new_tokens, temperature, "fp32")
+    if not timeout_s > 0:
+        raise UserError(f"--request-timeout {timeout_s}: must be > 0 seconds")
+    recipe = served_recipe(recipe_file, target, gpu, levels)
+    folder, cfg = _tokenizer_folder(recipe)
+    check = suite_checker(suite, training_data, allow_overlap, progress or print)
+    if out is not None:
+        check_output_dir(out, force, (folder,))
+    pred = prediction(recipe, recipe_file, gpu)
+    items, suite_prov = select_suite(suite, categories, num_prompts, seed)
+    overlap = check(items) if check else None
+    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+
+    tok = load_tokenizer(folder, chat_template)
+    check_context(items, [prompt_ids(tok, it.messages) for it in items], max_new_tokens,
+                  cfg.get("max_position_embeddings"))
+    model = check_server(url, tok, server_model, timeout_s, "--server-model")
+    measured = measure_served(url, model, items, levels, max_tokens=max_new_tokens, temperature=temperature,
+                              seed=seed, timeout=timeout_s, progress=progress,
+                              count_tokens=lambda text: len(tok(text, add_special_tokens=False).input_ids))
+    data = ServedMeasurement.build(
+        engine="openai",
+        server={"url": url, "model": model, "checks": ["GET /v1/models lists the model",
+                                                       "probe prompt token count equals the target's",
+                                                       "/tokenize ids equal the target's where the server has it"]},
+        target={"spec": recipe.target.model, "path": str(folder)},
+        suite={**suite_prov, "name": suite if suite == "speed-lite" else Path(suite).name, "seed": seed,
+               "num_prompts_per_category": num_prompts, "item_ids": [it.id for it in items],
+               **({"overlap": overlap} if overlap else {})},
+        settings={"max_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
+                  "concurrency": levels, "request_timeout_s": timeout_s, "stream": True},
+        levels=measured, prediction=pred)
+    if out is not None:
+        _write(data, out, force, folder, recipe_file, {
+            "server_url": url, "server_model": server_model, "concurrency": levels, "target": target,
+            "recipe": str(recipe_file) if recipe_file else None, "gpu": gpu, "suite": suite,
+            "categories": list(categories) if categories else None, "num_prompts": num_prompts,
+            "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
+            "chat_template": str(chat_template) if chat_template else None, "request_timeout_s": timeout_s,
+            "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap})
+    return data
+
+
+def _write(data: dict, out: Path, force: bool, folder: Path, recipe_file: Path | None, args: dict) -> None:
+    from trtllm_spec.core.files import atomic_dir, write_json_atomic, write_text_atomic
+    from trtllm_spec.core.provenance import provenance
+    from trtllm_spec.report.served import render_markdown
+
+    files = sorted(p for p in folder.iterdir() if p.name.startswith("tokenizer") or p.suffix == ".jinja")
+    files += [recipe_file] if recipe_file else []
+    prov = provenance({"measure": args}, files, {"server": data["server"], "settings": data["settings"],
+                                                 "suite": {k: data["suite"][k] for k in ("name", "items")}})
+    with atomic_dir(out, force=force, inputs=(folder,)) as tmp:
+        write_json_atomic(tmp / SERVED_FILE, data)
+        write_text_atomic(tmp / "report.md", render_markdown(data))
+        write_json_atomic(tmp / "provenance.json", prov)
