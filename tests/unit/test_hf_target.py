@@ -123,9 +123,8 @@ def test_a_family_without_decoder_layers_is_refused_by_name_for_capturing_drafte
                                                   ("auto", "mixtral", "hf"), ("auto", "gpt_oss", "hf"),
                                                   ("hf", "llama", "hf"), ("ours", "qwen2", "ours")])
 def test_engine_selection_by_model_type(name, model_type, want):
-    from trtllm_spec.runtime.targets import resolve_reference_engine
-
     from tests.conftest import LLAMA_TINY
+    from trtllm_spec.runtime.targets import resolve_reference_engine
 
     cfg = {**LLAMA_TINY, "model_type": model_type}
     assert resolve_reference_engine(name, cfg) == want
@@ -157,3 +156,70 @@ def test_hf_engine_on_a_llama_target_gives_our_decoders_tokens(tiny_target):
     ref = generate(ours, PROMPT, 16, ())
     assert generate(hf, PROMPT, 16, ()) == ref
     assert speculative_generate(hf, NGramDrafter(), PROMPT, 16, 3)[0] == ref
+
+
+def test_weights_missing_for_the_config_are_refused_not_randomly_initialised(tiny_target, tmp_path):
+    import shutil
+
+    from trtllm_spec.runtime.hf_target import HFTarget
+
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_target, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**cfg, "model_type": "mistral", "architectures": ["MistralForCausalLM"],
+                                                 "num_hidden_layers": cfg["num_hidden_layers"] + 1}))
+    with pytest.raises(UserError, match=r"9 tensor\(s\) missing for the 'mistral' model.*re-export"):
+        HFTarget.from_pretrained(bad)
+
+
+# ---- measure on a MoE target, end to end ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def moe_target(tmp_path_factory):
+    return write_family(tmp_path_factory.mktemp("moe") / "qwen3-moe", "qwen3_moe")
+
+
+MEASURE = ["--drafter", "ngram", "--draft-len", "2", "--categories", "coding", "--num-prompts", "1",
+           "--max-new-tokens", "8"]
+
+
+def test_cli_measure_on_a_moe_target_picks_transformers_and_is_lossless(cli, moe_target, tiny_suite, tmp_path):
+    out = tmp_path / "m"
+    r = cli("measure", "--target", moe_target, *MEASURE, "--out", out)
+    assert r.exit_code == 0, r.output
+    prof = json.loads((out / "speculation_profile.json").read_text())
+    assert prof["settings"]["reference_engine"] == "hf" and prof["target"]["model_type"] == "qwen3_moe"
+    assert prof["overall"]["identical_outputs"] == prof["overall"]["num_prompts"] == 1
+    assert "(transformers target)" in (out / "report.md").read_text()
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["recipe"]["measure"]["reference_engine"] == "auto"
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--reference-engine", "ours"], "--reference-engine ours: "),
+    (["--reference-engine", "fast"], "Invalid value for '--reference-engine'"),
+    (["--reference-engine", "hf", "--engine", "trtllm", "--bundle", "."], "drop it with --engine trtllm"),
+])
+def test_cli_reference_engine_bad_input_exit_2_nothing_written(cli, moe_target, tiny_suite, tmp_path, args, match):
+    out = tmp_path / "m"
+    base = MEASURE if "--engine" not in args else []
+    r = cli("measure", "--target", moe_target, *base, *args, "--out", out)
+    assert r.exit_code == 2 and match in r.output and "Traceback" not in r.output, r.output
+    if args[1] == "ours":
+        assert "not 'qwen3_moe'" in r.output and "use --reference-engine hf" in r.output
+    assert not out.exists()
+
+
+def test_recipe_reference_engine_reaches_the_build_measure_stage(moe_target, tiny_suite):
+    from trtllm_spec.core.recipe import Recipe
+    from trtllm_spec.stages.measure import measure_profile
+
+    m = Recipe.model_validate({"target": {"model": "llama-3.1-8b-instruct"}, "drafter": {"type": "ngram"},
+                               "measure": {"reference_engine": "hf"}}).measure
+    assert m.reference_engine == "hf"
+    with pytest.raises(Exception, match="reference_engine"):
+        Recipe.model_validate({"target": {"model": "llama-3.1-8b-instruct"}, "drafter": {"type": "ngram"},
+                               "measure": {"reference_engine": "vllm"}})
+    with pytest.raises(UserError, match="not 'qwen3_moe'"):
+        measure_profile(moe_target, "ngram", 2, suite="speed-lite", categories=["coding"], num_prompts=1,
+                        max_new_tokens=4, temperature=0.0, seed=0, reference_engine="ours")

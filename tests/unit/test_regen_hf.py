@@ -5,7 +5,6 @@ by name."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

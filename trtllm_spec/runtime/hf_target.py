@@ -53,7 +53,16 @@ def load_causal_lm(folder: Path, torch_dtype, device: str):
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"{folder}: transformers cannot read this config.json ({str(exc).splitlines()[0]}); "
                         "the hf engine runs the architectures transformers knows") from None
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype).to(device).eval()
+    model, info = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, output_loading_info=True)
+    # transformers initialises missing tensors at random and only warns: a measurement of noise. Unexpected
+    # tensors are fine (DeepSeek-V3 checkpoints carry their MTP layer, which the causal LM does not run).
+    for kind in ("missing_keys", "mismatched_keys"):
+        bad = sorted(info.get(kind) or (), key=str)
+        if bad:
+            raise UserError(f"{folder}: {len(bad)} tensor(s) {kind.split('_')[0]} for the {cfg.model_type!r} model "
+                            f"config.json describes, e.g. {bad[0]!r}; the weights do not match config.json "
+                            "(re-export the checkpoint)")
+    model = model.to(device).eval()
     eos = cfg.eos_token_id
     gen_cfg = getattr(model, "generation_config", None)
     if gen_cfg is not None and gen_cfg.eos_token_id is not None:
