@@ -49,7 +49,10 @@ def write_model(folder: Path, *, layers: int = 8, hidden: int = 64, heads: int =
 
 
 # tiny random targets of families our own decoder does not run (transformers runs them): MoE routing, sliding
-# windows with attention sinks (gpt-oss), MLA (DeepSeek-V3: no KV-head grouping, so kv heads == heads)
+# windows with attention sinks (gpt-oss), MLA (DeepSeek-V3). transformers 5.14's DeepSeek-V3 attention expands
+# its keys to every query head and then lets sdpa_attention_forward repeat them heads // num_key_value_heads
+# times, so kv heads must equal heads (as in the real config, 128 / 128); and its rotary embedding is sized by
+# config.head_dim, which must stay qk_rope_head_dim (the config's own default).
 FAMILY_COMMON = dict(num_hidden_layers=4, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                      intermediate_size=128, max_position_embeddings=512, eos_token_id=2, bos_token_id=1,
                      pad_token_id=0, head_dim=16)
