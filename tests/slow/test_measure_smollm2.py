@@ -36,3 +36,25 @@ def test_measure_ngram_on_smollm2_is_lossless(cli, smollm2, tmp_path):
     assert prof["suite"]["sources"].keys() == {"humaneval", "mt_bench"}
     assert load_acceptance(out / "speculation_profile.json", "coding").acceptance_length(4) >= 1.0
     assert "## By category" in (out / "report.md").read_text()
+
+
+def test_transformers_engine_on_smollm2_gives_our_decoders_tokens(smollm2):
+    """The real checkpoint through both reference engines: the same greedy tokens, target alone and with n-gram
+    drafts (benchmarks/reference_decoder.py times the two)."""
+    import torch
+
+    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.data.suite import build_suite
+    from trtllm_spec.runtime.decoder import speculative_generate
+    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
+    from trtllm_spec.runtime.generate import generate
+    from trtllm_spec.runtime.targets import load_target
+
+    cfg = json.loads((smollm2 / "config.json").read_text())
+    ours, hf = (load_target(smollm2, cfg, e, torch.float32, "cpu")[1] for e in ("ours", "hf"))
+    tok = load_tokenizer(smollm2)
+    ids = prompt_ids(tok, build_suite(categories=["coding"], num_prompts=1)[0].messages)
+    eos = tuple(ours.cfg.eos_token_ids)
+    ref = generate(ours, ids, 24, eos)
+    assert generate(hf, ids, 24, eos) == ref
+    assert speculative_generate(hf, NGramDrafter(), ids, 24, 4, eos_ids=eos)[0] == ref

@@ -24,7 +24,8 @@ def _categories(value: str | None) -> list[str] | None:
 ENGINE_REPORT_PARAMS = ("bench_report", "metrics", "bundle", "draft_len", "temperature", "out", "force", "as_json")
 # the options only --engine openai reads, and those of a measurement here that it does not
 SERVED_ONLY = ("server_url", "server_model", "concurrency", "request_timeout", "recipe_file", "gpu")
-NOT_SERVED = ("drafter", "draft_len", "dtype", "device", "block_sweep", "bundle", "bench_report", "metrics")
+NOT_SERVED = ("drafter", "draft_len", "dtype", "device", "reference_engine", "block_sweep", "bundle", "bench_report",
+              "metrics")
 
 
 def _given(names) -> list[str]:
@@ -61,6 +62,10 @@ def _given(names) -> list[str]:
 @click.option("--device", type=click.Choice(field_choices(M, "device")), default=field_default(M, "device"),
               show_default=True,
               help="Where the reference decoder runs (auto: CUDA when torch sees a GPU).")
+@click.option("--reference-engine", type=click.Choice(field_choices(M, "reference_engine")),
+              default=field_default(M, "reference_engine"), show_default=True,
+              help="What runs the target in the reference decoder: ours (Llama, Mistral, Qwen2, Qwen3; faster), hf "
+              "(transformers: any architecture, e.g. MoE), auto (ours where it runs the target, else hf).")
 @click.option("--chat-template", type=click.Path(path_type=Path), help="Jinja chat template, if the checkpoint lacks one.")
 @click.option("--block-sweep", help="DFlash/DSpark: also measure these draft lengths, e.g. 1,2,4 (one run each).")
 @click.option("--engine", type=click.Choice(["pytorch", "trtllm", "openai"]), default="pytorch", show_default=True,
@@ -92,10 +97,10 @@ def _given(names) -> list[str]:
 def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, suite: str,
                 training_data: Path | None, allow_overlap: bool, categories: str | None,
                 num_prompts: int, max_new_tokens: int, temperature: float, dtype: str, seed: int, device: str,
-                chat_template: Path | None, block_sweep: str | None, engine: str, server_url: str | None,
-                server_model: str | None, concurrency: str, request_timeout: float, recipe_file: Path | None,
-                gpu: str | None, bundle: Path | None, bench_report: Path | None, metrics: str | None,
-                out: Path | None, force: bool, as_json: bool) -> None:
+                reference_engine: str, chat_template: Path | None, block_sweep: str | None, engine: str,
+                server_url: str | None, server_model: str | None, concurrency: str, request_timeout: float,
+                recipe_file: Path | None, gpu: str | None, bundle: Path | None, bench_report: Path | None,
+                metrics: str | None, out: Path | None, force: bool, as_json: bool) -> None:
     """Measure acceptance length (overall, per category, per draft position) and speedup of a drafter against
     its target on the speed-lite suite; the profile feeds 'trtllm-spec plan --acceptance'.
 
@@ -140,7 +145,7 @@ def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, 
                           block_sweep=parse_int_list(block_sweep, "--block-sweep"), suite=suite,
                           categories=_categories(categories), num_prompts=num_prompts, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, dtype=dtype, device=device,
-                          chat_template=chat_template, progress=_log)
+                          reference_engine=reference_engine, chat_template=chat_template, progress=_log)
     _summary(profile, out, as_json)
     problem = lossless_problem(profile)
     if problem:

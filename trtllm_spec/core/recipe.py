@@ -352,6 +352,9 @@ class MeasureConfig(StrictModel):
     temperature: float = Field(0.0, ge=0, le=10)
     dtype: Literal["auto", "fp32", "bf16"] = "fp32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    reference_engine: Literal["auto", "ours", "hf"] = Field(
+        "auto", description="what runs the target in the PyTorch reference decoder: ours (the Llama family, "
+        "faster), hf (transformers, any architecture), auto (ours where it runs the target, else hf)")
     seed: int = 0
     profile: str | None = Field(None, description="a measured speculation_profile.json: skip measuring")
 

@@ -20,29 +20,19 @@ class HFEngine:
     def __init__(self, target_dir: Path, *, dtype: str = "bf16", device: str = "cpu"):
         try:
             import torch
-            from transformers import AutoConfig, AutoModelForCausalLM
         except ImportError:
             raise DependencyMissing("the hf backend needs torch and transformers: pip install 'trtllm-spec[train]'") \
                 from None
         from trtllm_spec.runtime.device import resolve_device
+        from trtllm_spec.runtime.hf_target import load_causal_lm
 
         self.torch = torch
         self.device = resolve_device(torch, device)
-        try:
-            cfg = AutoConfig.from_pretrained(str(target_dir))
-        except (OSError, ValueError, KeyError) as exc:
-            raise UserError(f"{target_dir}: transformers cannot read this config.json ({str(exc).splitlines()[0]}); "
-                            "the hf backend runs the architectures transformers knows") from None
         tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}.get(dtype)
         if tdtype is None:
             raise UserError(f"dtype {dtype!r}: the hf backend runs bf16, fp16 or fp32")
-        self.model = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=tdtype).to(self.device).eval()
-        eos = cfg.eos_token_id
-        gen_cfg = getattr(self.model, "generation_config", None)
-        if gen_cfg is not None and gen_cfg.eos_token_id is not None:
-            eos = gen_cfg.eos_token_id
-        self.eos = tuple(eos if isinstance(eos, list) else ([eos] if eos is not None else []))
-        self.num_layers = cfg.get_text_config().num_hidden_layers
+        self.model, self.eos, text_cfg = load_causal_lm(Path(target_dir), tdtype, self.device)
+        self.num_layers = text_cfg.num_hidden_layers
 
     def generate_batch(self, prompts: list[list[int]], max_new_tokens: int, eos_ids: tuple[int, ...], params=None,
                        generator=None, capture: tuple[int, ...] = (), features: list[dict] | None = None,

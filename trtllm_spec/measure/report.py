@@ -18,6 +18,8 @@ BF16_NOTE = (
     "divergence; the acceptance figures stay valid. In fp32 the outputs must be identical.")
 
 
+_REF_ENGINE = {"ours": "our Llama-family decoder", "hf": "transformers target"}
+
 def _f(x, nd: int = 2, suffix: str = "") -> str:
     return "-" if x is None else f"{x:.{nd}f}{suffix}"
 
@@ -63,7 +65,9 @@ def render_markdown(p: dict) -> str:
     lines = [
         f"# Speculation profile: {dr['type']} (D = {d}) on {t.get('hf_id') or t.get('spec')}",
         "",
-        f"- engine: {p['engine']}; dtype {st['dtype']}; "
+        f"- engine: {p['engine']}"
+        + (f" ({_REF_ENGINE[st['reference_engine']]})" if st.get("reference_engine") in _REF_ENGINE else "")
+        + f"; dtype {st['dtype']}; "
         + ("greedy" if greedy else f"temperature {st['temperature']}") + f"; {st['max_new_tokens']} new tokens max",
         f"- drafter: {dr['type']}" + (f" from `{dr['path']}`" if dr.get("path") else "") + f"; {method}",
         f"- suite: {p['suite'].get('suite')} ({p['suite'].get('items')} prompts, seed {st.get('seed')})",

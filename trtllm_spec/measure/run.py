@@ -124,17 +124,22 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
             categories: Sequence[str] | None = None, num_prompts: int = 10, max_new_tokens: int = 128,
             temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
             progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None,
-            device: str = "auto", suite_check: Callable[[list], dict] | None = None) -> dict:
+            device: str = "auto", suite_check: Callable[[list], dict] | None = None,
+            reference_engine: str = "auto") -> dict:
     """Measure acceptance of ``drafter_spec`` ('ngram' or a folder) against ``target_dir`` on the suite with
     the PyTorch reference decoder (on ``device``: auto = CUDA when visible); returns the speculation profile
     (see measure/profile.py). ``suite`` is 'speed-lite' or a suite file/folder (data/user_suite.py);
-    ``suite_check(items)`` runs before any model loads (the overlap check) and its record joins the profile."""
+    ``suite_check(items)`` runs before any model loads (the overlap check) and its record joins the profile.
+    ``reference_engine``: ours | hf | auto (runtime/targets.py: ours for the Llama family, transformers else)."""
     log = progress or (lambda _m: None)
     check_settings(draft_len, max_new_tokens, temperature, dtype, block_sweep)
+    from trtllm_spec.runtime.targets import load_target, resolve_reference_engine
+
     if isinstance(categories, str):
         categories = [c for c in categories.replace(" ", "").split(",") if c]
     target_path, target_cfg = target_checkpoint(target_dir)
     info = inspect_drafter(drafter_spec, target_cfg, draft_len)
+    resolve_reference_engine(reference_engine, target_cfg, str(target_path / "config.json"))  # before any load
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
     from trtllm_spec.data.user_suite import check_context, select_suite
 
@@ -152,13 +157,12 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     from trtllm_spec.runtime.device import choose
     from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
-    from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.runtime.sampling import SamplingParams
 
     where = choose(device, dtype, torch)
     dev, dtype = where.device, where.dtype
     log(f"loading {target_path} ({where.describe()}) and the {info.kind} drafter")
-    target = LlamaModel.from_pretrained(target_path, dtype=where.torch_dtype(torch), device=dev)
+    engine, target = load_target(target_path, target_cfg, reference_engine, where.torch_dtype(torch), dev)
     max_len = max(len(p) for p in prompts) + max_new_tokens + draft_len + 8
     kind, drafter = load_runtime_drafter(drafter_spec, target, max_len=max_len)
     limit = getattr(drafter, "max_draft_len", None)
@@ -196,7 +200,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
                "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
         settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
                   "eos_token_ids": list(eos), "chat_template": str(chat_template) if chat_template else "checkpoint",
-                  "machine": machine_info(torch, dev), "placement": where.as_dict()},
+                  "machine": machine_info(torch, dev), "placement": where.as_dict(), "reference_engine": engine},
     )
 
 

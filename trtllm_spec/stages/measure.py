@@ -18,7 +18,7 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
                     max_new_tokens: int, temperature: float, seed: int, dtype: str = "fp32", device: str = "auto",
                     chat_template: Path | None = None, block_sweep: Sequence[int] | None = None,
                     out: Path | None = None, progress: Callable[[str], None] | None = None,
-                    suite_check: Callable[[list], dict] | None = None) -> dict:
+                    suite_check: Callable[[list], dict] | None = None, reference_engine: str = "auto") -> dict:
     """The speculation profile of ``drafter`` ('ngram' or a folder) at D = ``draft_len``: on the PyTorch
     reference decoder here, or (``engine='trtllm'``) on TensorRT-LLM with the bundle's options. ``suite`` is
     'speed-lite' or a suite file/folder (data/user_suite.py); ``suite_check(items)`` (the overlap check) runs
@@ -29,7 +29,8 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
     if engine == "pytorch":
         from trtllm_spec.measure.run import measure
 
-        return measure(target, drafter, draft_len, dtype=dtype, block_sweep=block_sweep, device=device, **common)
+        return measure(target, drafter, draft_len, dtype=dtype, block_sweep=block_sweep, device=device,
+                       reference_engine=reference_engine, **common)
     from trtllm_spec.measure.trtllm_engine import measure_trtllm
 
     return measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
@@ -100,6 +101,9 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
     from trtllm_spec.data.user_suite import suite_checker
 
     check_measure_args(engine, drafter, draft_len, bundle, block_sweep)
+    if engine != "pytorch" and settings.get("reference_engine", "auto") != "auto":
+        raise UserError(f"--reference-engine {settings['reference_engine']}: it picks what runs the target in the "
+                        f"PyTorch reference decoder (--engine pytorch); drop it with --engine {engine}")
     inputs = tuple(Path(p) for p in (target, drafter) if p and Path(p).is_dir())
     check = suite_checker(settings["suite"], training_data, allow_overlap, settings.get("progress") or print)
     if out is not None:
@@ -114,6 +118,7 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
                 "categories": settings["categories"], "num_prompts": settings["num_prompts"],
                 "max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
                 "dtype": settings["dtype"], "seed": settings["seed"], "device": settings["device"],
+                "reference_engine": settings.get("reference_engine", "auto"),
                 "chat_template": str(ct) if ct else None, "block_sweep": block_sweep,
                 "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap}
         write_profile(profile, out, force, {"measure": args}, _input_files(target_path, drafter), inputs)
@@ -172,6 +177,7 @@ def measure(ctx: BuildContext) -> StageResult:
 
     def work(folder: Path) -> dict:
         result["profile"] = measure_profile(ctx.served_target, spec, draft_len, dtype=m.dtype, device=m.device,
+                                            reference_engine=m.reference_engine,
                                             progress=lambda msg: ctx.log(f"measure: {msg}"),
                                             suite_check=recipe_suite_check(ctx.recipe, ctx.log), **settings)
         write_json_atomic(folder / "speculation_profile.json", result["profile"])

@@ -103,6 +103,9 @@ class Eagle3Drafter(Drafter):
             return w.tensors[name].to(device=dev, dtype=dt)
 
         self.use_aux = w.use_aux
+        # an EAGLE-MTP head normalises the target's last layer with the target's final norm (refused by name for a
+        # transformers target whose norm is not a weighted RMSNorm: runtime/hf_target.HFTarget.norm)
+        self.target_norm = None if w.use_aux else target.norm
         self.fc = get("fc.weight") if w.use_aux else None
         if self.fc is not None and self.fc.shape[1] != len(self.capture) * self.cfg.hidden_size:
             raise UserError(f"fc.weight takes {self.fc.shape[1]} inputs; {len(self.capture)} captured layers x "
@@ -135,7 +138,7 @@ class Eagle3Drafter(Drafter):
         """The drafter's input at target-verified positions: fc over the captured layers (EAGLE-3), or the
         target's final normed hidden state (EAGLE-MTP)."""
         if self.fc is None:
-            return rms_norm(aux[0], self.target.norm, self.target.cfg.rms_norm_eps)
+            return rms_norm(aux[0], self.target_norm, self.target.cfg.rms_norm_eps)
         return F.linear(torch.cat(aux, dim=-1), self.fc)
 
     def _forward(self, g: torch.Tensor, next_tokens: list[int], start: int, all_logits: bool = False
