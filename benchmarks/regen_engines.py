@@ -132,35 +132,33 @@ def main() -> None:
     sn, st = args.short_prompts, args.short_tokens
     print(f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start; "
           f"{n} prompts x max {t} new tokens, batch {b} (short rows: {sn} x {st})", flush=True)
-    rows: list[tuple[str, dict]] = []
-    ref = run_child("ours", "fp32", n, t, b, False, True, mp)
-    rows.append((f"ours fp32, batch {b}, no capture", ref))
-    if "capture" not in args.skip:
-        rows.append((f"ours fp32, batch {b}, capture {CAPTURE}", run_child("ours", "fp32", n, t, b, True, True, mp)))
-    if "hf" not in args.skip:
-        rows.append((f"hf (transformers generate) fp32, batch {b}", run_child("hf", "fp32", n, t, b, False, True, mp)))
-    if "server" not in args.skip:
-        for c, r in run_server(n, t, args.concurrency, mp):
-            rows.append((f"llama.cpp server (llama-cpp-python, GGUF Q4_1), {c} concurrent", r))
-    short_ref = None
-    if "bf16" not in args.skip or "spin" not in args.skip:
-        short_ref = run_child("ours", "fp32", sn, st, b, False, True, mp)
-        rows.append((f"[short] ours fp32, batch {b}", short_ref))
-    if "spin" not in args.skip:
-        rows.append((f"[short] ours fp32, batch {b}, OpenMP threads spinning (libgomp default)",
-                     run_child("ours", "fp32", sn, st, b, False, False, mp)))
-    if "bf16" not in args.skip:
-        rows.append((f"[short] ours bf16, batch {b}", run_child("ours", "bf16", sn, st, b, False, True, mp)))
-    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     print("| engine | tokens | seconds | tok/s | vs ours fp32 | replies identical to ours fp32 |")
-    print("|---|---|---|---|---|---|")
-    for name, r in rows:
-        base = short_ref if name.startswith("[short]") else ref
+    print("|---|---|---|---|---|---|", flush=True)
+    refs: dict[bool, dict] = {}
+
+    def row(name: str, r: dict, short: bool = False) -> None:  # printed as it comes: a long run keeps its rows
+        base = refs.setdefault(short, r)
         rate, base_rate = r["tokens"] / r["seconds"], base["tokens"] / base["seconds"]
         same = sum(r["replies"].get(k) == v for k, v in base["replies"].items())
-        print(f"| {name} | {r['tokens']} | {r['seconds']:.1f} | {rate:.1f} | {rate / base_rate:.2f}x "
-              f"| {same}/{len(base['replies'])} |")
+        print(f"| {'[short] ' if short else ''}{name} | {r['tokens']} | {r['seconds']:.1f} | {rate:.1f} "
+              f"| {rate / base_rate:.2f}x | {same}/{len(base['replies'])} |", flush=True)
 
+    row(f"ours fp32, batch {b}, no capture", run_child("ours", "fp32", n, t, b, False, True, mp))
+    if "capture" not in args.skip:
+        row(f"ours fp32, batch {b}, capture {CAPTURE}", run_child("ours", "fp32", n, t, b, True, True, mp))
+    if "hf" not in args.skip:
+        row(f"hf (transformers generate) fp32, batch {b}", run_child("hf", "fp32", n, t, b, False, True, mp))
+    if "server" not in args.skip:
+        for c, r in run_server(n, t, args.concurrency, mp):
+            row(f"llama.cpp server (llama-cpp-python, GGUF Q4_1), {c} concurrent", r)
+    if "bf16" not in args.skip or "spin" not in args.skip:
+        row(f"ours fp32, batch {b}", run_child("ours", "fp32", sn, st, b, False, True, mp), short=True)
+    if "spin" not in args.skip:
+        row(f"ours fp32, batch {b}, OpenMP threads spinning (libgomp default)",
+            run_child("ours", "fp32", sn, st, b, False, False, mp), short=True)
+    if "bf16" not in args.skip:
+        row(f"ours bf16, batch {b}", run_child("ours", "bf16", sn, st, b, False, True, mp), short=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 if __name__ == "__main__":
     main()
