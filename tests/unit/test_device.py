@@ -157,3 +157,24 @@ def test_regenerate_records_and_prints_its_placement(cli, tiny_target, tiny_suit
     prov = json.loads((tmp_path / "d" / "c.provenance.json").read_text())
     assert prov["placement"]["device"] == "cpu" and prov["placement"]["dtype"] == "fp32"
     assert prov["generated_tokens"] > 0 and prov["inputs"]
+
+
+def _cli_wait_policy(env_value):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if env_value is not None:
+        env["OMP_WAIT_POLICY"] = env_value
+    code = ("import os, sys; from trtllm_spec.cli import main\n"
+            "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+            "print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return out.stdout.split()[-2:]
+
+
+def test_cli_makes_idle_openmp_threads_sleep_unless_the_user_chose():
+    # set before torch loads (libgomp reads it once); a policy the user set is kept
+    assert _cli_wait_policy(None) == ["PASSIVE", "False"]
+    assert _cli_wait_policy("ACTIVE") == ["ACTIVE", "False"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -18,6 +19,7 @@ class Group(click.Group):
         from trtllm_spec.core.provenance import set_command
 
         set_command([str(x) for x in (sys.argv[1:] if args is None else args)])
+        passive_omp_threads()
         return super().main(args, *a, **kw)
 
     def invoke(self, ctx: click.Context):
@@ -30,6 +32,18 @@ class Group(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted: nothing half-written was kept; rerun to resume", err=True)
             ctx.exit(130)
+
+
+def passive_omp_threads() -> None:
+    """Idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose a policy.
+
+    torch's CPU kernels and MKL run on GNU OpenMP, whose threads spin at every barrier by default. When other
+    processes share the cores, a spinning thread burns the time slice its partner needs, and every kernel waits:
+    on the 2-core machine at load ~9 a decode step of SmolLM2-135M took 1.4-1.9 s with 2 spinning threads, 0.13-0.2 s
+    with 1 thread and 0.09-0.15 s with 2 passive threads (``benchmarks/regen_engines.md``). Read once, when libgomp
+    loads, so it must be set before torch is first imported (child processes such as torchrun inherit it)."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

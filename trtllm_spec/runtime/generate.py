@@ -63,9 +63,11 @@ def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: 
     pos = width
     for step_i in range(max_new_tokens):
         appended = [not done[i] for i in live]
+        # greedy: one argmax over the batch (the same first-maximum rule as ``sample``), not a call per row
+        picks = logits[:, -1].argmax(-1).tolist() if params.greedy else None
         for j, i in enumerate(live):
             if appended[j]:
-                t = sample(logits[j, -1], params, generator)
+                t = picks[j] if picks is not None else sample(logits[j, -1], params, generator)
                 outs[i].append(t)
                 done[i] = t in eos_ids
         if on_token:
