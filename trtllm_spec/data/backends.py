@@ -100,6 +100,7 @@ def budget_for(recipe, target, data_dir: Path, *, backend: str, device: str = "c
 def run_regeneration(recipe, items: list, target_dir: Path, out: Path, log: Callable[[str], None], *,
                      capture: tuple[int, ...] = (), device: str = "cpu", dtype: str = "fp32"):
     """Budget (printed; refused when it cannot fit), then the recipe's backend over ``items`` into ``out``.
+    ``capture``: the layers the features step (``data/features``) will keep afterwards, counted in the budget.
     ``device`` / ``dtype``: already resolved by ``runtime.device.choose`` (the in-process backends run there)."""
     from trtllm_spec.data.budget import rate_key, record_rate
     from trtllm_spec.data.regenerate import read_done
@@ -131,7 +132,7 @@ def run_regeneration(recipe, items: list, target_dir: Path, out: Path, log: Call
 
             engine = HFEngine(target_dir, dtype=dtype, device=device)
         rep = regenerate(items, target_dir, out, batch_size=d.regen_batch_size, dtype=dtype, device=device,
-                         capture=capture, engine=engine, **common)
+                         engine=engine, **common)
     record_rate(rate_key("regen", target.config, backend=backend, device=device, dtype=dtype,
                          batch=d.regen_batch_size), rep.generated_tokens, rep.seconds)
     return rep
