@@ -1,5 +1,5 @@
 """The hf regeneration backend (issue 15 items 1 and 4): any architecture transformers loads; tiny random
-Qwen3-MoE, Mixtral and gpt-oss targets regenerate (with features); families ModelOpt cannot convert are refused
+Qwen3-MoE, Mixtral, gpt-oss and DeepSeek-V3 targets regenerate (then their features); families ModelOpt cannot convert are refused
 by name."""
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ FAMILIES = {
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
     "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
                     layer_types=["sliding_attention", "full_attention"] * 2),
+    # MLA attention (q/kv LoRA ranks, split rope/nope head dims), one dense layer then routed + shared experts
+    "deepseek_v3": dict(num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+                        moe_intermediate_size=32, first_k_dense_replace=1, n_group=1, topk_group=1, kv_lora_rank=16,
+                        q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+                        head_dim=8),  # head_dim sizes the rotary table: it must equal qk_rope_head_dim
 }
 PROMPTS = [[1, 7, 8, 9, 10], [1, 11, 12], [1, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22], [1, 20]]
 
@@ -54,10 +59,12 @@ def test_hf_equals_our_decoder_on_a_llama_target(tiny_target):
     ours = LlamaModel.from_pretrained(tiny_target, dtype=torch.float32)
     free = hf.generate_batch(PROMPTS, 12, (), SamplingParams())
     eos = (free[0][3],)  # a token row 0 writes early: that row finishes and leaves the batch
-    f_hf, f_ours = [], []
-    a = hf.generate_batch(PROMPTS, 12, eos, SamplingParams(), capture=(1, 2), features=f_hf)
+    f_ours: list[dict] = []
+    a = hf.generate_batch(PROMPTS, 12, eos, SamplingParams())
     b = generate_batch(ours, PROMPTS, 12, eos, SamplingParams(), capture=(1, 2), features=f_ours)
     assert a == b and len(a[0]) == free[0].index(eos[0]) + 1 < 12
+    # the features step's teacher-forced pass (batched, left-padded) equals our decoder's states over the same tokens
+    f_hf = hf.teacher_forced([p + r for p, r in zip(PROMPTS, a, strict=True)], (1, 2))
     for x, y in zip(f_hf, f_ours, strict=True):
         assert x["aux"].shape == y["aux"].shape and x["hidden"].shape == y["hidden"].shape
         assert torch.allclose(x["aux"], y["aux"], atol=1e-4) and torch.allclose(x["hidden"], y["hidden"], atol=1e-4)
@@ -69,8 +76,8 @@ def test_moe_families_decode_batched_as_alone(family_target):
 
     _, target = family_target
     eng = HFEngine(target, dtype="fp32")
-    feats: list[dict] = []
-    batch = eng.generate_batch(PROMPTS, 8, (2,), SamplingParams(), capture=(1, 2), features=feats)
+    batch = eng.generate_batch(PROMPTS, 8, (2,), SamplingParams())
+    feats = eng.teacher_forced([p + o for p, o in zip(PROMPTS, batch, strict=True)], (1, 2))
     assert batch[2] == eng.generate_batch([PROMPTS[2]], 8, (2,), SamplingParams())[0]  # padding changes nothing
     assert [f["aux"].shape[0] for f in feats] == [len(p) + len(o) for p, o in zip(PROMPTS, batch, strict=True)]
     assert feats[0]["aux"].shape[1] == 2 * 64 and feats[0]["hidden"].shape[1] == 64
@@ -96,11 +103,13 @@ drafter:
     assert res.exit_code == 0, res.output
     assert "hf backend" in res.output and "3 conversations in" in res.output
     recs = [json.loads(x) for x in out.read_text().splitlines()]
-    assert all(r["features"]["layers"] == [1, 2] and len(r["tokens"]) == len(r["assistant"]) for r in recs)
-    from trtllm_spec.data.regenerate import load_features
+    assert all(len(r["tokens"]) == len(r["assistant"]) for r in recs) and not (out.parent / "features").exists()
+    res = cli("data", "features", recipe, "--conversations", out)  # the features step, after regeneration
+    assert res.exit_code == 0, res.output
+    from trtllm_spec.data.features import FeatureSet
 
-    aux, hidden = load_features(out.parent, recs[0]["features"])
-    assert aux.shape == (len(recs[0]["tokens"]), 128) and hidden.shape == (len(recs[0]["tokens"]), 64)
+    ids, _, aux, hidden = FeatureSet(out.parent / "features").get(recs[0]["id"])
+    assert ids == recs[0]["tokens"] and aux.shape == (len(ids), 128) and hidden.shape == (len(ids), 64)
     res = cli("data", "regenerate", recipe, "--out", out, "--backend", "ours")  # our decoder runs no MoE
     assert res.exit_code == 2 and f"our decoder runs llama, mistral, qwen2, qwen3 models, not '{mt}'" in res.output
 
