@@ -85,7 +85,9 @@ def test_moe_families_decode_batched_as_alone(family_target):
         eng.teacher_forced([PROMPTS[0]], (7,))
 
 
-def test_cli_regenerate_moe_targets_picks_hf_and_keeps_features(cli, family_target, tmp_path, tiny_suite):
+def test_family_end_to_end_regenerate_features_train_export_doctor(cli, family_target, tmp_path, tiny_suite):
+    """Issue 15 item 4: each tiny family regenerates (hf), gets its features, trains an EAGLE-3 head offline with
+    ModelOpt, exports it and passes doctor; no planner shape is needed on the way."""
     mt, target = family_target
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"""name: moe
@@ -112,6 +114,13 @@ drafter:
     assert ids == recs[0]["tokens"] and aux.shape == (len(ids), 128) and hidden.shape == (len(ids), 64)
     res = cli("data", "regenerate", recipe, "--out", out, "--backend", "ours")  # our decoder runs no MoE
     assert res.exit_code == 2 and f"our decoder runs llama, mistral, qwen2, qwen3 models, not '{mt}'" in res.output
+    res = cli("train", recipe, "--out", tmp_path / "t", "--set", f"drafter.training.data.path={out}", "--set",
+              f"drafter.training.data.features_path={out.parent / 'features'}", "--set", "drafter.draft_vocab_size=64")
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "t/train_summary.json").read_text())
+    assert summary["offline_features"] is True and summary["steps"] == 1
+    res = cli("doctor", tmp_path / "t/drafter", "--target", target)
+    assert res.exit_code == 0, res.output
 
 
 def test_moe_families_convert_with_modelopt(family_target):

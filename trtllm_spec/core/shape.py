@@ -310,7 +310,7 @@ def _moe(cfg: dict, need, model_type: str, layers: int) -> dict:
         dense_only = set(cfg.get("mlp_only_layers") or [])
         moe_layers = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % step == 0)
         expert = int(need("moe_intermediate_size"))
-        experts = int(need("num_experts"))
+        experts = int(need("num_experts", "num_local_experts"))  # transformers 5 writes num_local_experts
         dense_width = int(cfg.get("intermediate_size") or expert)
     else:  # mixtral, gpt_oss: every layer is MoE, intermediate_size is the expert width
         moe_layers = layers
