@@ -18,7 +18,7 @@ def _log(msg: str) -> None:
 
 @main.group("data")
 def data_group() -> None:
-    """Training data: conversations written by the target itself."""
+    """Training data: conversations written by the target itself, and its hidden states over them."""
 
 
 @data_group.command("regenerate")
