@@ -145,7 +145,7 @@ class _Drafter(StrictModel):
         """Rules that tie this section to the rest of the recipe; raise ValueError naming the field."""
 
     def offline_features(self) -> bool:
-        """Whether training reads the target's features captured during regeneration (EAGLE-3 only)."""
+        """Whether training reads the target's features from the features step (EAGLE-3 only)."""
         return False
 
 

@@ -337,7 +337,7 @@ def _judge(b: Budget, d) -> None:
         b.fixes.append(f"a smaller batch (--set drafter.training.data.regen_batch_size={fit})" if fit else
                        "a smaller batch is not enough")
         b.fixes.append("shorter replies (--set drafter.training.data.regen_max_new_tokens=N), or a server "
-                       "('data regenerate --server-url URL', online training: data.offline_features=false)")
+                       "('data regenerate --server-url URL'; the features step runs after it)")
 
 
 def _rows_that_fit(b: Budget) -> int:

@@ -85,7 +85,7 @@ def conversations(recipe: Recipe, target_dir: Path, data_dir: Path, log, *, rege
 
 
 def offline_capture(recipe: Recipe, target_dir: Path) -> tuple[int, ...]:
-    """The target layers to capture during regeneration for offline EAGLE-3 training (empty: train online)."""
+    """The target layers the features step captures for offline EAGLE-3 training (empty: train online)."""
     from trtllm_spec.data.backends import capture_for
 
     return capture_for(recipe, json.loads((target_dir / "config.json").read_text()))
