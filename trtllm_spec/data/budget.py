@@ -290,13 +290,13 @@ class FeatureBudget:
     and the predicted time from this machine's measured capture rate."""
     conversations: int
     remaining: int
-    tokens: int
-    captured_layers: list[int]
-    hidden_size: int
-    feature_dtype: str
-    feature_bytes: float
-    features_dir: str
-    free_disk_bytes: float | None
+    tokens: int  # exact, remaining conversations
+    layers: list[int]  # captured (the final post-norm state comes on top)
+    hidden: int
+    dtype: str
+    bytes: float
+    folder: str
+    free_bytes: float | None
     seconds: float | None
     rate_source: str
     problems: list[str] = field(default_factory=list)
@@ -304,8 +304,8 @@ class FeatureBudget:
 
     def lines(self) -> list[str]:
         return [f"budget: features of {self.remaining}/{self.conversations} conversations ({self.tokens} tokens x "
-                f"{len(self.captured_layers)}+1 layers x {self.hidden_size}, {self.feature_dtype}) = "
-                f"{_gb(self.feature_bytes)} into {self.features_dir}, free {_gb(self.free_disk_bytes)}",
+                f"{len(self.layers)}+1 layers x {self.hidden}, {self.dtype}) = {_gb(self.bytes)} into {self.folder}, "
+                f"free {_gb(self.free_bytes)}",
                 f"budget: predicted feature capture {_dur(self.seconds)} ({self.rate_source})"]
 
     check = Budget.check
@@ -321,7 +321,7 @@ def feature_budget(conversations: int, remaining: int, tokens: int, layers: list
     source = "measured on this machine" if rate else "no measured rate yet: the first run records one"
     b = FeatureBudget(conversations, remaining, tokens, list(layers), hidden, dtype, fbytes, str(folder),
                       free_disk(folder), seconds, source)
-    _disk_judge(b.problems, b.fixes, fbytes, b.free_disk_bytes, folder)
+    _disk_judge(b.problems, b.fixes, fbytes, b.free_bytes, folder)
     return b
 
 

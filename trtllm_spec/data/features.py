@@ -235,9 +235,6 @@ class FeatureSet:
                             "'trtllm-spec data features RECIPE'")
         self.entries = {cid: e for idx in indexes.values() for cid, e in idx.get("conversations", {}).items()}
 
-    def __contains__(self, cid: str) -> bool:
-        return cid in self.entries
-
     def get(self, cid: str):
         from safetensors import safe_open
 

@@ -79,9 +79,6 @@ class SaveStateSet:
                                 f"eagle3_layers_to_capture = {list(layers)} (drafter.layers_to_capture)")
             self.records[cid] = {"aux": aux, "hidden": hidden}
 
-    def __contains__(self, cid: str) -> bool:
-        return cid in self.records
-
     def get(self, cid: str):
         rec = self.records.get(cid)
         if rec is None:
