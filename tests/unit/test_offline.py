@@ -20,13 +20,14 @@ def test_features_step_keeps_exact_tokens_and_features(tiny_target, tiny_suite, 
     """Regeneration keeps the exact token ids; the features step reads the target over exactly those."""
     from trtllm_spec.runtime.device import choose
     from trtllm_spec.runtime.llama import LlamaModel
-    from trtllm_spec.train.run import conversations, offline_capture, offline_features
+    from trtllm_spec.train.run import capture_offline, conversations, offline_capture, open_offline
 
     recipe = _recipe(tiny_target, True)
     convs = conversations(recipe, tiny_target, tmp_path / "data", lambda m: None)
     capture = offline_capture(recipe, tiny_target)
     assert capture == (1, 3, 4) and not (tmp_path / "data/features").exists()  # nothing captured while decoding
-    feats = offline_features(recipe, tiny_target, convs, tmp_path / "data", lambda m: None, choose("cpu", "fp32"))
+    capture_offline(recipe, tiny_target, convs, tmp_path / "data", lambda m: None, choose("cpu", "fp32"))
+    feats = open_offline(recipe, tiny_target, convs, tmp_path / "data")
     assert feats.folder == tmp_path / "data/features" and len(feats.entries) == len(convs)
     model = LlamaModel.from_pretrained(tiny_target)
     for c in convs[:3]:

@@ -91,26 +91,28 @@ def offline_capture(recipe: Recipe, target_dir: Path) -> tuple[int, ...]:
     return capture_for(recipe, json.loads((target_dir / "config.json").read_text()))
 
 
-def offline_features(recipe: Recipe, target_dir: Path, convs: list[dict], data_dir: Path, log, placement, *,
-                     compute: bool = True):
+def capture_offline(recipe: Recipe, target_dir: Path, convs: list[dict], data_dir: Path, log, placement) -> None:
+    """The features step (``data.features.run_features``, the one ``data features`` runs) into ``data_dir/features``
+    unless ``data.features_path`` gives them; resumable, so a rerun or a resumed training reuses it. Under torchrun
+    every rank captures its own slice (RANK / WORLD_SIZE); call ``dist.barrier()`` before ``open_offline``."""
+    from trtllm_spec.data.features import run_features
+
+    if recipe.drafter.training.data.features_path:
+        return
+    rep = run_features(recipe, convs, target_dir, data_dir / "features", log, placement=placement)
+    log(f"features: {rep.done} new, {rep.skipped} already there, {rep.tokens} tokens at {rep.tokens_per_s:.0f} tok/s")
+
+
+def open_offline(recipe: Recipe, target_dir: Path, convs: list[dict], data_dir: Path):
     """The features offline training reads: ``data.features_path`` (a ``data features`` folder or a TensorRT-LLM
-    SaveState dump), else the features step (``data.features.run_features``, the one ``data features`` runs) into
-    ``data_dir/features``: resumable, so a rerun or a resumed training reuses it. ``compute=False``: only open what
-    is there (ranks > 0 of a distributed run, after rank 0 computed it)."""
+    SaveState dump), else what ``capture_offline`` wrote."""
     from trtllm_spec.data.chat import load_tokenizer
-    from trtllm_spec.data.features import capture_layers, run_features, sequences, spec_for
+    from trtllm_spec.data.features import capture_layers, sequences, spec_for
     from trtllm_spec.data.savestate import open_features
 
     d = recipe.drafter.training.data
     spec = spec_for(target_dir, recipe.target.model, capture_layers(recipe, target_dir), d.features_dtype)
-    if d.features_path:
-        folder = recipe.resolve_path(d.features_path)
-    else:
-        folder = data_dir / "features"
-        if compute:
-            rep = run_features(recipe, convs, target_dir, folder, log, placement=placement)
-            log(f"features: {rep.done} new, {rep.skipped} already there, {rep.tokens} tokens at "
-                f"{rep.tokens_per_s:.0f} tok/s")
+    folder = recipe.resolve_path(d.features_path) if d.features_path else data_dir / "features"
     tok = load_tokenizer(target_dir, recipe.resolve_path(recipe.target.chat_template))
     return open_features(folder, sequences(convs, tok), spec)
 
@@ -201,12 +203,10 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     offline = bool(offline_capture(recipe, target_dir))  # the recipe's check refuses feature_noise without it
     features = None
-    if offline:  # rank 0 captures (or finds) the features once; the others read them
-        if dist.rank == 0:
-            features = offline_features(recipe, target_dir, convs, out / "data", log, placement)
+    if offline:  # every rank captures its slice of the features (once: resumable), then all read them all
+        capture_offline(recipe, target_dir, convs, out / "data", log, placement)
         dist.barrier()
-        if dist.rank != 0:
-            features = offline_features(recipe, target_dir, convs, out / "data", log, placement, compute=False)
+        features = open_offline(recipe, target_dir, convs, out / "data")
     chunks, heldout, counts, _ = prepare_samples(tok, convs, tc.seq_len, tc.data.eval_fraction, pad,
                                                  features, tc.data.loss_on)
     log(f"data: {len(convs)} conversations -> {len(chunks)} training chunks of {tc.seq_len} tokens, "
