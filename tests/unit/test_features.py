@@ -27,7 +27,9 @@ def recipe_file(tmp_path: Path, target: Path, **data) -> Path:
 def regenerated(cli, tiny_target, tiny_suite, tmp_path):
     r = recipe_file(tmp_path, tiny_target)
     conv = tmp_path / "d" / "conversations.jsonl"
-    res = cli("data", "regenerate", r, "--out", conv, "--dtype", "fp32")
+    # online for regeneration alone: our decoder would otherwise keep the features while decoding
+    res = cli("data", "regenerate", r, "--out", conv, "--dtype", "fp32", "--set",
+              "drafter.training.data.offline_features=false")
     assert res.exit_code == 0, res.output
     return r, conv
 

@@ -17,7 +17,7 @@ def _recipe(target, offline: bool, **training):
 
 
 def test_features_step_keeps_exact_tokens_and_features(tiny_target, tiny_suite, tmp_path):
-    """Regeneration keeps the exact token ids; the features step reads the target over exactly those."""
+    """Regeneration keeps the exact token ids and (our decoder) the features over them, as a fresh pass gives."""
     from trtllm_spec.runtime.device import choose
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.train.run import capture_offline, conversations, offline_capture, open_offline
@@ -25,7 +25,12 @@ def test_features_step_keeps_exact_tokens_and_features(tiny_target, tiny_suite, 
     recipe = _recipe(tiny_target, True)
     convs = conversations(recipe, tiny_target, tmp_path / "data", lambda m: None)
     capture = offline_capture(recipe, tiny_target)
-    assert capture == (1, 3, 4) and not (tmp_path / "data/features").exists()  # nothing captured while decoding
+    assert capture == (1, 3, 4)
+    kept = json.loads((tmp_path / "data/features/index.json").read_text())["conversations"]
+    assert set(kept) == {c["id"] for c in convs}  # our decoder kept them while decoding
+    logs: list[str] = []
+    capture_offline(recipe, tiny_target, convs, tmp_path / "data", logs.append, choose("cpu", "fp32"))
+    assert "features: 0 new, 10 already there" in logs[-1]  # so the features step has nothing left to do
     capture_offline(recipe, tiny_target, convs, tmp_path / "data", lambda m: None, choose("cpu", "fp32"))
     feats = open_offline(recipe, tiny_target, convs, tmp_path / "data")
     assert feats.folder == tmp_path / "data/features" and len(feats.entries) == len(convs)
@@ -101,12 +106,13 @@ def test_plain_conversations_train_offline_too(tiny_target, tmp_path):
     recipe = _recipe(tiny_target, True, feature_noise=0.1)
     recipe.drafter.training.data.path = str(write_conversations(tmp_path / "plain.jsonl", 8))
     res = run_train(recipe, tmp_path / "t", log=lambda m: None)
-    assert res.summary["offline_features"] is True and (tmp_path / "t/data/features/index.json").is_file()
+    # features/ next to the conversations file (multi-turn or text: the features step, not the decoder, wrote them)
+    assert res.summary["offline_features"] is True and (tmp_path / "features/index.json").is_file()
 
 
 def test_training_reuses_an_earlier_regeneration_through_data_path(tiny_target, tiny_suite, tmp_path):
-    """`data regenerate --out FILE` once, then any number of training runs with data.path=FILE: the features step
-    reads the target over its exact tokens, and the drafter equals the one trained on its own regeneration."""
+    """`data regenerate --out FILE` once, then any number of training runs with data.path=FILE: the features next
+    to the file are reused, and the drafter equals the one trained on its own regeneration."""
     from safetensors.torch import load_file
 
     from trtllm_spec.stages.drafter import run_train
@@ -114,7 +120,7 @@ def test_training_reuses_an_earlier_regeneration_through_data_path(tiny_target, 
 
     own = run_train(_recipe(tiny_target, True), tmp_path / "own", log=lambda m: None)
     conversations(_recipe(tiny_target, True), tiny_target, tmp_path / "shared", lambda m: None, file_name="c.jsonl")
-    assert (tmp_path / "shared/c.jsonl").is_file()
+    assert (tmp_path / "shared/c.jsonl").is_file() and (tmp_path / "shared/features/index.json").is_file()
     recipe = _recipe(tiny_target, True)
     recipe.drafter.training.data.path = str(tmp_path / "shared/c.jsonl")
     reused = run_train(recipe, tmp_path / "reused", log=lambda m: None)

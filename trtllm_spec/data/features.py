@@ -155,46 +155,61 @@ def sequences(convs: list[dict], tok) -> dict[str, tuple[list[int], list[int]]]:
     return out
 
 
+class FeatureWriter:
+    """One writer's shards and index in ``folder`` (refused when the folder holds another target / layer set);
+    ``add`` writes one shard and rewrites the index (see the module). Used by the features step and by our own
+    decoder, which keeps the captured states while it regenerates (they are computed anyway)."""
+
+    def __init__(self, folder: Path, spec: FeatureSpec, part: tuple[int, int] | None = None,
+                 provenance: dict | None = None):
+        folder.mkdir(parents=True, exist_ok=True)
+        indexes = check_folder(folder, spec)
+        self.folder, self.spec, self.name = folder, spec, index_name(part)
+        self.own = indexes.get(self.name) or {**spec.header(), "part": f"{part[0]}/{part[1]}" if part else "0/1",
+                                              "shards": {}, "conversations": {}}
+        self.own["provenance"] = provenance
+        self.prefix = self.name.removesuffix(".json").replace("index", "f", 1)
+        for stale in folder.glob(f"{self.prefix}-*.partial"):  # a shard in flight when an earlier run stopped
+            stale.unlink()
+        self.done = {cid for idx in indexes.values() for cid in idx.get("conversations", {})}
+
+    def add(self, ids: list[str], seqs: list[tuple[list[int], list[int]]], feats: list[dict]) -> int:
+        """One shard of conversations ``ids`` ((token ids, mask), {"aux", "hidden"} each); returns its tokens."""
+        import torch
+
+        tensors = {}
+        for key, ((tokens, mask), fe) in enumerate(zip(seqs, feats, strict=True)):
+            tensors[f"{key}.input_ids"] = torch.tensor(tokens, dtype=torch.int32)
+            tensors[f"{key}.assistant"] = torch.tensor(mask, dtype=torch.uint8)
+            for name, groups in (("aux", len(self.spec.layers)), ("hidden", 1)):
+                for suffix, t in encode(fe[name], self.spec.dtype, groups).items():
+                    tensors[f"{key}.{name}{suffix}"] = t
+        shard = f"{self.prefix}-{len(self.own['shards']):06d}.safetensors"
+        _save_shard(self.folder / shard, tensors)
+        n_tok = sum(len(t) for t, _ in seqs)
+        self.own["shards"][shard] = {"conversations": len(ids), "tokens": n_tok}
+        self.own["conversations"].update({cid: {"shard": shard, "key": str(k), "tokens": len(seqs[k][0])}
+                                          for k, cid in enumerate(ids)})
+        write_json_atomic(self.folder / self.name, self.own)
+        self.done.update(ids)
+        return n_tok
+
+
 def write_features(seqs: dict[str, tuple[list[int], list[int]]], engine, folder: Path, spec: FeatureSpec, *,
                    batch_size: int, part: tuple[int, int] | None = None, provenance: dict | None = None,
                    progress: Callable[[int, int, int], None] | None = None) -> FeaturesReport:
     """Teacher-forced features of ``seqs`` (id -> (ids, mask)) through ``engine`` (``HFEngine``: ``teacher_forced``)
     into ``folder``, one shard per batch (sorted by length so a batch pads little). Resumable (see the module)."""
-    import torch
-
-    folder.mkdir(parents=True, exist_ok=True)
-    indexes = check_folder(folder, spec)
-    own_name = index_name(part)
-    own = indexes.get(own_name) or {**spec.header(), "part": f"{part[0]}/{part[1]}" if part else "0/1",
-                                     "shards": {}, "conversations": {}}
-    prefix = own_name.removesuffix(".json").replace("index", "f", 1)
-    for stale in folder.glob(f"{prefix}-*.partial"):  # a shard in flight when an earlier run stopped
-        stale.unlink()
-    done = {cid for idx in indexes.values() for cid in idx.get("conversations", {})}
-    todo = sorted((cid for cid in seqs if cid not in done), key=lambda c: len(seqs[c][0]))
+    writer = FeatureWriter(folder, spec, part, provenance)
+    done = len([c for c in seqs if c in writer.done])
+    todo = sorted((cid for cid in seqs if cid not in writer.done), key=lambda c: len(seqs[c][0]))
     started, tokens = time.perf_counter(), 0
     for b in range(0, len(todo), batch_size):
         batch = todo[b:b + batch_size]
         feats = engine.teacher_forced([seqs[c][0] for c in batch], spec.layers)
-        tensors = {}
-        for key, (cid, fe) in enumerate(zip(batch, feats, strict=True)):
-            ids, mask = seqs[cid]
-            tensors[f"{key}.input_ids"] = torch.tensor(ids, dtype=torch.int32)
-            tensors[f"{key}.assistant"] = torch.tensor(mask, dtype=torch.uint8)
-            for name, groups in (("aux", len(spec.layers)), ("hidden", 1)):
-                for suffix, t in encode(fe[name], spec.dtype, groups).items():
-                    tensors[f"{key}.{name}{suffix}"] = t
-        shard = f"{prefix}-{len(own['shards']):06d}.safetensors"
-        _save_shard(folder / shard, tensors)
-        n_tok = sum(len(seqs[c][0]) for c in batch)
-        own["shards"][shard] = {"conversations": len(batch), "tokens": n_tok}
-        own["conversations"].update({cid: {"shard": shard, "key": str(k), "tokens": len(seqs[cid][0])}
-                                     for k, cid in enumerate(batch)})
-        own["provenance"] = provenance
-        write_json_atomic(folder / own_name, own)
-        tokens += n_tok
+        tokens += writer.add(batch, [seqs[c] for c in batch], feats)
         if progress:
-            progress(len(done) + b + len(batch), len(seqs), tokens)
+            progress(done + b + len(batch), len(seqs), tokens)
     return FeaturesReport(len(todo), len(seqs) - len(todo), tokens, time.perf_counter() - started, folder)
 
 

@@ -55,12 +55,16 @@ def rewrite_clean(path: Path, done: dict[str, dict]) -> None:
 def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int, batch_size: int,
                temperature: float = 0.0, seed: int = 0, dtype: str = "auto", chat_template: Path | None = None,
                progress: Callable[[int, int, int], None] | None = None, engine=None,
-               device: str = "auto") -> RegenReport:
+               device: str = "auto", features=None) -> RegenReport:
     """Answer every user turn of ``items`` (SuiteItem-like: ``id``, ``messages``, ``source``) with the target.
 
     Single-turn records also keep the exact token ids (prompt + reply) and an assistant mask: the features step
-    (``data/features``, offline EAGLE-3 training) reads the target over exactly those tokens. ``engine``: another
-    decoder with ``eos`` and ``generate_batch(prompts, max_new_tokens, params, gen, capture, features)`` (the
+    (``data/features``, offline EAGLE-3 training) reads the target over exactly those tokens. ``features`` (a
+    ``data.features.FeatureWriter``): our decoder keeps the target's states at the captured layers while it decodes
+    single-turn batches (computed anyway, so nearly free; a separate prefill pass costs ~0.6-0.75x the
+    regeneration on a 2-core CPU, ``benchmarks/features_step.md``) and writes them after the batch's JSONL lines;
+    what it does not cover (multi-turn, another engine) the features step captures. ``engine``: another
+    decoder with ``eos`` and ``generate_batch(prompts, max_new_tokens, params, gen)`` (the
     transformers backend, ``data/regen_hf.HFEngine``); default our Llama-family decoder. ``device`` / ``dtype``:
     ``runtime.device.choose``'s rule (auto: CUDA when visible; bf16 where the device runs it fast)."""
     import torch
@@ -96,6 +100,7 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
             batch = todo[b:b + batch_size]
             convs = [[] for _ in batch]
             extra: list[dict] = [{} for _ in batch]
+            feats: list[dict] = []
             depth = max(sum(1 for m in it.messages if m["role"] == "user") for it in batch)
             for turn in range(depth):
                 active = [i for i, it in enumerate(batch) if turn < len(_users(it))]
@@ -103,8 +108,10 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
                     convs[i].append({"role": "user", "content": _users(batch[i])[turn]})
                 prompts = [prompt_ids(tok, convs[i]) for i in active]
                 single = depth == 1
+                keep = features is not None and engine is None and single
                 run = generate_batch if engine is None else (lambda _m, *a, **k: engine.generate_batch(*a, **k))
-                replies = run(model, prompts, max_new_tokens, eos, params, gen)
+                replies = run(model, prompts, max_new_tokens, eos, params, gen,
+                              **({"capture": features.spec.layers, "features": feats} if keep else {}))
                 for i, p, r in zip(active, prompts, replies, strict=True):
                     tokens += len(r)
                     text = tok.decode([t for t in r if t not in eos], skip_special_tokens=True)
@@ -114,6 +121,8 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
             for it, conv, e in zip(batch, convs, extra, strict=True):
                 f.write(json.dumps({"id": it.id, "source": getattr(it, "source", ""), "messages": conv, **e}) + "\n")
             f.flush()
+            if feats:  # after the lines: a kill in between leaves these ids to the features step
+                features.add([it.id for it in batch], [(e["tokens"], e["assistant"]) for e in extra], feats)
             if progress:
                 progress(len(done) + b + len(batch), len(items), tokens)
     return RegenReport(done=len(todo), skipped=len(items) - len(todo), generated_tokens=tokens,
