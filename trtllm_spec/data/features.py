@@ -163,8 +163,7 @@ class FeatureWriter:
 
     def __init__(self, folder: Path, spec: FeatureSpec, part: tuple[int, int] | None = None,
                  provenance: dict | None = None):
-        folder.mkdir(parents=True, exist_ok=True)
-        indexes = check_folder(folder, spec)
+        indexes = check_folder(folder, spec)  # the folder itself is made by the first shard: a run that fails first
         self.folder, self.spec, self.name = folder, spec, index_name(part)
         self.own = indexes.get(self.name) or {**spec.header(), "part": f"{part[0]}/{part[1]}" if part else "0/1",
                                               "shards": {}, "conversations": {}}
@@ -186,6 +185,7 @@ class FeatureWriter:
                 for suffix, t in encode(fe[name], self.spec.dtype, groups).items():
                     tensors[f"{key}.{name}{suffix}"] = t
         shard = f"{self.prefix}-{len(self.own['shards']):06d}.safetensors"
+        self.folder.mkdir(parents=True, exist_ok=True)
         _save_shard(self.folder / shard, tensors)
         n_tok = sum(len(t) for t, _ in seqs)
         self.own["shards"][shard] = {"conversations": len(ids), "tokens": n_tok}
