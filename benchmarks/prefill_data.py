@@ -6,7 +6,8 @@ such a prompt teaches the target's next-token distribution, at prefill speed ins
     .venv/bin/trtllm-spec train recipes/smollm2-135m-eagle3-cpu.yaml --out out/prefill-train \\
         --set drafter.training.data.path=out/prefill/conversations.jsonl
 
-The new folder holds a copy of the JSONL (its feature files linked, not copied) plus the prefill records: the
+The new folder holds a copy of the JSONL plus the prefill records (their exact token ids; training's features
+step captures the target's hidden states over every record, ``data/features``): the
 next prompts of the same training pools (never the regenerated ones, never held-out ids, so held-out accuracy
 scores the same conversations), formatted with the chat template and generation prompt, up to ``--max-tokens``.
 Findings: benchmarks/drafter_training.md section 5.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("data", type=Path, help="a regenerated conversations.jsonl with features/ next to it")
+    ap.add_argument("data", type=Path, help="a regenerated conversations.jsonl")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--num", type=int, default=1200, help="prefill-only prompts to add")
     ap.add_argument("--max-tokens", type=int, default=380, help="longest prompt, in tokens (~4 characters each)")
@@ -36,26 +37,17 @@ def main() -> None:
     from trtllm_spec.train.samples import is_heldout
 
     args.out.mkdir(parents=True, exist_ok=False)
-    (args.out / "features").mkdir()
-    for f in sorted((args.data.parent / "features").iterdir()):
-        (args.out / "features" / f.name).symlink_to(f.resolve())
     dst = args.out / "conversations.jsonl"
     shutil.copyfile(args.data, dst)
     done = read_done(dst)
     have = set(done)
-    # capture the layers the regeneration captured (its records name them)
-    layers = next((tuple(r["features"]["layers"]) for r in done.values() if r.get("features")), None)
-    if not layers:
-        raise SystemExit(f"{args.data}: no record carries features; regenerate with offline_features: true first")
     pool = training_items(None, len(have) + 2 * args.num, 0, max_prompt_chars=4 * args.max_tokens)
-    # single-turn only: regeneration keeps features for those alone, and one record without features would
-    # send the whole file to online training
+    # single-turn only: regeneration keeps the exact token ids for those
     items = [i for i in pool if i.id not in have and not is_heldout(i.id, args.eval_fraction)
              and sum(m["role"] == "user" for m in i.messages) == 1][:args.num]
     target = resolve_target(args.target, Path.cwd()).path
     started = time.perf_counter()
     regenerate(items, target, dst, max_new_tokens=0, batch_size=16,
-               capture=layers,
                progress=lambda n, total, _: print(f"prefill: {n - len(have)}/{total} records", flush=True))
     tokens = sum(len(r["tokens"]) for k, r in read_done(dst).items() if k not in have)
     seconds = time.perf_counter() - started

@@ -661,14 +661,22 @@ def _(c):
         "feature_noise": 0.2, "data": {"offline_features": False}}})]
 
 
-@case("train-noise-no-features", "train", "feature noise on conversations that carry no features",
-      "drafter.training.feature_noise = 0.1", "needs offline features", "feature_noise: 0")
+@case("train-features-path-missing", "train", "offline features folder that does not exist",
+      "features folder", "nofeatures", "does not exist", "data features")
 def _(c):
     (c.w / "conv.jsonl").write_text(json.dumps({"id": "a", "messages": [
         {"role": "user", "content": "w1 w2"}, {"role": "assistant", "content": "w3 w4"}]}) + "\n")
     d = {"type": "eagle3", "draft_vocab_size": 64, "training": {
-        "max_steps": 1, "seq_len": 64, "precision": "fp32", "feature_noise": 0.1, "data": {"path": "conv.jsonl"}}}
+        "max_steps": 1, "seq_len": 64, "precision": "fp32",
+        "data": {"path": "conv.jsonl", "features_path": str(c.w / "nofeatures")}}}
     return ["train", c.tiny_recipe(d), "--out", c.w / "train"]
+
+
+@case("features-no-conversations", "data features", "conversations file that does not exist",
+      "conversations file", "none.jsonl", "data regenerate")
+def _(c):
+    return ["data", "features", c.tiny_recipe({"type": "eagle3"}), "--conversations", c.w / "none.jsonl",
+            "--out", c.w / "feat"]
 
 
 # ---- doctor ------------------------------------------------------------------------------------------------------

@@ -188,3 +188,23 @@ def test_data_scripts_serve_without_speculation_and_shard(tmp_path):
         f.write_text(text)
         assert subprocess.run(["bash", "-n", str(f)]).returncode == 0
     assert "#SBATCH --array=0-3" in sb and '--shard "$SLURM_ARRAY_TASK_ID/$N"' in sb and "--shard" not in sh
+
+
+def test_savestate_options_and_deferred_launch_script(tmp_path):
+    """The bundle's TensorRT-LLM SaveState files (deferred: TensorRT-LLM cannot run here): the options carry the
+    documented SaveHiddenStatesDecodingConfig fields, the script is valid bash around valid Python."""
+    import ast
+    import subprocess
+
+    from trtllm_spec.deploy.data_scripts import savestate_options, savestate_sh
+
+    opts = savestate_options({"speculative_config": {"decoding_type": "Eagle3"}, "max_batch_size": 8}, [9, 1, 5])
+    assert opts == {"max_batch_size": 8, "speculative_config": {
+        "decoding_type": "SaveState", "output_directory": "features_savestate", "write_interval": 20,
+        "file_prefix": "dp_0", "eagle3_layers_to_capture": [1, 5, 9]}}
+    sh = savestate_sh(model="target")
+    assert "DEFERRED" in sh.splitlines()[1] and "llm_api_options.savestate.yaml" in sh
+    f = tmp_path / "s.sh"
+    f.write_text(sh)
+    assert subprocess.run(["bash", "-n", str(f)]).returncode == 0
+    ast.parse(sh.split("<<'PY'\n", 1)[1].rsplit("PY\n", 1)[0])

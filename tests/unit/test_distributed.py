@@ -84,6 +84,9 @@ def test_torchrun_trains_and_exports_once(ddp_run):
     assert summary["world_size"] == 2 and summary["steps"] == 3 and summary["tokens"] == log[-1]["tokens"]
     assert r.stderr.count("ddp: 2 ranks (cpu:gloo)") == 1  # only rank 0 speaks
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["latest", "step-0000002", "step-0000003"]
+    if summary["offline_features"]:  # each rank captured its own half of the features, every rank read them all
+        halves = [json.loads((out / "data/features" / f"index-{r}-of-2.json").read_text()) for r in (0, 1)]
+        assert len(halves[0]["conversations"]) + len(halves[1]["conversations"]) == summary["conversations"]
 
 
 def test_ranks_read_their_own_shards(ddp_run, tiny_target, convs):

@@ -1,4 +1,4 @@
-"""Offline EAGLE-3 training: regeneration keeps the target's hidden states, training skips the target pass."""
+"""Offline EAGLE-3 training: the features step keeps the target's hidden states, training skips the target pass."""
 
 import json
 
@@ -16,26 +16,35 @@ def _recipe(target, offline: bool, **training):
                              "drafter": {"type": "eagle3", "draft_vocab_size": 64, "training": t}})
 
 
-def test_regeneration_keeps_exact_tokens_and_features(tiny_target, tiny_suite, tmp_path):
+def test_features_step_keeps_exact_tokens_and_features(tiny_target, tiny_suite, tmp_path):
+    """Regeneration keeps the exact token ids and (our decoder) the features over them, as a fresh pass gives."""
+    from trtllm_spec.runtime.device import choose
     from trtllm_spec.runtime.llama import LlamaModel
-    from trtllm_spec.train.run import conversations, offline_capture, offline_ready
+    from trtllm_spec.train.run import capture_offline, conversations, offline_capture, open_offline
 
     recipe = _recipe(tiny_target, True)
     convs = conversations(recipe, tiny_target, tmp_path / "data", lambda m: None)
     capture = offline_capture(recipe, tiny_target)
-    assert capture == (1, 3, 4) and offline_ready(convs, capture)
-    from trtllm_spec.data.regenerate import load_features
-
+    assert capture == (1, 3, 4)
+    kept = json.loads((tmp_path / "data/features/index.json").read_text())["conversations"]
+    assert set(kept) == {c["id"] for c in convs}  # our decoder kept them while decoding
+    logs: list[str] = []
+    capture_offline(recipe, tiny_target, convs, tmp_path / "data", logs.append, choose("cpu", "fp32"))
+    assert "features: 0 new, 10 already there" in logs[-1]  # so the features step has nothing left to do
+    capture_offline(recipe, tiny_target, convs, tmp_path / "data", lambda m: None, choose("cpu", "fp32"))
+    feats = open_offline(recipe, tiny_target, convs, tmp_path / "data")
+    assert feats.folder == tmp_path / "data/features" and len(feats.entries) == len(convs)
     model = LlamaModel.from_pretrained(tiny_target)
     for c in convs[:3]:
-        aux, hidden = load_features(tmp_path / "data", c["features"])
+        ids, mask, aux, hidden = feats.get(c["id"])
+        assert ids == c["tokens"] and mask == c["assistant"]
         assert aux.shape == (len(c["tokens"]), 3 * 64) and hidden.shape == (len(c["tokens"]), 64)
         assert sum(c["assistant"]) >= 1 and c["assistant"][-1] == 1
         _, ref_aux, ref_hidden = model.forward(torch.tensor([c["tokens"]]), torch.tensor([0]),
                                                model.new_cache(1, 256), capture=capture)
-        # regeneration runs in bf16: the stored features match a fresh fp32 pass to bf16 precision
-        assert torch.allclose(aux.float(), torch.cat(ref_aux, -1)[0], atol=0.1, rtol=0.05)
-        assert torch.allclose(hidden.float(), ref_hidden[0], atol=0.1, rtol=0.05)
+        # stored bf16 (the default features_dtype): they match a fresh fp32 pass of our decoder to bf16 precision
+        assert torch.allclose(aux, torch.cat(ref_aux, -1)[0], atol=0.05, rtol=0.02)
+        assert torch.allclose(hidden, ref_hidden[0], atol=0.05, rtol=0.02)
 
 
 def test_offline_training_exports_a_drafter_doctor_accepts(tiny_target, tiny_suite, tmp_path):
@@ -88,22 +97,22 @@ def test_feature_noise_perturbs_the_drafter_input_only():
     assert not torch.equal(other["aux_hidden_states"], out["aux_hidden_states"])
 
 
-def test_feature_noise_refuses_data_without_features(tiny_target, tmp_path):
-    """Online data (a data.path file written without features) would silently ignore the noise: an error."""
+def test_plain_conversations_train_offline_too(tiny_target, tmp_path):
+    """A data.path file written without token ids (any backend, multi-turn too) still trains offline: the features
+    step tokenizes it with the chat template and captures the target over it."""
     from tests.tiny import write_conversations
-    from trtllm_spec.errors import UserError
     from trtllm_spec.stages.drafter import run_train
 
     recipe = _recipe(tiny_target, True, feature_noise=0.1)
     recipe.drafter.training.data.path = str(write_conversations(tmp_path / "plain.jsonl", 8))
-    with pytest.raises(UserError, match="feature_noise = 0.1 needs offline features"):
-        run_train(recipe, tmp_path / "t", log=lambda m: None)
-    assert not (tmp_path / "t/drafter").exists()
+    res = run_train(recipe, tmp_path / "t", log=lambda m: None)
+    # features/ next to the conversations file (multi-turn or text: the features step, not the decoder, wrote them)
+    assert res.summary["offline_features"] is True and (tmp_path / "features/index.json").is_file()
 
 
 def test_training_reuses_an_earlier_regeneration_through_data_path(tiny_target, tiny_suite, tmp_path):
-    """`data regenerate --out FILE` once, then any number of training runs with data.path=FILE: offline
-    features are found next to the file, and the drafter equals the one trained on its own regeneration."""
+    """`data regenerate --out FILE` once, then any number of training runs with data.path=FILE: the features next
+    to the file are reused, and the drafter equals the one trained on its own regeneration."""
     from safetensors.torch import load_file
 
     from trtllm_spec.stages.drafter import run_train
@@ -111,7 +120,7 @@ def test_training_reuses_an_earlier_regeneration_through_data_path(tiny_target, 
 
     own = run_train(_recipe(tiny_target, True), tmp_path / "own", log=lambda m: None)
     conversations(_recipe(tiny_target, True), tiny_target, tmp_path / "shared", lambda m: None, file_name="c.jsonl")
-    assert (tmp_path / "shared/c.jsonl").is_file() and (tmp_path / "shared/features").is_dir()
+    assert (tmp_path / "shared/c.jsonl").is_file() and (tmp_path / "shared/features/index.json").is_file()
     recipe = _recipe(tiny_target, True)
     recipe.drafter.training.data.path = str(tmp_path / "shared/c.jsonl")
     reused = run_train(recipe, tmp_path / "reused", log=lambda m: None)

@@ -1,5 +1,5 @@
 """The hf regeneration backend (issue 15 items 1 and 4): any architecture transformers loads; tiny random
-Qwen3-MoE, Mixtral and gpt-oss targets regenerate (with features); families ModelOpt cannot convert are refused
+Qwen3-MoE, Mixtral, gpt-oss and DeepSeek-V3 targets regenerate (then their features); families ModelOpt cannot convert are refused
 by name."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from trtllm_spec.errors import UserError
 
 PROMPTS = [[1, 7, 8, 9, 10], [1, 11, 12], [1, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22], [1, 20]]
-FAMILIES = ("gpt_oss", "mixtral", "qwen3_moe")  # tests/tiny.FAMILIES; DeepSeek-V3 is decoded in test_hf_target
+FAMILIES = ("deepseek_v3", "gpt_oss", "mixtral", "qwen3_moe")  # the families of tests/tiny.FAMILIES
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -34,10 +34,12 @@ def test_hf_equals_our_decoder_on_a_llama_target(tiny_target):
     ours = LlamaModel.from_pretrained(tiny_target, dtype=torch.float32)
     free = hf.generate_batch(PROMPTS, 12, (), SamplingParams())
     eos = (free[0][3],)  # a token row 0 writes early: that row finishes and leaves the batch
-    f_hf, f_ours = [], []
-    a = hf.generate_batch(PROMPTS, 12, eos, SamplingParams(), capture=(1, 2), features=f_hf)
+    f_ours: list[dict] = []
+    a = hf.generate_batch(PROMPTS, 12, eos, SamplingParams())
     b = generate_batch(ours, PROMPTS, 12, eos, SamplingParams(), capture=(1, 2), features=f_ours)
     assert a == b and len(a[0]) == free[0].index(eos[0]) + 1 < 12
+    # the features step's teacher-forced pass (batched, left-padded) equals our decoder's states over the same tokens
+    f_hf = hf.teacher_forced([p + r for p, r in zip(PROMPTS, a, strict=True)], (1, 2))
     for x, y in zip(f_hf, f_ours, strict=True):
         assert x["aux"].shape == y["aux"].shape and x["hidden"].shape == y["hidden"].shape
         assert torch.allclose(x["aux"], y["aux"], atol=1e-4) and torch.allclose(x["hidden"], y["hidden"], atol=1e-4)
@@ -49,8 +51,8 @@ def test_moe_families_decode_batched_as_alone(family_target):
 
     _, target = family_target
     eng = HFEngine(target, dtype="fp32")
-    feats: list[dict] = []
-    batch = eng.generate_batch(PROMPTS, 8, (2,), SamplingParams(), capture=(1, 2), features=feats)
+    batch = eng.generate_batch(PROMPTS, 8, (2,), SamplingParams())
+    feats = eng.teacher_forced([p + o for p, o in zip(PROMPTS, batch, strict=True)], (1, 2))
     assert batch[2] == eng.generate_batch([PROMPTS[2]], 8, (2,), SamplingParams())[0]  # padding changes nothing
     assert [f["aux"].shape[0] for f in feats] == [len(p) + len(o) for p, o in zip(PROMPTS, batch, strict=True)]
     assert feats[0]["aux"].shape[1] == 2 * 64 and feats[0]["hidden"].shape[1] == 64
@@ -58,7 +60,9 @@ def test_moe_families_decode_batched_as_alone(family_target):
         eng.teacher_forced([PROMPTS[0]], (7,))
 
 
-def test_cli_regenerate_moe_targets_picks_hf_and_keeps_features(cli, family_target, tmp_path, tiny_suite):
+def test_family_end_to_end_regenerate_features_train_export_doctor(cli, family_target, tmp_path, tiny_suite):
+    """Issue 15 item 4: each tiny family regenerates (hf), gets its features, trains an EAGLE-3 head offline with
+    ModelOpt, exports it and passes doctor; no planner shape is needed on the way."""
     mt, target = family_target
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"""name: moe
@@ -76,13 +80,22 @@ drafter:
     assert res.exit_code == 0, res.output
     assert "hf backend" in res.output and "3 conversations in" in res.output
     recs = [json.loads(x) for x in out.read_text().splitlines()]
-    assert all(r["features"]["layers"] == [1, 2] and len(r["tokens"]) == len(r["assistant"]) for r in recs)
-    from trtllm_spec.data.regenerate import load_features
+    assert all(len(r["tokens"]) == len(r["assistant"]) for r in recs) and not (out.parent / "features").exists()
+    res = cli("data", "features", recipe, "--conversations", out)  # the features step, after regeneration
+    assert res.exit_code == 0, res.output
+    from trtllm_spec.data.features import FeatureSet
 
-    aux, hidden = load_features(out.parent, recs[0]["features"])
-    assert aux.shape == (len(recs[0]["tokens"]), 128) and hidden.shape == (len(recs[0]["tokens"]), 64)
+    ids, _, aux, hidden = FeatureSet(out.parent / "features").get(recs[0]["id"])
+    assert ids == recs[0]["tokens"] and aux.shape == (len(ids), 128) and hidden.shape == (len(ids), 64)
     res = cli("data", "regenerate", recipe, "--out", out, "--backend", "ours")  # our decoder runs no MoE
     assert res.exit_code == 2 and f"our decoder runs llama, mistral, qwen2, qwen3 models, not '{mt}'" in res.output
+    res = cli("train", recipe, "--out", tmp_path / "t", "--set", f"drafter.training.data.path={out}", "--set",
+              f"drafter.training.data.features_path={out.parent / 'features'}", "--set", "drafter.draft_vocab_size=64")
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "t/train_summary.json").read_text())
+    assert summary["offline_features"] is True and summary["steps"] == 1
+    res = cli("doctor", tmp_path / "t/drafter", "--target", target)
+    assert res.exit_code == 0, res.output
 
 
 def test_moe_families_convert_with_modelopt(family_target):

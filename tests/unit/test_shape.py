@@ -74,6 +74,14 @@ def test_qwen3_moe_sparse_step():
     assert shape_from_config(cfg).moe.num_moe_layers == 23
 
 
+
+def test_qwen3_moe_experts_under_the_transformers_5_key():
+    """transformers 5 saves a Qwen3-MoE config with num_local_experts instead of num_experts."""
+    cfg = dict(resolve_target("qwen3-30b-a3b").config)
+    cfg["num_local_experts"] = cfg.pop("num_experts")
+    assert shape_from_config(cfg).moe.num_experts == 128
+
+
 @pytest.mark.parametrize("cfg,match", [
     ({"model_type": "bert"}, "not supported"),
     ({"model_type": "llama", "hidden_size": 64}, "num_hidden_layers"),

@@ -1,4 +1,5 @@
-"""``trtllm-spec data regenerate``: training conversations written by the target (``stages.data``)."""
+"""``trtllm-spec data regenerate`` (training conversations written by the target) and ``data features`` (the
+target's hidden states over them): ``stages.data``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def _log(msg: str) -> None:
 
 @main.group("data")
 def data_group() -> None:
-    """Training data: conversations written by the target itself."""
+    """Training data: conversations written by the target itself, and its hidden states over them."""
 
 
 @data_group.command("regenerate")
@@ -48,3 +49,35 @@ def regenerate_cmd(recipe_file: Path, out: Path | None, backend: str | None, ser
                  *training_overrides(device, dtype))
     convs, path, where = regenerate_data(load_recipe(recipe_file, overrides), out, _log, shard=part)
     click.echo(f"{len(convs)} conversations in {path} ({where.device}, {where.dtype})")
+
+
+@data_group.command("features")
+@click.argument("recipe_file", type=click.Path(path_type=Path))
+@click.option("--conversations", type=click.Path(path_type=Path), help="The regenerated JSONL (default: "
+              "drafter.training.data.path, else out/<recipe>/train/data/conversations.jsonl).")
+@click.option("--out", type=click.Path(path_type=Path), help="Features folder (default: features/ next to the "
+              "conversations); ids already there are skipped, so a rerun resumes.")
+@click.option("--features-dtype", type=click.Choice(field_choices(DataConfig, "features_dtype")),
+              help="Storage (default drafter.training.data.features_dtype; fp8 = e4m3 with a per-row scale).")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Conversations per forward and per shard (default "
+              "drafter.training.data.regen_batch_size).")
+@click.option("--shard", help="I/N: only the I-th of N slices of the conversations (with torchrun, each rank takes "
+              "its own slice of that).")
+@click.option("--device-map", type=click.Choice(["auto"]), help="Spread a target larger than one GPU over the "
+              "visible GPUs (accelerate); refused on a CPU run.")
+@device_options
+@set_option
+def features_cmd(recipe_file: Path, conversations: Path | None, out: Path | None, features_dtype: str | None,
+                 batch_size: int | None, shard: str | None, device_map: str | None, device: str | None,
+                 dtype: str | None, overrides: tuple[str, ...]) -> None:
+    """Capture the target's hidden states over the regenerated conversations (one teacher-forced forward per batch;
+    offline EAGLE-3 training reads them). A budget is printed first; a run the disk cannot hold is refused."""
+    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.data.backends import parse_shard
+    from trtllm_spec.stages.data import features_data
+
+    part = parse_shard(shard)
+    recipe = load_recipe(recipe_file, (*overrides, *training_overrides(device, dtype)))
+    rep, folder = features_data(recipe, conversations, out, _log, shard=part, features_dtype=features_dtype,
+                                batch_size=batch_size, device_map=device_map)
+    click.echo(f"features of {rep.done} conversations ({rep.skipped} already there, {rep.tokens} tokens) in {folder}")

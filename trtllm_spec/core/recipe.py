@@ -59,8 +59,15 @@ class DataConfig(StrictModel):
     regenerate: bool = Field(True, description="the target writes the assistant turns itself")
     path: str | None = Field(None, description="your own conversations (JSONL of {id, messages}) instead")
     max_prompt_tokens: int = Field(256, ge=8, le=131072, description="skip prompts longer than this")
-    offline_features: bool = Field(True, description="EAGLE-3: keep the target's hidden states from regeneration "
-                                   "and train without a second target pass (ModelOpt offline mode)")
+    offline_features: bool = Field(True, description="EAGLE-3: capture the target's hidden states over the "
+                                   "conversations once ('data features', after regeneration) and train without a "
+                                   "target pass per step (ModelOpt offline mode)")
+    features_dtype: Literal["bf16", "fp8", "fp32"] = Field(
+        "bf16", description="how the captured features are stored (fp8: float8_e4m3fn with a per-row scale, half "
+        "the disk of bf16)")
+    features_path: str | None = Field(None, description="offline features computed elsewhere: a 'data features' "
+                                      "folder or a TensorRT-LLM SaveState dump (*.pt); None = captured into the "
+                                      "training folder")
     loss_on: Literal["assistant", "all"] = Field(
         "assistant", description="positions that train the drafter: the assistant replies only, or every token "
         "(ModelOpt distils the target's own next-token distribution, so prompt positions teach too)")
@@ -138,7 +145,7 @@ class _Drafter(StrictModel):
         """Rules that tie this section to the rest of the recipe; raise ValueError naming the field."""
 
     def offline_features(self) -> bool:
-        """Whether training reads the target's features captured during regeneration (EAGLE-3 only)."""
+        """Whether training reads the target's features from the features step (EAGLE-3 only)."""
         return False
 
 
@@ -151,6 +158,10 @@ class _Trained(_Drafter):
             raise ValueError(f"drafter.training.feature_noise = {self.training.feature_noise} perturbs the target "
                              "features of offline EAGLE-3 training; set it to 0 or use drafter.type: eagle3 with "
                              "drafter.training.data.offline_features: true")
+        if self.training.data.features_path and not self.offline_features():
+            raise ValueError(f"drafter.training.data.features_path = {self.training.data.features_path} gives offline "
+                             "features, which only offline EAGLE-3 training reads; drop it or use drafter.type: "
+                             "eagle3 with drafter.training.data.offline_features: true")
 
 
 class Eagle3Drafter(_Trained):
@@ -162,13 +173,6 @@ class Eagle3Drafter(_Trained):
 
     def offline_features(self) -> bool:
         return self.training.data.offline_features
-
-    def check(self, recipe: Recipe) -> None:
-        if self.training.data.offline_features and self.training.data.regen_backend == "openai":
-            raise ValueError("drafter.training.data.regen_backend: openai returns text, not the target's hidden "
-                             "states, so offline_features cannot be kept; set drafter.training.data.offline_features: "
-                             "false (train online) or use regen_backend: hf")
-        super().check(recipe)
 
     @model_validator(mode="after")
     def _one_source(self) -> Eagle3Drafter:

@@ -98,8 +98,11 @@ def budget_for(recipe, target, data_dir: Path, *, backend: str, device: str = "c
 
 
 def run_regeneration(recipe, items: list, target_dir: Path, out: Path, log: Callable[[str], None], *,
-                     capture: tuple[int, ...] = (), device: str = "cpu", dtype: str = "fp32"):
+                     capture: tuple[int, ...] = (), device: str = "cpu", dtype: str = "fp32",
+                     shard: tuple[int, int] | None = None):
     """Budget (printed; refused when it cannot fit), then the recipe's backend over ``items`` into ``out``.
+    ``capture``: the layers offline training needs, counted in the budget; our decoder keeps them while it decodes
+    (``features/`` next to ``out``, as the ``shard``-th writer), the features step (``data/features``) the rest.
     ``device`` / ``dtype``: already resolved by ``runtime.device.choose`` (the in-process backends run there)."""
     from trtllm_spec.data.budget import rate_key, record_rate
     from trtllm_spec.data.regenerate import read_done
@@ -130,8 +133,14 @@ def run_regeneration(recipe, items: list, target_dir: Path, out: Path, log: Call
             from trtllm_spec.data.regen_hf import HFEngine
 
             engine = HFEngine(target_dir, dtype=dtype, device=device)
+        writer = None
+        if capture and backend == "ours":  # our decoder keeps the captured states while it decodes
+            from trtllm_spec.data.features import FeatureWriter, spec_for
+
+            writer = FeatureWriter(out.parent / "features", spec_for(target_dir, recipe.target.model, capture,
+                                                                     d.features_dtype), part=shard)
         rep = regenerate(items, target_dir, out, batch_size=d.regen_batch_size, dtype=dtype, device=device,
-                         capture=capture, engine=engine, **common)
+                         engine=engine, features=writer, **common)
     record_rate(rate_key("regen", target.config, backend=backend, device=device, dtype=dtype,
                          batch=d.regen_batch_size), rep.generated_tokens, rep.seconds)
     return rep

@@ -25,7 +25,7 @@ from trtllm_spec.errors import UserError
 
 DISK_MARGIN = 0.95  # leave 5% of the free disk
 MEM_MARGIN = 0.90  # leave 10% of the free memory
-FEATURE_BYTES = {"bf16": 2.0, "fp8": 1.0}
+FEATURE_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp32": 4.0}
 RATES_FILE = "rates.json"
 
 
@@ -214,13 +214,14 @@ def _weight_bytes(cfg: dict, shape, dtype: str) -> float:
 # ---- the estimate -------------------------------------------------------------------------------------
 
 def estimate(recipe, target, data_dir: Path, *, backend: str = "ours", device: str = "cpu", dtype: str = "bf16",
-             done: int = 0, capture: tuple[int, ...] = (), feature_dtype: str = "bf16",
+             done: int = 0, capture: tuple[int, ...] = (), feature_dtype: str | None = None,
              gpu: str | None = None) -> Budget:
     """The budget of the recipe's drafter-data stage. ``target`` is a ResolvedTarget (its shape may be None-like
     for families the planner does not know: pass ``target.config`` through a target whose shape failed)."""
     d = recipe.drafter.training.data
     tc = recipe.drafter.training
     cfg = target.config
+    feature_dtype = feature_dtype or d.features_dtype
     shape = getattr(target, "shape", None)
     n = d.num_conversations
     remaining = max(0, n - done)
@@ -275,13 +276,58 @@ def _roofline_decode_rate(gpu: str | None, weights: float, kv_tok: float, width:
     return batch / step if step > 0 else None, f"{hw.name} roofline from the hardware catalogue"
 
 
+def _disk_judge(problems: list[str], fixes: list[str], feature_bytes: float, free: float | None, folder) -> None:
+    if free is not None and feature_bytes > DISK_MARGIN * free:
+        problems.append(f"the features need up to {_gb(feature_bytes)} but {folder} has {_gb(free)} free")
+        fixes.append("fewer conversations (--set drafter.training.data.num_conversations=N), shorter sequences "
+                     "(data.regen_max_new_tokens / data.max_prompt_tokens), fp8 features (--features-dtype fp8), "
+                     "online training (--set drafter.training.data.offline_features=false), or another folder (--out)")
+
+
+@dataclass
+class FeatureBudget:
+    """``data features``: the exact tokens still to capture (the conversations exist), their bytes vs free disk,
+    and the predicted time from this machine's measured capture rate."""
+    conversations: int
+    remaining: int
+    tokens: int  # exact, remaining conversations
+    layers: list[int]  # captured (the final post-norm state comes on top)
+    hidden: int
+    dtype: str
+    bytes: float
+    folder: str
+    free_bytes: float | None
+    seconds: float | None
+    rate_source: str
+    problems: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [f"budget: features of {self.remaining}/{self.conversations} conversations ({self.tokens} tokens x "
+                f"{len(self.layers)}+1 layers x {self.hidden}, {self.dtype}) = {_gb(self.bytes)} into {self.folder}, "
+                f"free {_gb(self.free_bytes)}",
+                f"budget: predicted feature capture {_dur(self.seconds)} ({self.rate_source})"]
+
+    check = Budget.check
+
+
+def feature_budget(conversations: int, remaining: int, tokens: int, layers: list[int], hidden: int, dtype: str,
+                   folder: Path, rate_key_: str) -> FeatureBudget:
+    from trtllm_spec.data.features import bytes_per_token
+
+    fbytes = tokens * bytes_per_token(len(layers), hidden, dtype)
+    rate = measured_rate(rate_key_)
+    seconds = tokens / rate if rate else (0.0 if not tokens else None)
+    source = "measured on this machine" if rate else "no measured rate yet: the first run records one"
+    b = FeatureBudget(conversations, remaining, tokens, list(layers), hidden, dtype, fbytes, str(folder),
+                      free_disk(folder), seconds, source)
+    _disk_judge(b.problems, b.fixes, fbytes, b.free_bytes, folder)
+    return b
+
+
 def _judge(b: Budget, d) -> None:
-    if b.captured_layers and b.free_disk_bytes is not None and b.feature_bytes > DISK_MARGIN * b.free_disk_bytes:
-        b.problems.append(f"the features need up to {_gb(b.feature_bytes)} but {b.features_dir} has "
-                          f"{_gb(b.free_disk_bytes)} free")
-        b.fixes.append("fewer conversations (--set drafter.training.data.num_conversations=N), shorter sequences "
-                       "(data.regen_max_new_tokens / data.max_prompt_tokens), online training "
-                       "(--set drafter.training.data.offline_features=false), or another folder (--out)")
+    if b.captured_layers:
+        _disk_judge(b.problems, b.fixes, b.feature_bytes, b.free_disk_bytes, b.features_dir)
     if b.free_memory_bytes is not None and b.batch_memory_bytes > MEM_MARGIN * b.free_memory_bytes:
         b.problems.append(f"the regeneration batch needs {_gb(b.batch_memory_bytes)} (KV cache "
                           f"{_gb(b.batch_kv_bytes)} for {b.batch_size} rows x "
@@ -291,7 +337,7 @@ def _judge(b: Budget, d) -> None:
         b.fixes.append(f"a smaller batch (--set drafter.training.data.regen_batch_size={fit})" if fit else
                        "a smaller batch is not enough")
         b.fixes.append("shorter replies (--set drafter.training.data.regen_max_new_tokens=N), or a server "
-                       "('data regenerate --server-url URL', online training: data.offline_features=false)")
+                       "('data regenerate --server-url URL'; the features step runs after it)")
 
 
 def _rows_that_fit(b: Budget) -> int:

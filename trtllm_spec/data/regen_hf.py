@@ -4,9 +4,9 @@ from its KV cache, ``DynamicCache.batch_select_indices``) once a quarter of it h
 does. Greedy / temperature sampling is the same sampler as ours (``runtime/sampling``), so greedy replies agree
 with the reference decoder wherever the two forwards agree.
 
-With ``capture`` the target's hidden states over prompt + reply come from one teacher-forced forward with
-``output_hidden_states`` after the replies are written: ``aux`` = the captured layers' outputs (hidden_states[i + 1]
-for layer i), ``hidden`` = the final-norm output (hidden_states[-1]); the layout ``data/regenerate`` stores.
+``teacher_forced``: the target's hidden states over whole sequences from one forward with ``output_hidden_states``:
+``aux`` = the captured layers' outputs (hidden_states[i + 1] for layer i), ``hidden`` = the final-norm output
+(hidden_states[-1]); the features step (``data/features``) stores them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from trtllm_spec.errors import DependencyMissing, UserError
 
 
 class HFEngine:
-    def __init__(self, target_dir: Path, *, dtype: str = "bf16", device: str = "cpu"):
+    def __init__(self, target_dir: Path, *, dtype: str = "bf16", device: str = "cpu", device_map: str | None = None):
+        """``device_map="auto"``: accelerate spreads the target over the visible GPUs (one larger than a GPU); the
+        inputs go to the device of its first layers. Refused off CUDA (there is nothing to spread over)."""
         try:
             import torch
         except ImportError:
@@ -31,12 +33,19 @@ class HFEngine:
         tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}.get(dtype)
         if tdtype is None:
             raise UserError(f"dtype {dtype!r}: the hf backend runs bf16, fp16 or fp32")
-        self.model, self.eos, text_cfg = load_causal_lm(Path(target_dir), tdtype, self.device)
+        if device_map is not None:
+            if device_map != "auto":
+                raise UserError(f"--device-map {device_map!r}: the only choice is auto (accelerate's placement)")
+            if self.device != "cuda":
+                raise UserError(f"--device-map auto spreads the target over GPUs, but this run is on {self.device}; "
+                                "drop --device-map (the whole target runs on the CPU) or run where CUDA is visible")
+        self.model, self.eos, text_cfg = load_causal_lm(Path(target_dir), tdtype, self.device, device_map=device_map)
+        if device_map is not None:
+            self.device = str(self.model.get_input_embeddings().weight.device)
         self.num_layers = text_cfg.num_hidden_layers
 
     def generate_batch(self, prompts: list[list[int]], max_new_tokens: int, eos_ids: tuple[int, ...], params=None,
-                       generator=None, capture: tuple[int, ...] = (), features: list[dict] | None = None,
-                       drop_finished: bool = True) -> list[list[int]]:
+                       generator=None, drop_finished: bool = True) -> list[list[int]]:
         torch = self.torch
         from transformers import DynamicCache
 
@@ -78,8 +87,6 @@ class HFEngine:
                 pos = mask.sum(-1, keepdim=True) - 1
                 logits = self.model(input_ids=step, attention_mask=mask, position_ids=pos, past_key_values=cache,
                                     use_cache=True).logits[:, -1].float()
-        if capture and features is not None:
-            features.extend(self.teacher_forced([p + o for p, o in zip(prompts, outs, strict=True)], capture))
         return outs
 
     def teacher_forced(self, seqs: list[list[int]], capture: tuple[int, ...]) -> list[dict]:

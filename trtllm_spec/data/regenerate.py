@@ -54,15 +54,17 @@ def rewrite_clean(path: Path, done: dict[str, dict]) -> None:
 
 def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int, batch_size: int,
                temperature: float = 0.0, seed: int = 0, dtype: str = "auto", chat_template: Path | None = None,
-               progress: Callable[[int, int, int], None] | None = None, capture: tuple[int, ...] = (),
-               engine=None, device: str = "auto") -> RegenReport:
+               progress: Callable[[int, int, int], None] | None = None, engine=None,
+               device: str = "auto", features=None) -> RegenReport:
     """Answer every user turn of ``items`` (SuiteItem-like: ``id``, ``messages``, ``source``) with the target.
 
-    With ``capture`` (target layer ids), single-turn records also keep the exact token ids (prompt + reply), an
-    assistant mask and the target's hidden states over them (``features/*.safetensors``, bf16): drafter training
-    then needs no second pass of the target over the data (ModelOpt's offline mode). ``max_new_tokens=0`` only
-    reads the prompts (their features, an empty reply): ``benchmarks/prefill_data.py``. ``engine``: another
-    decoder with ``eos`` and ``generate_batch(prompts, max_new_tokens, params, gen, capture, features)`` (the
+    Single-turn records also keep the exact token ids (prompt + reply) and an assistant mask: the features step
+    (``data/features``, offline EAGLE-3 training) reads the target over exactly those tokens. ``features`` (a
+    ``data.features.FeatureWriter``): our decoder keeps the target's states at the captured layers while it decodes
+    single-turn batches (computed anyway, so nearly free; a separate prefill pass costs ~0.6-0.75x the
+    regeneration on a 2-core CPU, ``benchmarks/features_step.md``) and writes them after the batch's JSONL lines;
+    what it does not cover (multi-turn, another engine) the features step captures. ``engine``: another
+    decoder with ``eos`` and ``generate_batch(prompts, max_new_tokens, params, gen)`` (the
     transformers backend, ``data/regen_hf.HFEngine``); default our Llama-family decoder. ``device`` / ``dtype``:
     ``runtime.device.choose``'s rule (auto: CUDA when visible; bf16 where the device runs it fast)."""
     import torch
@@ -93,61 +95,38 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
     # group by prompt length (in tokens) so a batch pads little
     lengths = {it.id: len(prompt_ids(tok, [{"role": "user", "content": _users(it)[0]}])) for it in todo}
     todo.sort(key=lambda it: lengths[it.id])
-    feature_dir = out.parent / "features"
     with open(out, "a", encoding="utf-8") as f:
         for b in range(0, len(todo), batch_size):
             batch = todo[b:b + batch_size]
             convs = [[] for _ in batch]
             extra: list[dict] = [{} for _ in batch]
-            depth = max(sum(1 for m in it.messages if m["role"] == "user") for it in batch)
             feats: list[dict] = []
+            depth = max(sum(1 for m in it.messages if m["role"] == "user") for it in batch)
             for turn in range(depth):
                 active = [i for i, it in enumerate(batch) if turn < len(_users(it))]
                 for i in active:
                     convs[i].append({"role": "user", "content": _users(batch[i])[turn]})
                 prompts = [prompt_ids(tok, convs[i]) for i in active]
-                single = bool(capture) and depth == 1
+                single = depth == 1
+                keep = features is not None and engine is None and single
                 run = generate_batch if engine is None else (lambda _m, *a, **k: engine.generate_batch(*a, **k))
                 replies = run(model, prompts, max_new_tokens, eos, params, gen,
-                              capture=capture if single else (), features=feats if single else None)
+                              **({"capture": features.spec.layers, "features": feats} if keep else {}))
                 for i, p, r in zip(active, prompts, replies, strict=True):
                     tokens += len(r)
                     text = tok.decode([t for t in r if t not in eos], skip_special_tokens=True)
                     convs[i].append({"role": "assistant", "content": text})
                     if single:
                         extra[i] = {"tokens": p + r, "assistant": [0] * len(p) + [1] * len(r)}
-            if feats:
-                name = f"batch-{len(done) + b:06d}.safetensors"
-                _save_features(feature_dir / name, feats)
-                for i, e in enumerate(extra):
-                    e["features"] = {"file": name, "key": str(i), "layers": list(capture)}
             for it, conv, e in zip(batch, convs, extra, strict=True):
                 f.write(json.dumps({"id": it.id, "source": getattr(it, "source", ""), "messages": conv, **e}) + "\n")
             f.flush()
+            if feats:  # after the lines: a kill in between leaves these ids to the features step
+                features.add([it.id for it in batch], [(e["tokens"], e["assistant"]) for e in extra], feats)
             if progress:
                 progress(len(done) + b + len(batch), len(items), tokens)
     return RegenReport(done=len(todo), skipped=len(items) - len(todo), generated_tokens=tokens,
                        seconds=time.perf_counter() - started, placement=placement.as_dict())
-
-
-def _save_features(path: Path, feats: list[dict]) -> None:
-    """One safetensors file per batch, written before the JSONL lines that point at it (atomic rename)."""
-    import torch
-    from safetensors.torch import save_file
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {f"{i}.{k}": v.to("cpu", torch.bfloat16).contiguous() for i, fe in enumerate(feats) for k, v in fe.items()}
-    tmp = path.with_suffix(".partial")
-    save_file(tensors, str(tmp))
-    tmp.replace(path)
-
-
-def load_features(data_dir: Path, ref: dict):
-    """(aux [T, n*H], hidden [T, H]) of one record, as bf16 tensors."""
-    from safetensors import safe_open
-
-    with safe_open(str(data_dir / "features" / ref["file"]), "pt") as f:
-        return f.get_tensor(f"{ref['key']}.aux"), f.get_tensor(f"{ref['key']}.hidden")
 
 
 def _users(item) -> list[str]:

@@ -2,7 +2,11 @@
 engine. ``data.sh`` serves the target with TensorRT-LLM *without* speculation (the bundle's own LLM API options
 minus ``speculative_config``, ``llm_api_options.data.yaml``) and runs ``trtllm-spec data regenerate
 --server-url``; ``data.sbatch`` is the SLURM array variant (task i of N regenerates ``--shard i/N``, each into its
-own JSONL). The replies are text, so training from them is online (``offline_features=false``)."""
+own JSONL). The replies are text; offline EAGLE-3 training captures the target's features over them afterwards
+(``data features``), or reads the dump of ``features_savestate.sh``: TensorRT-LLM's ``SaveState`` decoding
+(``llm_api_options.savestate.yaml``, ``decoding_type: SaveState``) writes the hidden states of every conversation
+as ``.pt`` files that ``data/savestate.py`` reads (``--set drafter.training.data.features_path=DIR``). That script
+is DEFERRED: it needs TensorRT-LLM on a GPU node and was never run where this package is tested."""
 
 from __future__ import annotations
 
@@ -11,12 +15,13 @@ import shlex
 from trtllm_spec.deploy.scripts import _header, _positive, _relative, _sbatch_header
 
 DATA_OPTIONS_FILE = "llm_api_options.data.yaml"
+SAVESTATE_OPTIONS_FILE = "llm_api_options.savestate.yaml"
+SAVESTATE_SCRIPT = "features_savestate.sh"
 RECIPE_FILE = "recipe.resolved.yaml"
 _RUN = ('trtllm-serve {model} --extra_llm_api_options {opts} --host 127.0.0.1 --port "$PORT" &\n'
         'SERVER=$!\ntrap \'kill "$SERVER" 2>/dev/null || true\' EXIT\n'
         'for _ in $(seq 1 900); do curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && break; sleep 2; done\n'
-        'trtllm-spec data regenerate {recipe} --server-url "http://127.0.0.1:$PORT" \\\n'
-        '    --set drafter.training.data.offline_features=false {shard}"$@"\n')
+        'trtllm-spec data regenerate {recipe} --server-url "http://127.0.0.1:$PORT" {shard}"$@"\n')
 
 
 def data_options(options: dict) -> dict:
@@ -45,12 +50,69 @@ def data_sbatch(*, job_name: str, shards: int, gpus_per_node: int, model: str, i
                     shard='--shard "$SLURM_ARRAY_TASK_ID/$N" ').replace('"$@"', "").replace("'", "'\\''") + "'\n"
 
 
+def savestate_options(options: dict, layers: list[int], output_directory: str = "features_savestate") -> dict:
+    """The bundle's options with TensorRT-LLM's hidden-state dump instead of speculation (``SaveState``: each
+    request runs its context, one token, and its captured layers + final post-norm state are saved)."""
+    return {**data_options(options), "speculative_config": {
+        "decoding_type": "SaveState", "output_directory": output_directory, "write_interval": 20,
+        "file_prefix": "dp_0", "eagle3_layers_to_capture": sorted(int(i) for i in layers)}}
+
+
+_SAVESTATE_PY = r"""import json, os, sys
+from pathlib import Path
+
+import yaml
+from tensorrt_llm import LLM, SamplingParams
+from tensorrt_llm.llmapi.llm_args import SaveHiddenStatesDecodingConfig
+
+from trtllm_spec.core.recipe import load_recipe
+from trtllm_spec.data.chat import load_tokenizer
+from trtllm_spec.data.features import sequences
+from trtllm_spec.data.regenerate import read_done
+
+conv, out, model = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+opts = yaml.safe_load(open("{options}"))
+spec = {{k: v for k, v in opts.pop("speculative_config").items() if k != "decoding_type"}}
+spec.update(output_directory=out, file_prefix="dp_" + os.environ.get("RANK", "0"))
+recipe = load_recipe("{recipe}")
+tok = load_tokenizer(model, recipe.resolve_path(recipe.target.chat_template))
+seqs = sequences(list(read_done(conv).values()), tok)  # the exact tokens training will read
+llm = LLM(model=model, speculative_config=SaveHiddenStatesDecodingConfig(**spec), **opts)
+llm.generate([{{"prompt_token_ids": ids}} for ids, _ in seqs.values()], SamplingParams(max_tokens=1, temperature=0))
+print(json.dumps({{"conversations": len(seqs), "output_directory": out}}))
+"""
+
+
+def savestate_sh(*, model: str) -> str:
+    """DEFERRED (needs TensorRT-LLM on a GPU): dump the target's features with SaveState over the conversations."""
+    model = _relative(model, "model")
+    return _header("DEFERRED: needs TensorRT-LLM on a GPU node (never run where trtllm-spec is tested). Dumps the "
+                   "target's hidden states over the regenerated conversations with TensorRT-LLM's SaveState decoding; "
+                   "then train with --set drafter.training.data.features_path=<OUT>.") + \
+        'cd "$(dirname "$0")"\nCONV="${1:-conversations.jsonl}"\nOUT="${2:-features_savestate}"\n' + \
+        f'python3 - "$CONV" "$OUT" {shlex.quote(model)} <<\'PY\'\n' + \
+        _SAVESTATE_PY.format(options=SAVESTATE_OPTIONS_FILE, recipe=RECIPE_FILE) + "PY\n"
+
+
 def write_data_scripts(ctx, model: str, write_text_atomic, render_yaml) -> list[str]:
-    """Write the three data files into the bundle; returns their names (called by the bundle's engine stage)."""
+    """Write the data files into the bundle; returns their names (called by the bundle's engine stage). An EAGLE-3
+    drafter also gets the SaveState options and launch script (its captured layers)."""
     b, r = ctx.bundle, ctx.recipe
     write_text_atomic(b / DATA_OPTIONS_FILE, render_yaml(data_options(ctx.options), profile=r.trtllm_profile))
     write_text_atomic(b / "data.sh", data_sh(model=model))
     write_text_atomic(b / "data.sbatch", data_sbatch(job_name=f"{r.name}-data", shards=8,
                                                      gpus_per_node=r.hardware.tp * r.hardware.pp, model=model))
     (b / "data.sh").chmod(0o755)
-    return [DATA_OPTIONS_FILE, "data.sh", "data.sbatch"]
+    files = [DATA_OPTIONS_FILE, "data.sh", "data.sbatch"]
+    if r.drafter.type == "eagle3" and ctx.target is not None:
+        from trtllm_spec.drafters.eagle3 import default_capture_layers
+
+        cfg = ctx.target.config
+        n = cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get("num_hidden_layers")
+        layers = r.drafter.layers_to_capture or default_capture_layers(n)
+        write_text_atomic(b / SAVESTATE_OPTIONS_FILE, "# DEFERRED: TensorRT-LLM SaveState (features_savestate.sh)\n"
+                          + render_yaml(savestate_options(ctx.options, layers), profile=r.trtllm_profile))
+        write_text_atomic(b / SAVESTATE_SCRIPT, savestate_sh(model=model))
+        (b / SAVESTATE_SCRIPT).chmod(0o755)
+        files += [SAVESTATE_OPTIONS_FILE, SAVESTATE_SCRIPT]
+    return files

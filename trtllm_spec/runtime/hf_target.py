@@ -40,9 +40,10 @@ class HFTargetConfig:
     eos_token_ids: tuple[int, ...]
 
 
-def load_causal_lm(folder: Path, torch_dtype, device: str):
+def load_causal_lm(folder: Path, torch_dtype, device: str, device_map: str | None = None):
     """(model in eval mode on ``device``, its eos ids, its text config) for any family transformers loads; a
-    config transformers cannot read is a UserError naming the folder."""
+    config transformers cannot read is a UserError naming the folder. ``device_map="auto"``: accelerate spreads
+    the model over the visible GPUs instead (``device`` is then not used for placement)."""
     try:
         from transformers import AutoConfig, AutoModelForCausalLM
     except ImportError:
@@ -53,7 +54,9 @@ def load_causal_lm(folder: Path, torch_dtype, device: str):
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"{folder}: transformers cannot read this config.json ({str(exc).splitlines()[0]}); "
                         "the hf engine runs the architectures transformers knows") from None
-    model, info = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, output_loading_info=True)
+    placement = {"device_map": device_map} if device_map is not None else {}
+    model, info = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, output_loading_info=True,
+                                                       **placement)
     # transformers initialises missing tensors at random and only warns: a measurement of noise. Unexpected
     # tensors are fine (DeepSeek-V3 checkpoints carry their MTP layer, which the causal LM does not run).
     for kind in ("missing_keys", "mismatched_keys"):
@@ -62,7 +65,7 @@ def load_causal_lm(folder: Path, torch_dtype, device: str):
             raise UserError(f"{folder}: {len(bad)} tensor(s) {kind.split('_')[0]} for the {cfg.model_type!r} model "
                             f"config.json describes, e.g. {bad[0]!r}; the weights do not match config.json "
                             "(re-export the checkpoint)")
-    model = model.to(device).eval()
+    model = (model if device_map is not None else model.to(device)).eval()
     eos = cfg.eos_token_id
     gen_cfg = getattr(model, "generation_config", None)
     if gen_cfg is not None and gen_cfg.eos_token_id is not None:

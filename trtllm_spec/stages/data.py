@@ -54,3 +54,36 @@ def estimate_data(recipe: Recipe, out: Path | None):
     where = choose(tc.device, tc.precision)  # the device and precision the run would use
     return estimate_recipe(recipe, default_train_dir(recipe, out) / CONVERSATIONS.parent, device=where.device,
                            dtype=where.dtype)
+
+
+def features_data(recipe: Recipe, conversations: Path | None, out: Path | None, log: Callable[[str], None], *,
+                  shard: tuple[int, int] | None = None, features_dtype: str | None = None,
+                  batch_size: int | None = None, device_map: str | None = None):
+    """The target's hidden states over the regenerated conversations (``data.features.run_features``, the same step
+    offline training runs in ``train`` / ``build``) into ``out`` (default: ``features/`` next to the conversations).
+    Returns (report, the folder)."""
+    from trtllm_spec.data.backends import data_target
+    from trtllm_spec.data.features import capture_layers, run_features
+    from trtllm_spec.data.regenerate import read_done
+    from trtllm_spec.runtime.device import choose
+    from trtllm_spec.train.run import require_checkpoint
+
+    if getattr(recipe.drafter, "training", None) is None:
+        raise UserError(f"drafter.type {recipe.drafter.type} is not trained, so it needs no features; use a recipe "
+                        "with an eagle3 drafter")
+    target_dir = require_checkpoint(data_target(recipe.target.model, recipe.base_dir), "feature capture")
+    capture_layers(recipe, target_dir)  # a recipe without features, or a bad layer, before anything is read
+    d = recipe.drafter.training.data
+    path = conversations or (recipe.resolve_path(d.path) if d.path else default_train_dir(recipe) / CONVERSATIONS)
+    if not path.is_file():
+        raise UserError(f"conversations file {path} does not exist; write it first with 'trtllm-spec data "
+                        "regenerate RECIPE' (or give --conversations FILE)")
+    convs = list(read_done(path).values())
+    if not convs:
+        raise UserError(f"{path} holds no conversations ({{id, messages}} JSON lines); regenerate them first")
+    tc = recipe.drafter.training
+    where = choose(tc.device, tc.precision)
+    folder = out or path.parent / "features"
+    rep = run_features(recipe, convs, target_dir, folder, log, placement=where, features_dtype=features_dtype,
+                       batch_size=batch_size, shard=shard, device_map=device_map)
+    return rep, folder

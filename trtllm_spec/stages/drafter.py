@@ -148,7 +148,9 @@ def check_drafter(drafter_dir: Path, target: str, heldout: Path | None, device: 
 
     if not drafter_dir.is_dir():
         raise UserError(f"{drafter_dir} is not a folder; give the exported drafter folder")
-    t = resolve_target(target)
+    from trtllm_spec.data.backends import data_target
+
+    t = data_target(target)  # a checkpoint the planner cannot price is still checked
     target_dir = t.path if t.path is not None and t.path.is_dir() and any(t.path.glob("*.safetensors")) else None
     where = None
     if target_dir is not None:  # the parity check runs the target

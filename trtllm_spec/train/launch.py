@@ -104,7 +104,7 @@ def dry_run(recipe, recipe_file: str) -> list[str]:
     lines = [f"launch: {launch}",
              f"  nodes {dc.nnodes} x processes per node {dc.nproc_per_node} = world {e['world_size']}; strategy "
              f"{dc.strategy}; device {tc.device}, precision {tc.precision}; backend {backend}",
-             f"  data: {'offline features (target hidden states from regeneration)' if e['offline'] else 'online'}"
+             f"  data: {'offline features (target hidden states from the features step)' if e['offline'] else 'online'}"
              f" over {tc.data.num_conversations} conversations; {tc.max_steps} steps of {tc.batch_size} x "
              f"{tc.grad_accum} x {tc.seq_len} tokens per rank",
              f"memory per rank (estimate, {shape.name}, drafter {e['drafter_params'] / 1e6:.1f} M parameters):",

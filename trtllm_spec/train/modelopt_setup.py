@@ -77,7 +77,7 @@ def dflash_mode_config(target_cfg: dict, drafter: DFlashDrafter, mask_token_id: 
 def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = None,
             mask_token_id: int | None = None, offline: bool = False):
     """Convert ``model`` in place (base frozen) and return it. ``offline``: the target's hidden states come with
-    the data (captured during regeneration), so ModelOpt drops the target's decoder layers."""
+    the data (the features step, ``data/features``), so ModelOpt drops the target's decoder layers."""
     import modelopt.torch.speculative as mtsp
 
     from trtllm_spec.drafters.registry import get
