@@ -74,7 +74,7 @@ def ddp_run(tiny_target, convs, tmp_path_factory):
     return out, r
 
 
-def test_torchrun_trains_and_exports_once(ddp_run):
+def test_torchrun_trains_and_exports_once(ddp_run, convs):
     out, r = ddp_run
     cfg = json.loads((out / "drafter" / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and (out / "drafter" / "model.safetensors").is_file()
@@ -85,7 +85,8 @@ def test_torchrun_trains_and_exports_once(ddp_run):
     assert r.stderr.count("ddp: 2 ranks (cpu:gloo)") == 1  # only rank 0 speaks
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["latest", "step-0000002", "step-0000003"]
     if summary["offline_features"]:  # each rank captured its own half of the features, every rank read them all
-        halves = [json.loads((out / "data/features" / f"index-{r}-of-2.json").read_text()) for r in (0, 1)]
+        # data.path is given: features/ sits next to those conversations (train.run.features_folder)
+        halves = [json.loads((convs.parent / "features" / f"index-{r}-of-2.json").read_text()) for r in (0, 1)]
         assert len(halves[0]["conversations"]) + len(halves[1]["conversations"]) == summary["conversations"]
 
 
