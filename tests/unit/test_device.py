@@ -164,17 +164,17 @@ def _cli_wait_policy(env_value):
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if env_value is not None:
-        env["OMP_WAIT_POLICY"] = env_value
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(env_value or {})
     code = ("import os, sys; from trtllm_spec.cli import main\n"
             "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
-            "print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
+            "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    return out.stdout.split()[-2:]
+    return out.stdout.split()[-3:]
 
 
-def test_cli_makes_idle_openmp_threads_sleep_unless_the_user_chose():
-    # set before torch loads (libgomp reads it once); a policy the user set is kept
-    assert _cli_wait_policy(None) == ["PASSIVE", "False"]
-    assert _cli_wait_policy("ACTIVE") == ["ACTIVE", "False"]
+def test_cli_makes_idle_openmp_threads_spin_briefly_unless_the_user_chose():
+    # set before torch loads (libgomp reads it once); a policy or spin count the user set is kept
+    assert _cli_wait_policy(None) == ["None", "10000", "False"]
+    assert _cli_wait_policy({"OMP_WAIT_POLICY": "ACTIVE"}) == ["ACTIVE", "None", "False"]
+    assert _cli_wait_policy({"GOMP_SPINCOUNT": "300000"}) == ["None", "300000", "False"]

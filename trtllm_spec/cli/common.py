@@ -19,7 +19,7 @@ class Group(click.Group):
         from trtllm_spec.core.provenance import set_command
 
         set_command([str(x) for x in (sys.argv[1:] if args is None else args)])
-        passive_omp_threads()
+        short_omp_spin()
         return super().main(args, *a, **kw)
 
     def invoke(self, ctx: click.Context):
@@ -34,16 +34,20 @@ class Group(click.Group):
             ctx.exit(130)
 
 
-def passive_omp_threads() -> None:
-    """Idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose a policy.
+def short_omp_spin() -> None:
+    """Idle OpenMP threads spin briefly, then sleep (``GOMP_SPINCOUNT=10000``), unless the user set
+    ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` themselves.
 
-    torch's CPU kernels and MKL run on GNU OpenMP, whose threads spin at every barrier by default. When other
-    processes share the cores, a spinning thread burns the time slice its partner needs, and every kernel waits:
-    on the 2-core machine at load ~9 a decode step of SmolLM2-135M took 1.4-1.9 s with 2 spinning threads, 0.13-0.2 s
-    with 1 thread and 0.09-0.15 s with 2 passive threads (``benchmarks/regen_engines.md``). Read once, when libgomp
-    loads, so it must be set before torch is first imported (child processes such as torchrun inherit it)."""
-    if "torch" not in sys.modules:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    torch's CPU kernels run on GNU OpenMP, whose idle threads spin for a long while at every barrier by default. When
+    other processes share the cores, a spinning thread burns the time slice its partner needs, and every kernel
+    waits. Measured on the 2-core AVX2 machine, SmolLM2-135M fp32 decode step at batch 1, 2 threads
+    (``benchmarks/omp_wait.py``, ``benchmarks/build.md``): quiet: ACTIVE 66 ms, PASSIVE 77 ms, spin 10000 62 ms; with
+    two busy processes beside it: ACTIVE 228 ms, PASSIVE ~120 ms, spin 10000 ~133 ms. PASSIVE (sleep at once) costs
+    ~17% on a quiet machine; a short spin keeps the quiet speed and most of PASSIVE's gain under load. Read once,
+    when libgomp loads, so it must be set before torch is first imported (child processes such as torchrun inherit
+    it)."""
+    if "torch" not in sys.modules and "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
