@@ -178,6 +178,7 @@ def test_bad_served_inputs_fail_cleanly(cli, server, smollm2, tiny_target, not_o
         (["--target", smollm2[0]], "needs --server-url"),
         (["--server-url", server, "--target", smollm2[0], "--drafter", "ngram"], "--drafter: not read by --engine"),
         (["--server-url", server], "needs --target"),
+        (["--server-url", server, "--target", smollm2[0], "--request-timeout", "0"], "--request-timeout 0"),
     ]
     long = tmp_path / "long.jsonl"  # beyond the server's context (SERVER_CTX), within the target's: it fails for real
     long.write_text(json.dumps({"id": "long", "prompt": "word " * (SERVER_CTX + 300)}) + "\n")
