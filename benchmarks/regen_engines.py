@@ -6,7 +6,8 @@ point a build uses (`data.regenerate.regenerate` / `data.regen_openai.regenerate
 
     .venv/bin/python benchmarks/regen_engines.py --prompts 16 --max-new-tokens 64
 
-Each in-process engine runs in a child process, so its OpenMP wait policy is set before torch loads. The short
+Each in-process engine runs in a child process, so its OpenMP wait policy is set before torch loads (the CLI's
+short spin, ``GOMP_SPINCOUNT=10000``, unless a row says otherwise). The short
 rows (bf16 is ~70x slower than fp32 on an AVX2-only CPU; spinning threads are ~10x slower on a shared CPU) use
 --short-prompts x --short-tokens, with an fp32 row of that size to compare against. Needs
 `trtllm-spec assets fetch smollm2-135m prompts` and, for the server rows, `pip install 'trtllm-spec[serve]'`.
@@ -62,18 +63,23 @@ def child(args) -> None:
     items = items_for(args.n, args.max_prompt_tokens)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "conversations.jsonl"
+        writer = None
+        if args.capture:  # what a build does: the states of the captured layers written as feature shards
+            from trtllm_spec.data.features import FeatureWriter, spec_for
+
+            writer = FeatureWriter(Path(tmp) / "features", spec_for(model_dir("smollm2-135m"), "smollm2-135m",
+                                                                      CAPTURE, "bf16"))
         rep = regenerate(items, model_dir("smollm2-135m"), out, max_new_tokens=args.tokens, batch_size=args.batch,
-                         dtype=args.dtype, device="cpu", engine=engine,
-                         capture=CAPTURE if args.capture else ())
+                         dtype=args.dtype, device="cpu", engine=engine, features=writer)
         print(json.dumps({"tokens": rep.generated_tokens, "seconds": rep.seconds, "replies": replies(out),
                           "threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}))
 
 
-def run_child(engine: str, dtype: str, n: int, tokens: int, batch: int, capture: bool, passive: bool,
+def run_child(engine: str, dtype: str, n: int, tokens: int, batch: int, capture: bool, cli_spin: bool,
               max_prompt_tokens: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if passive:
-        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    if cli_spin:  # what the CLI sets (cli/common.short_omp_spin): idle threads spin briefly, then sleep
+        env["GOMP_SPINCOUNT"] = "10000"
     cmd = [sys.executable, __file__, "--child", engine, "--dtype", dtype, "--n", str(n), "--tokens", str(tokens),
            "--batch", str(batch), "--max-prompt-tokens", str(max_prompt_tokens)] + (["--capture"] if capture else [])
     t0 = time.perf_counter()

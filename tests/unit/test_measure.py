@@ -79,6 +79,16 @@ def test_conditional_marginal_and_chain_al():
     assert s["time_shares"]["verify"] == pytest.approx(0.6)
 
 
+def test_speedup_compares_only_the_prompts_timed_both_ways():
+    timed, untimed = run([2, 0, 1, 3]), run([0, 0, 0, 0, 0, 0])  # 11 and 7 tokens; the second's reference is batched
+    untimed.target_s = None
+    s = P.section([timed, untimed], 3, "chain", greedy=True)
+    assert s["timed_prompts"] == 1 and s["time_s"]["target"] == pytest.approx(1.0)
+    assert s["speedup"] == pytest.approx(2.0)  # 1.0 s alone vs 0.5 s speculative on the timed prompt
+    assert s["tokens_per_s_spec"] == pytest.approx(18 / 1.0)  # every prompt's speculative run counts here
+    validate_profile(_profile(runs=[timed, untimed]))
+
+
 def test_short_proposals_count_as_rejections_and_given_proposed_excludes_them():
     # n-gram: iteration 2 proposed nothing, iteration 3 only one draft
     s = P.section([run([1, 0, 1, 2], proposed=[3, 0, 1, 3])], 3, "chain", greedy=True)
@@ -172,6 +182,46 @@ def test_measure_fp32_identical_and_bf16_agreement(target, tiny_suite):
     bf16 = measure(target, "ngram", 2, categories=["math"], num_prompts=1, max_new_tokens=8, dtype="bf16")
     validate_profile(bf16)
     assert 0.0 <= bf16["overall"]["token_agreement"] <= 1.0 and bf16["settings"]["dtype"] == "bf16"
+
+
+def _three_coding_prompts(monkeypatch):
+    import trtllm_spec.data.suite as suite
+
+    texts = ["w1 w2 w3 w4 w1 w2 w3", "w5 w6 w7 w5 w6", "w9 w8 w7 w9 w8 w7 w9 w8 w2"]
+    items = [suite.SuiteItem(f"coding/mt_bench/{i}", "coding", [{"role": "user", "content": t}], "mt_bench",
+                             "CC-BY-4.0", str(i)) for i, t in enumerate(texts)]
+    monkeypatch.setattr(suite, "build_suite", lambda *a, **k: items)
+
+
+def test_reference_batches_group_similar_lengths_within_a_token_budget():
+    from trtllm_spec.measure.run import length_buckets
+
+    lengths = [900, 40, 50, 3000, 45, 400, 410, 60]
+    groups = length_buckets(lengths, 3, 1000)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    assert groups == [[1, 4, 2], [7, 5], [6], [0], [3]]  # shortest first; 3 rows at most; rows x longest <= 1000
+    assert all(len(g) == 1 or len(g) * max(lengths[i] for i in g) <= 1000 for g in groups)
+
+
+def test_batched_references_are_checked_and_one_prompt_per_category_is_timed(target, monkeypatch):
+    """Greedy on our decoder: the references come from one batched pass, a row that differs from the speculative
+    output is decoded again alone (so a wrong batched row never reads as a lossy decoder), and plain decoding is
+    timed alone on the first prompt of each category."""
+    import trtllm_spec.measure.run as mr
+
+    _three_coding_prompts(monkeypatch)
+    prof = mr.measure(target, "ngram", 3, categories=["coding"], num_prompts=3, max_new_tokens=12)
+    validate_profile(prof)
+    ref = prof["settings"]["reference"]
+    assert ref == {"outputs": "batched", "timed_prompts": 1, "rechecked_at_batch_1": 0}
+    assert prof["overall"]["identical_outputs"] == 3 and prof["overall"]["timed_prompts"] == 1
+    assert [p["target_s"] is None for p in prof["prompts"]] == [False, True, True]
+    real = mr.batched_references
+    monkeypatch.setattr(mr, "batched_references", lambda *a: [[r[0] + 1] + r[1:] for r in real(*a)])  # corrupt each row
+    again = mr.measure(target, "ngram", 3, categories=["coding"], num_prompts=3, max_new_tokens=12)
+    assert again["settings"]["reference"]["rechecked_at_batch_1"] == 2 and again["overall"]["identical_outputs"] == 3
+    sampled = mr.measure(target, "ngram", 3, categories=["coding"], num_prompts=3, max_new_tokens=8, temperature=1.0)
+    assert sampled["settings"]["reference"] == {"outputs": "per_prompt", "timed_prompts": 3, "rechecked_at_batch_1": 0}
 
 
 def test_cli_writes_profile_report_plots_provenance(cli, target, tiny_suite, tmp_path):

@@ -1,5 +1,6 @@
 """Offline EAGLE-3 training: the features step keeps the target's hidden states, training skips the target pass."""
 
+import contextlib
 import json
 
 import pytest
@@ -129,3 +130,45 @@ def test_training_reuses_an_earlier_regeneration_through_data_path(tiny_target, 
     ta = load_file(str(own.drafter_dir / "model.safetensors"))
     tb = load_file(str(reused.drafter_dir / "model.safetensors"))
     assert all(torch.equal(ta[k], tb[k]) for k in ta)
+
+
+def test_draft_vocab_logits_equal_modelopts_full_product(tiny_target):
+    """Offline, the target's logits over the draft vocabulary only give ModelOpt's loss and gradients exactly (they
+    are the same lm_head rows); the patch is gone afterwards."""
+    from transformers import AutoModelForCausalLM
+
+    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.train import modelopt_setup as ms
+
+    cfg = json.loads((tiny_target / "config.json").read_text())
+    drafter = recipe_from_dict({"name": "v", "target": {"model": str(tiny_target)},
+                                "drafter": {"type": "eagle3", "draft_vocab_size": 64}}).drafter
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_target), dtype=torch.float32)
+    ms.convert(model, cfg, drafter, draft_vocab_size=64, offline=True)
+    ids = torch.randperm(cfg["vocab_size"], generator=torch.Generator().manual_seed(1))[:64].sort().values
+    ms.load_d2t(model, ids - torch.arange(64))
+    g = torch.Generator().manual_seed(2)
+    b, t, h = 2, 12, cfg["hidden_size"]
+    tokens = torch.randint(0, cfg["vocab_size"], (b, t), generator=g)
+    outputs = {"aux_hidden_states": torch.randn(b, t, 3 * h, generator=g),
+               "base_model_hidden_states": torch.randn(b, t, h, generator=g)}
+    model.train()
+
+    def loss_and_grads(patched: bool):
+        model.zero_grad(set_to_none=True)
+        ctx = ms.target_logits_over_draft_vocab(model) if patched else contextlib.nullcontext()
+        with ctx:
+            out = model(input_ids=tokens, attention_mask=torch.ones_like(tokens), loss_mask=torch.ones_like(tokens),
+                        base_model_outputs=dict(outputs))
+        out.loss.backward()
+        return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    full, g_full = loss_and_grads(False)
+    cols, g_cols = loss_and_grads(True)
+    assert full.logits.shape[-1] == cfg["vocab_size"] and cols.logits.shape[-1] == 64  # it really took the short path
+    assert torch.allclose(full.loss, cols.loss, rtol=1e-6, atol=1e-7)
+    assert full.train_acc == cols.train_acc and g_full.keys() == g_cols.keys() and g_full
+    for n in g_full:
+        assert torch.allclose(g_full[n], g_cols[n], rtol=1e-5, atol=1e-7), n
+    assert "forward" not in vars(model._base_model_lm_head) and "_map_logits_to_draft_vocab" not in vars(model)

@@ -151,3 +151,28 @@ def test_fields_once_accepted_and_ignored_are_refused_or_honoured():
     with pytest.raises(RecipeError, match="keep one"):
         recipe_from_dict({**BASE, "drafter": {"type": "eagle3", "checkpoint": "a",
                                               "convert_from": {"format": "eagle", "path": "b"}}})
+
+
+def test_measure_draft_len_is_what_the_build_measures_at(tmp_path: Path):
+    from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.errors import UserError
+    from trtllm_spec.stages.context import BuildContext
+    from trtllm_spec.stages.measure import measure_draft_len
+
+    def ctx_for(extra):
+        recipe = recipe_from_dict({**BASE, **extra})
+        return BuildContext(recipe=recipe, recipe_file=tmp_path / "r.yaml", bundle=tmp_path, cache=None,
+                            force=False, log=print, target=resolve_target(BASE["target"]["model"]))
+
+    assert measure_draft_len(ctx_for({})) == 8  # the largest D the planner considers
+    assert measure_draft_len(ctx_for({"measure": {"draft_len": 4}})) == 4
+    assert measure_draft_len(ctx_for({"draft_len": 3, "measure": {"draft_len": 5}})) == 5
+    with pytest.raises(RecipeError, match="measure.draft_len = 2 is below draft_len = 3"):
+        recipe_from_dict({**BASE, "draft_len": 3, "measure": {"draft_len": 2}})
+    with pytest.raises(RecipeError, match="drop measure.draft_len"):
+        recipe_from_dict({**BASE, "measure": {"draft_len": 4, "profile": "p.json"}})
+    with pytest.raises(RecipeError, match="measure.draft_len"):
+        recipe_from_dict({**BASE, "measure": {"draft_len": 0}})
+    dspark = {"drafter": {"type": "dspark"}, "measure": {"draft_len": 3}}
+    with pytest.raises(UserError, match="runs at D = .* only"):
+        measure_draft_len(ctx_for(dspark))

@@ -96,3 +96,19 @@ def test_ngram_proposes_oldest_continuation():
     assert d2.propose(2)[0] == [9, 5]
     d.reset([1, 2, 3], 4, [])
     assert d.propose(3)[0] == []
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 16, 32, 64])
+@pytest.mark.parametrize("out_features", [96, 20000])
+def test_linear_equals_f_linear_whichever_kernel_it_picks(rows, out_features):
+    import torch.nn.functional as F
+
+    from trtllm_spec.runtime.llama import linear
+
+    g = torch.Generator().manual_seed(rows)
+    w, x = torch.randn(out_features, 48, generator=g), torch.randn(2, rows, 48, generator=g)[:, : max(1, rows // 2)]
+    got = linear(x, w)
+    assert got.shape == F.linear(x, w).shape and got.is_contiguous()
+    assert torch.allclose(got, F.linear(x, w), rtol=1e-5, atol=1e-5)
+    bias = torch.randn(out_features, generator=g)
+    assert torch.allclose(linear(x, w, bias), F.linear(x, w, bias), rtol=1e-5, atol=1e-5)

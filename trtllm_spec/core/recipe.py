@@ -361,6 +361,9 @@ class MeasureConfig(StrictModel):
         "auto", description="what runs the target in the PyTorch reference decoder: ours (the Llama family, "
         "faster), hf (transformers, any architecture), auto (ours where it runs the target, else hf)")
     seed: int = 0
+    draft_len: int | None = Field(None, ge=1, le=MAX_DRAFT_LEN_LIMIT, description="the D the reference decoder "
+                                  "drafts at (one chain run gives AL(d) for every d <= D; the planner holds AL flat "
+                                  "beyond it); None = the recipe's draft_len, else the largest D the planner considers")
     profile: str | None = Field(None, description="a measured speculation_profile.json: skip measuring")
 
 
@@ -399,6 +402,13 @@ class Recipe(StrictModel):
         if isinstance(self.draft_len, int) and self.draft_len > self.planner.max_draft_len:
             raise ValueError(f"draft_len = {self.draft_len} exceeds planner.max_draft_len = "
                              f"{self.planner.max_draft_len}; raise planner.max_draft_len")
+        m = self.measure.draft_len
+        if m is not None and self.measure.profile:
+            raise ValueError("measure.draft_len and measure.profile: a supplied profile is not measured again; "
+                             "drop measure.draft_len")
+        if m is not None and isinstance(self.draft_len, int) and m < self.draft_len:
+            raise ValueError(f"measure.draft_len = {m} is below draft_len = {self.draft_len}: the bundle's D would "
+                             "not be measured; raise measure.draft_len or drop it")
         d.check(self)
         need, version = d.min_trtllm, self.engine.trtllm_version
         if version != "auto" and TRTLLM_PROFILES.index(version) < TRTLLM_PROFILES.index(need):

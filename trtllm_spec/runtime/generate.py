@@ -50,7 +50,9 @@ def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: 
         tokens[i, width - len(p):] = torch.tensor(p)
     cache = model.new_cache(b, width + max_new_tokens + 2)
     start = torch.zeros(b, dtype=torch.long, device=model.device)
-    logits, aux, normed = model.forward(tokens, start, cache, logits="last", pad_left=pad, capture=capture)
+    unpadded = not bool(pad.any())  # no row padded (one prompt, or equal lengths): the causal prefill kernel, no mask
+    logits, aux, normed = model.forward(tokens, start, cache, logits="last", pad_left=None if unpadded else pad,
+                                        capture=capture)
     keep = features is not None and bool(capture)
     rows: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in range(b)]
     if keep:
@@ -78,7 +80,7 @@ def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: 
         # feed the new tokens; with ``keep`` this also yields the features of the tokens just generated
         step = torch.tensor([[outs[i][-1] if outs[i] else 0] for i in live], device=model.device)
         logits, aux, normed = model.forward(step, torch.full((len(live),), pos, device=model.device), cache,
-                                            logits="last", pad_left=pad, capture=capture)
+                                            logits="last", pad_left=None if unpadded else pad, capture=capture)
         pos += 1
         if keep:
             cat = torch.cat(aux, dim=-1)

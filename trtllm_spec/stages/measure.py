@@ -137,11 +137,17 @@ def recipe_settings(ctx: BuildContext) -> dict:
 
 
 def measure_draft_len(ctx: BuildContext) -> int:
-    """The recipe's D, else the one D the mechanism runs at, else the largest the planner considers, capped by what
-    the drafter can propose."""
+    """``measure.draft_len``, else the recipe's D, else the one D the mechanism runs at, else the largest the planner
+    considers, capped by what the drafter can propose."""
+    only = ctx.mechanism.only_draft_len(ctx.recipe.drafter)
+    chosen = ctx.recipe.measure.draft_len
+    if chosen is not None:
+        if only and chosen != only:
+            raise UserError(f"measure.draft_len = {chosen}: a {ctx.recipe.drafter.type} drafter runs at D = {only} "
+                            "only (its block size); drop measure.draft_len")
+        return chosen
     if isinstance(ctx.recipe.draft_len, int):
         return ctx.recipe.draft_len
-    only = ctx.mechanism.only_draft_len(ctx.recipe.drafter)
     if only:
         return only
     own = ctx.mechanism.max_draft_len(ctx.target.shape, ctx.recipe.drafter)

@@ -29,6 +29,7 @@ from trtllm_spec.core.files import write_json_atomic, write_text_atomic
 from trtllm_spec.core.recipe import TrainingConfig
 from trtllm_spec.errors import UserError
 from trtllm_spec.train import distributed as dd
+from trtllm_spec.train.modelopt_setup import target_logits_over_draft_vocab
 from trtllm_spec.train.samples import Chunk, Schedule, stack_outputs, with_feature_noise
 
 
@@ -95,7 +96,8 @@ class Trainer:
         if hasattr(self.model, "_cached_attn_blk_masks"):
             self.model._cached_attn_blk_masks = {}  # ModelOpt caches TTT masks by step only, not by length
         extra = {"base_model_outputs": base_outputs} if base_outputs is not None else {}
-        with torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.autocast):
+        with torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.autocast), \
+                target_logits_over_draft_vocab(self.model):
             return (model or self.forward_model)(input_ids=ids, attention_mask=attn, loss_mask=loss_mask, **extra)
 
     def _on_device(self, ids, attn, loss_mask, base_outputs):
