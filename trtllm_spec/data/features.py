@@ -272,12 +272,12 @@ class FeatureSet:
 
 # ---- the step ------------------------------------------------------------------------------------------------
 
-def capture_layers(recipe, target_dir: Path) -> tuple[int, ...]:
+def capture_layers(recipe, target_dir: Path, cfg: dict | None = None) -> tuple[int, ...]:
     """The recipe's captured layers (``data.backends.capture_for``), refused when it trains without features or
-    names a layer the target does not have."""
+    names a layer the target does not have. ``cfg``: the target's config.json when the caller has read it."""
     from trtllm_spec.data.backends import capture_for
 
-    cfg = json.loads((target_dir / "config.json").read_text())
+    cfg = cfg if cfg is not None else json.loads((target_dir / "config.json").read_text())
     layers = capture_for(recipe, cfg)
     if not layers:
         raise UserError(f"drafter {recipe.drafter.type} with offline_features "
@@ -304,7 +304,8 @@ def run_features(recipe, convs: list[dict], target_dir: Path, folder: Path, log:
     from trtllm_spec.data.chat import load_tokenizer
 
     d = recipe.drafter.training.data
-    layers = capture_layers(recipe, target_dir)
+    cfg = json.loads((target_dir / "config.json").read_text())
+    layers = capture_layers(recipe, target_dir, cfg)
     spec = spec_for(target_dir, recipe.target.model, layers, features_dtype or d.features_dtype)
     part = rank_part(shard)
     if part is not None:
@@ -313,7 +314,6 @@ def run_features(recipe, convs: list[dict], target_dir: Path, folder: Path, log:
     done = {cid for idx in indexes.values() for cid in idx.get("conversations", {})}
     tok = load_tokenizer(target_dir, recipe.resolve_path(recipe.target.chat_template))
     seqs = sequences(convs, tok)
-    cfg = json.loads((target_dir / "config.json").read_text())
     key = rate_key("features", cfg, device=placement.device, dtype=placement.dtype)
     left = [c for c in seqs if c not in done]
     bud = feature_budget(len(seqs), len(left), sum(len(seqs[c][0]) for c in left), list(layers), spec.hidden_size,

@@ -180,8 +180,10 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     generate(target, warm, WARMUP_TOKENS, eos, params, gen(0))
     speculative_generate(target, drafter, warm, WARMUP_TOKENS, draft_len, params, eos, gen(0))
     batched = params.greedy and engine == "ours"
-    timed = {i for i, it in enumerate(items) if not batched or it.category not in
-             {items[j].category for j in range(i)}}  # batched: the first prompt of each category is timed alone
+    first: dict[str, int] = {}
+    for i, it in enumerate(items):
+        first.setdefault(it.category, i)
+    timed = set(first.values()) if batched else set(range(len(items)))  # batched: one prompt per category alone
     rest = [i for i in range(len(items)) if i not in timed]
     refs = dict(zip(rest, batched_references(target, [prompts[i] for i in rest], max_new_tokens, eos, log),
                     strict=True)) if rest else {}
