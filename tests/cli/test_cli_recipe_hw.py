@@ -82,3 +82,11 @@ def test_version_and_help(cli):
     r = cli("--help")
     for cmd in ("plan", "recipe", "hw"):
         assert cmd in r.output
+
+
+def test_recipe_validate_refuses_a_measure_draft_len_below_the_bundles(cli, tmp_path):
+    p = tmp_path / "r.yaml"
+    p.write_text("target: {model: qwen3-8b}\ndrafter: {type: eagle3}\ndraft_len: 4\nmeasure: {draft_len: 2}\n")
+    r = cli("recipe", "validate", p)
+    assert r.exit_code == 2 and "measure.draft_len = 2 is below draft_len = 4" in r.output
+    assert "Traceback" not in r.output
