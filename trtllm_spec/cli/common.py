@@ -28,10 +28,28 @@ class Group(click.Group):
         except TrtllmSpecError as exc:
             for i, line in enumerate(str(exc).splitlines() or [type(exc).__name__]):
                 click.echo(("error: " if i == 0 else "       ") + line, err=True)
+            _exit_past_a_process_group(exc.exit_code)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted: nothing half-written was kept; rerun to resume", err=True)
+            _exit_past_a_process_group(130)
             ctx.exit(130)
+
+
+def _exit_past_a_process_group(code: int) -> None:
+    """Under torchrun, a rank that failed leaves its process group up (``Dist.close``: a teardown could wait on
+    a rank that never comes), and an interpreter exiting with a gloo group still up sometimes aborts in C++
+    ("terminate called without an active exception", SIGABRT: 2 of 36 refused resumes on the 2-core machine;
+    torchrun then reports the signal, not our exit 2). So such a rank, its message written and nothing
+    half-written left (outputs are renamed into place), ends with ``os._exit``: no interpreter teardown."""
+    if "torch" not in sys.modules:
+        return
+    import torch.distributed as tdist
+
+    if tdist.is_available() and tdist.is_initialized():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def short_omp_spin() -> None:
