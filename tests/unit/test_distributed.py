@@ -226,3 +226,24 @@ def test_launch_must_match_the_recipe(tiny_target, convs, tmp_path):
     assert "distributed.strategy none, but the launcher started 2 processes" in r.stderr
     assert "exitcode  : 2" in r.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_error_with_a_process_group_up_skips_interpreter_teardown(tmp_path):
+    """A rank that fails while its gloo group is still up ends with ``os._exit`` after its one-line error (an
+    interpreter teardown with the group up sometimes aborted with SIGABRT, which torchrun reported instead of
+    our exit 2): exit 2, the message, and no atexit handler ran. Without a group the exit is the ordinary one."""
+    script = tmp_path / "rank.py"
+    script.write_text(
+        "import atexit, sys\n"
+        "import torch.distributed as tdist\n"
+        "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
+        "if sys.argv[1] == 'up':\n"
+        f"    tdist.init_process_group('gloo', init_method='file://{tmp_path / 'store'}', rank=0, world_size=1)\n"
+        "from trtllm_spec.cli import main\n"
+        f"main(['train', '{tmp_path / 'missing.yaml'}'])\n")
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    up, down = (subprocess.run([sys.executable, str(script), arg], env=env, capture_output=True, text=True,
+                               timeout=120) for arg in ("up", "down"))
+    for r in (up, down):
+        assert r.returncode == 2 and "missing.yaml" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "teardown ran" not in up.stderr and "teardown ran" in down.stderr
