@@ -207,6 +207,35 @@ def test_training_conversations_mix_sources(cache):
     assert len({i.source for i in items[:6]}) == 6  # round-robin over the six trainable sources
 
 
+def _words(text: str) -> int:
+    return len(text.split()) + 5  # a stand-in tokenizer: a word a token, plus a 5-token template frame
+
+
+def test_training_prompts_fit_a_token_limit(cache):
+    """With a token counter, every first turn is at most ``max_prompt_tokens`` as counted (the 4-characters-per-
+    token rule let through prompts several times longer); passages are cut to fit instead of dropped; without a
+    counter the selection is the character-limited one, unchanged."""
+    plain = training_items(num_conversations=60, seed=1, cache=cache)
+    assert plain == training_items(num_conversations=60, seed=1, cache=cache, max_prompt_chars=6000)
+    assert max(_words(t.messages[0]["content"]) for t in plain) > 60  # the fake passages are long
+    fit = training_items(num_conversations=60, seed=1, cache=cache, max_prompt_chars=8 * 60, prompt_tokens=_words,
+                         max_prompt_tokens=60)
+    assert len(fit) == 60 and all(_words(t.messages[0]["content"]) <= 60 for t in fit)
+    by_id = {t.id: t for t in plain}
+    cut = [t for t in fit if t.source in ("squad", "hotpotqa", "dataset_build")]
+    assert cut and all(t.messages[0]["content"] for t in cut)
+    assert any(t.id in by_id and t.messages[0]["content"] != by_id[t.id].messages[0]["content"] for t in cut)
+    assert all(t.messages[1:] == by_id[t.id].messages[1:] for t in fit if t.id in by_id)  # later turns kept
+    # a request without a passage is never cut: over the limit, it is skipped
+    every = training_items(sources=["humaneval"], num_conversations=100, cache=cache)
+    limit = min(len(t.messages[0]["content"]) for t in every)  # a character a token: the one-digit stubs fit
+    tight = training_items(sources=["humaneval"], num_conversations=100, cache=cache, prompt_tokens=len,
+                           max_prompt_tokens=limit)
+    assert tight == [t for t in every if len(t.messages[0]["content"]) <= limit] and 0 < len(tight) < len(every)
+    with pytest.raises(UserError, match="no training prompt in humaneval fits max_prompt_tokens 3"):
+        training_items(sources=["humaneval"], cache=cache, prompt_tokens=_words, max_prompt_tokens=3)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 40), train_seed=st.integers(0, 10_000),
        n_train=st.integers(1, 2000))

@@ -58,7 +58,9 @@ class DataConfig(StrictModel):
     num_conversations: int = Field(512, ge=1, le=1_000_000)
     regenerate: bool = Field(True, description="the target writes the assistant turns itself")
     path: str | None = Field(None, description="your own conversations (JSONL of {id, messages}) instead")
-    max_prompt_tokens: int = Field(256, ge=8, le=131072, description="skip prompts longer than this")
+    max_prompt_tokens: int = Field(256, ge=8, le=131072, description=(
+        "skip a training prompt whose first turn is longer than this many of the target's tokens, chat "
+        "template included (QA/RAG/passage prompts are cut to fit instead)"))
     offline_features: bool = Field(True, description="EAGLE-3: capture the target's hidden states over the "
                                    "conversations once ('data features', after regeneration) and train without a "
                                    "target pass per step (ModelOpt offline mode)")

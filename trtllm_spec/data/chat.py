@@ -47,6 +47,12 @@ def prompt_ids(tok, messages: list[dict]) -> list[int]:
     return _ids(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
 
 
+def prompt_token_counter(tok):
+    """``text -> tokens the target prefills`` for a one-turn prompt: the chat template's frame included (what
+    ``data.max_prompt_tokens`` limits; SmolLM2's frame, its default system prompt, is 30 tokens)."""
+    return lambda text: len(prompt_ids(tok, [{"role": "user", "content": text}]))
+
+
 def _ids(out) -> list[int]:
     if hasattr(out, "keys"):
         out = out["input_ids"]
@@ -70,3 +76,16 @@ def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None)
     if max_len is not None:
         ids, mask = ids[:max_len], mask[:max_len]
     return Tokenized(ids, mask)
+
+
+def recipe_training_items(recipe, target_dir: str | Path):
+    """The training prompts ``recipe``'s ``drafter.training.data`` selects, each first turn at most
+    ``data.max_prompt_tokens`` as the target at ``target_dir`` tokenizes it, chat template included (passages cut
+    to fit; ``suite.training_items``). The first rendering gets 8 characters per token (the most in the
+    CPU default's 160 prompts at 160 tokens was 5.8 per token of the request, SmolLM2's tokenizer)."""
+    from trtllm_spec.data.suite import training_items
+
+    d = recipe.drafter.training.data
+    tok = load_tokenizer(target_dir, recipe.resolve_path(recipe.target.chat_template))
+    return training_items(d.sources, d.num_conversations, d.seed, max_prompt_chars=8 * d.max_prompt_tokens,
+                          prompt_tokens=prompt_token_counter(tok), max_prompt_tokens=d.max_prompt_tokens)

@@ -218,13 +218,23 @@ TRAIN_SOURCES = tuple(name for name, src in SOURCES.items() if src.eval_fraction
 
 
 def training_items(sources: Iterable[str] | None = None, num_conversations: int = 512, seed: int = 0,
-                   cache: Path | None = None, max_prompt_chars: int = 6000) -> list[SuiteItem]:
-    """Like ``training_conversations`` but with ids and provenance (category ``train``)."""
+                   cache: Path | None = None, max_prompt_chars: int = 6000,
+                   prompt_tokens: Callable[[str], int] | None = None,
+                   max_prompt_tokens: int | None = None) -> list[SuiteItem]:
+    """Like ``training_conversations`` but with ids and provenance (category ``train``).
+
+    ``prompt_tokens`` (the tokens the target prefills for a first user turn, ``data.chat.prompt_token_counter``)
+    with ``max_prompt_tokens``: a first turn over the limit is skipped, or, when it carries a passage (QA, RAG,
+    summaries), rendered again with the passage cut to fit; ``max_prompt_chars`` is then only the first rendering's
+    budget. Pools are drawn round-robin and a prompt is counted only when its turn comes, so the cost is the
+    tokenizer on about ``num_conversations`` prompts, not on every pool."""
     names = list(dict.fromkeys(sources)) if sources is not None else list(TRAIN_SOURCES)
     for name in names:
         get_source(name)
     if num_conversations < 1:
         raise UserError(f"num_conversations must be at least 1, got {num_conversations}")
+    if (prompt_tokens is None) != (max_prompt_tokens is None):
+        raise ValueError("prompt_tokens and max_prompt_tokens go together")
     pools = []
     for name in names:
         pool = []
@@ -232,16 +242,50 @@ def training_items(sources: Iterable[str] | None = None, num_conversations: int 
             if not is_eval(name, p.id):
                 messages = _messages(p, max_prompt_chars, all_turns=True)
                 if messages is not None:
-                    pool.append(SuiteItem(f"train/{name}/{p.id}", "train", messages, name, p.licence, p.id,
-                                          p.language))
+                    pool.append((p, messages))
         random.Random(f"train:{seed}:{name}").shuffle(pool)
         pools.append(pool)
-    items = _interleave(pools)[:num_conversations]
+    items: list[SuiteItem] = []
+    live = [iter(pool) for pool in pools]
+    while live and len(items) < num_conversations:
+        for it in list(live):
+            for p, messages in it:  # this pool's next prompt that fits
+                if prompt_tokens is not None:
+                    messages = _fit_tokens(p, messages, prompt_tokens, max_prompt_tokens)
+                if messages is not None:
+                    items.append(SuiteItem(f"train/{p.source}/{p.id}", "train", messages, p.source, p.licence,
+                                           p.id, p.language))
+                    break
+            else:
+                live.remove(it)
+            if len(items) == num_conversations:
+                break
+    if not items and prompt_tokens is not None and any(pools):
+        raise UserError(f"no training prompt in {', '.join(names)} fits max_prompt_tokens {max_prompt_tokens} "
+                        "(the target's tokens, chat template included); raise drafter.training.data."
+                        "max_prompt_tokens")
     if not items:
         raise UserError(f"no training prompts in {', '.join(names)} (evaluation-only sources: "
                         f"{', '.join(sorted(set(SOURCES) - set(TRAIN_SOURCES)))}); choose from "
                         f"{', '.join(TRAIN_SOURCES)}")
     return items
+
+
+def _fit_tokens(p: Prompt, messages: list[dict], count: Callable[[str], int], limit: int) -> list[dict] | None:
+    """``messages`` with a first turn of at most ``limit`` tokens: as it is, or with its passage cut (rendered
+    again at the character budget the measured tokens per character give, up to four times); None when the
+    turn has no passage to cut or cannot fit."""
+    text = messages[0]["content"]
+    for _ in range(4):
+        n = count(text)
+        if n <= limit:
+            return [{"role": "user", "content": text}, *messages[1:]]
+        if not p.context:
+            return None
+        text = render_first_turn(p, int(len(text) * limit / n * 0.95))
+        if text is None:
+            return None
+    return None
 
 
 def training_conversations(sources: Iterable[str] | None = None, num_conversations: int = 512, seed: int = 0,

@@ -242,10 +242,14 @@ def recipe_train_texts(recipe) -> tuple[set[str] | None, str]:
         if p is None or not p.is_file():
             raise UserError(f"drafter.training.data.path {d.path} does not exist")
         return conversations_file_texts(p), f"drafter.training.data.path {d.path}"
-    from trtllm_spec.data.suite import training_items
+    from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.data.chat import recipe_training_items
 
     try:
-        items = training_items(d.sources, d.num_conversations, d.seed, max_prompt_chars=4 * d.max_prompt_tokens)
+        target = resolve_target(recipe.target.model, recipe.base_dir)
+        if target.path is None:  # which prompts fit data.max_prompt_tokens depends on the target's tokenizer
+            return None, f"not checked: {recipe.target.model!r} has no checkpoint here to tokenize the training prompts"
+        items = recipe_training_items(recipe, target.path)
     except UserError as exc:
         return None, f"not checked: the training prompts are not available here ({str(exc).splitlines()[0]})"
     return prompt_texts(it.messages for it in items), (f"the recipe's {len(items)} training conversations "

@@ -48,8 +48,8 @@ def conversations(recipe: Recipe, target_dir: Path, data_dir: Path, log, *, rege
     ``data_dir/file_name`` (resumable; our decoder keeps offline features in ``data_dir/features`` as it goes, the
     features step, ``capture_offline``, the rest).
     ``regenerate_missing=False``: only read what is already there (ranks > 0 of a distributed run)."""
+    from trtllm_spec.data.chat import recipe_training_items
     from trtllm_spec.data.regenerate import read_done
-    from trtllm_spec.data.suite import training_items
 
     d = recipe.drafter.training.data
     if d.path:
@@ -60,7 +60,7 @@ def conversations(recipe: Recipe, target_dir: Path, data_dir: Path, log, *, rege
     if not d.regenerate:
         raise UserError("drafter.training.data: the prompt sets carry no answers; set regenerate: true (the target "
                         "writes them) or give data.path with your own conversations")
-    items = training_items(d.sources, d.num_conversations, d.seed, max_prompt_chars=4 * d.max_prompt_tokens)
+    items = recipe_training_items(recipe, target_dir)
     if shard is not None:  # ``data regenerate --shard I/N``: every N-th prompt from the I-th
         items = items[shard[0]::shard[1]]
     out = data_dir / file_name
