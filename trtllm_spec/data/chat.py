@@ -78,6 +78,11 @@ def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None)
     return Tokenized(ids, mask)
 
 
+# How ``recipe_training_items`` selects prompts; part of the drafter stage's cache key, so a cached drafter trained
+# on prompts another rule selected (before this one: 4 characters a token) is not reused for the same recipe.
+PROMPT_RULE = "first turn <= data.max_prompt_tokens of the target's tokens, chat template included; passages cut"
+
+
 def recipe_training_items(recipe, target_dir: str | Path):
     """The training prompts ``recipe``'s ``drafter.training.data`` selects, each first turn at most
     ``data.max_prompt_tokens`` as the target at ``target_dir`` tokenizes it, chat template included (passages cut

@@ -65,12 +65,7 @@ def obtain_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_ste
 
     if cache is None:
         return make(out, resume, force)
-    inputs = {"target": target_hash(target), "drafter": recipe_to_dict(recipe)["drafter"]}
-    if source == "convert":
-        from trtllm_spec.stages.context import tree_hash
-
-        inputs["source"] = tree_hash(recipe.resolve_path(recipe.drafter.convert_from.path))
-    folder, summary, cached = run_cached(cache, "drafter", inputs, force,
+    folder, summary, cached = run_cached(cache, "drafter", stage_inputs(recipe, target, source), force,
                                          lambda work: make(work, resume=True, force=False).summary)
     return DrafterResult(kind, folder / DRAFTER_DIR, {**summary, "cached": cached})
 
@@ -158,3 +153,19 @@ def check_drafter(drafter_dir: Path, target: str, heldout: Path | None, device: 
 
         where = choose(device, dtype)
     return (*run_doctor(drafter_dir, target_dir, t.config, heldout, placement=where), where)
+
+
+def stage_inputs(recipe: Recipe, target, source: str) -> dict:
+    """What the cached drafter depends on: the target, the recipe's drafter section, the converted checkpoint's
+    files, and for prompts the target regenerates, the rule that selects them (``data.chat.PROMPT_RULE``: the
+    same recipe selects other prompts under another rule)."""
+    inputs = {"target": target_hash(target), "drafter": recipe_to_dict(recipe)["drafter"]}
+    if source == "train" and recipe.drafter.training.data.regenerate and not recipe.drafter.training.data.path:
+        from trtllm_spec.data.chat import PROMPT_RULE
+
+        inputs["prompts"] = PROMPT_RULE
+    if source == "convert":
+        from trtllm_spec.stages.context import tree_hash
+
+        inputs["source"] = tree_hash(recipe.resolve_path(recipe.drafter.convert_from.path))
+    return inputs
