@@ -25,8 +25,9 @@ N = load_recipe(CPU).drafter.training.data.num_conversations  # the CLI test rea
 
 
 def _budget(tmp_path, overrides=(), **kw):
-    # 512 conversations whatever the recipe's count, so the arithmetic below stays readable
-    r = load_recipe(CPU, ["drafter.training.data.num_conversations=512", *overrides])
+    # 512 conversations of at most 128 prompt tokens whatever the recipe says, so the arithmetic below stays readable
+    r = load_recipe(CPU, ["drafter.training.data.num_conversations=512", "drafter.training.data.max_prompt_tokens=128",
+                          *overrides])
     t = resolve_target("smollm2-135m-instruct")
     return estimate(r, t, tmp_path / "data", capture=(1, 14, 26), **kw)
 
