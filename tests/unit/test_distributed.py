@@ -231,7 +231,8 @@ def test_launch_must_match_the_recipe(tiny_target, convs, tmp_path):
 def test_error_with_a_process_group_up_skips_interpreter_teardown(tmp_path):
     """A rank that fails while its gloo group is still up ends with ``os._exit`` after its one-line error (an
     interpreter teardown with the group up sometimes aborted with SIGABRT, which torchrun reported instead of
-    our exit 2): exit 2, the message, and no atexit handler ran. Without a group the exit is the ordinary one."""
+    our exit 2): exit 2, the message, and no atexit handler ran. Without a group, or in a process no launcher
+    started, the exit is the ordinary one."""
     script = tmp_path / "rank.py"
     script.write_text(
         "import atexit, sys\n"
@@ -241,9 +242,14 @@ def test_error_with_a_process_group_up_skips_interpreter_teardown(tmp_path):
         f"    tdist.init_process_group('gloo', init_method='file://{tmp_path / 'store'}', rank=0, world_size=1)\n"
         "from trtllm_spec.cli import main\n"
         f"main(['train', '{tmp_path / 'missing.yaml'}'])\n")
-    env = os.environ | {"PYTHONPATH": str(REPO)}
-    up, down = (subprocess.run([sys.executable, str(script), arg], env=env, capture_output=True, text=True,
-                               timeout=120) for arg in ("up", "down"))
-    for r in (up, down):
+    rank = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29599"}  # what torchrun sets for its ranks
+    env = {k: v for k, v in os.environ.items() if k not in rank} | {"PYTHONPATH": str(REPO)}
+    runs = {(arg, launched): subprocess.run([sys.executable, str(script), arg], env=env | (rank if launched else {}),
+                                            capture_output=True, text=True, timeout=120)
+            for arg, launched in (("up", True), ("down", True), ("up", False))}
+    for r in runs.values():
         assert r.returncode == 2 and "missing.yaml" in r.stderr and "Traceback" not in r.stderr, r.stderr
-    assert "teardown ran" not in up.stderr and "teardown ran" in down.stderr
+    assert "teardown ran" not in runs["up", True].stderr
+    assert "teardown ran" in runs["down", True].stderr  # no group: the ordinary exit
+    assert "teardown ran" in runs["up", False].stderr  # not a launched rank: never cut short

@@ -41,8 +41,13 @@ def _exit_past_a_process_group(code: int) -> None:
     a rank that never comes), and an interpreter exiting with a gloo group still up sometimes aborts in C++
     ("terminate called without an active exception", SIGABRT: 2 of 36 refused resumes on the 2-core machine;
     torchrun then reports the signal, not our exit 2). So such a rank, its message written and nothing
-    half-written left (outputs are renamed into place), ends with ``os._exit``: no interpreter teardown."""
+    half-written left (outputs are renamed into place), ends with ``os._exit``: no interpreter teardown. Only in a
+    process a launcher started (its rank's main program), never in one that merely calls the CLI with a group up."""
     if "torch" not in sys.modules:
+        return
+    from trtllm_spec.train.distributed import launched
+
+    if not launched():
         return
     import torch.distributed as tdist
 
