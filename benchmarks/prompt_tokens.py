@@ -1,7 +1,7 @@
 """The training prompts a recipe selects, counted in the target's tokens (chat template included): the rule
 ``data.max_prompt_tokens`` follows now (``data/chat.recipe_training_items``) beside the old one (4 characters a
-token), same sources, seed and count. Prints totals, median, max, prompts over the limit, non-English prompts and
-prompts per source, and the time the selection took.
+token), same sources, seed and count. Prints totals, median, max, prompts over the limit, non-English prompts, the
+most characters per token of a request, prompts per source, and the time the selection took.
 
     .venv/bin/python benchmarks/prompt_tokens.py recipes/smollm2-135m-eagle3-cpu.yaml --old-limit 128
 
@@ -44,11 +44,14 @@ def main() -> None:
         items = select()
         took = time.perf_counter() - started
         n = [count(it.messages[0]["content"]) for it in items]
+        frame = count("")  # the chat template's own tokens around an empty request
+        per_token = max(len(it.messages[0]["content"]) / max(1, k - frame) for it, k in zip(items, n, strict=True))
         per = {}
         for it in items:
             per[it.source] = per.get(it.source, 0) + 1
         print(f"{name}: {len(n)} prompts, {sum(n)} prompt tokens, median {statistics.median(n)}, max {max(n)}, "
-              f"{sum(x > limit for x in n)} over {limit}, {sum(it.language != 'en' for it in items)} non-English; "
+              f"{sum(x > limit for x in n)} over {limit}, {sum(it.language != 'en' for it in items)} non-English, at most {per_token:.1f} "
+              f"characters per request token; "
               f"per source {per}; selected in {took:.2f} s")
 
 
