@@ -88,6 +88,8 @@ class Plan(_Artifact):
     recommendation: Recommendation
     frontier: list[dict[str, Any]]
     assumptions: list[str]
+    host_costs: dict[str, Any] | None = None  # the host-cost profile used (core/host_costs.py)
+    robustness: dict[str, Any] | None = None  # the pick with each host term halved and doubled
 
 
 PROFILE_SCHEMA = "trtllm-spec/speculation_profile/v1"

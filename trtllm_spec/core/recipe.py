@@ -345,6 +345,8 @@ class PlannerConfig(StrictModel):
     max_draft_len: int = Field(8, ge=1, le=MAX_DRAFT_LEN_LIMIT, description="largest D the search considers (a "
                                "drafter TensorRT-LLM runs at one D only, DSpark, is planned at that D: block_size)")
     acceptance: str | None = Field(None, description="acceptance / speculation_profile.json to plan with")
+    host_costs: str | None = Field(None, description="host_costs.json fitted from your engine's trtllm-bench reports "
+                                   "(plan --calibrate, replan.sh) instead of the release's host-cost profile")
     compare_mechanisms: bool = Field(True, description="also evaluate the other mechanisms (guideline 5)")
 
 

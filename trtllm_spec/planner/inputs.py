@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtllm_spec.core.hardware import Hardware, load_hardware
+from trtllm_spec.core.hardware import Hardware, apply_overrides, load_hardware
+from trtllm_spec.core.host_costs import HOST_TERMS, HostProfile, load_host_profile, trtllm_host_profile, with_host_costs
 from trtllm_spec.core.recipe import Recipe
 from trtllm_spec.core.targets import ResolvedTarget, resolve_target
 from trtllm_spec.errors import UserError
@@ -44,8 +45,48 @@ def precision_for(recipe: Recipe, target: ResolvedTarget, hw: Hardware) -> Preci
     return Precision(weight=weight, kv=kv, act_bytes=act)
 
 
-def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapping) -> PlanInputs:
-    """``mechanisms``: the drafter registry (``trtllm_spec.drafters.registry.MECHANISMS``), passed in."""
+def host_profile_for(recipe: Recipe, hw: Hardware, calibrated: HostProfile | None, files: list[Path]
+                     ) -> HostProfile | None:
+    """The host-cost profile to plan with: a calibrated one (``--calibrate`` or ``planner.host_costs``), else the
+    release's (``engine.trtllm_version``); None for a probed hardware file, whose overheads were measured."""
+    path = recipe.resolve_path(recipe.planner.host_costs)
+    if calibrated is not None and path is not None:
+        raise UserError(f"--calibrate and planner.host_costs ({path}) both give host costs; drop one")
+    if path is not None:
+        calibrated = load_host_profile(path)
+        files.append(path)
+    if calibrated is not None:
+        if calibrated.framework != "TensorRT-LLM" or calibrated.release != recipe.trtllm_profile:
+            raise UserError(f"host costs {calibrated.name!r} were fitted on {calibrated.framework} "
+                            f"{calibrated.release}; this recipe plans for TensorRT-LLM {recipe.trtllm_profile} "
+                            "(engine.trtllm_version): calibrate with reports of that release")
+        return calibrated
+    return None if hw.probe is not None else trtllm_host_profile(recipe.trtllm_profile)
+
+
+def hardware_with_host_costs(recipe: Recipe, hw: Hardware, profile: HostProfile | None) -> tuple[Hardware, dict]:
+    """The profile's terms, then the recipe's ``hardware.overrides`` (which win, except over a calibration); and
+    the plan's ``host_costs`` record."""
+    overrides = recipe.hardware.overrides
+    if profile is not None:
+        hw = with_host_costs(hw, profile.overhead_fields())
+    overridden = sorted(set(HOST_TERMS) & set((overrides or {}).get("overheads") or {}))
+    if overridden and profile is not None and profile.fit is not None:
+        raise UserError(f"hardware.overrides.overheads sets {', '.join(overridden)}, which the calibration "
+                        f"{profile.name!r} fitted; drop the override or the calibration")
+    if overrides:
+        hw = apply_overrides(hw, overrides, source=f"hardware.overrides ({recipe.hardware.gpu})")
+    record = profile.summary() if profile is not None else {"name": f"measured by hw probe ({recipe.hardware.gpu})"}
+    record["terms_s"] = {k: getattr(hw.overheads, k) for k in HOST_TERMS}
+    if overridden:
+        record["overridden_by_recipe"] = overridden
+    return hw, record
+
+
+def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapping,
+                host_profile: HostProfile | None = None) -> PlanInputs:
+    """``mechanisms``: the drafter registry (``trtllm_spec.drafters.registry.MECHANISMS``), passed in;
+    ``host_profile``: host costs fitted by ``plan --calibrate`` (else the recipe's / the release's)."""
     files: list[Path] = []
     target = resolve_target(recipe.target.model, recipe.base_dir)
     if target.path is not None:
@@ -54,9 +95,11 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
     gpu_path = recipe.resolve_path(gpu)
     if gpu_path is not None and (gpu_path.suffix.lower() in (".json", ".yaml", ".yml") or gpu_path.is_file()):
         files.append(gpu_path)
-        hw = load_hardware(gpu_path, recipe.hardware.overrides)
+        hw = load_hardware(gpu_path)
     else:
-        hw = load_hardware(gpu, recipe.hardware.overrides)
+        hw = load_hardware(gpu)
+    profile = host_profile_for(recipe, hw, host_profile, files)
+    hw, host_record = hardware_with_host_costs(recipe, hw, profile)
     acceptance: AcceptanceModel | None = None
     acc_path = recipe.resolve_path(recipe.planner.acceptance)
     if acc_path is not None:
@@ -75,6 +118,6 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         free_gpu_memory_fraction=recipe.engine.free_gpu_memory_fraction,
         trtllm_profile=recipe.trtllm_profile, max_batch_size=recipe.engine.max_batch_size,
         latency_target_ms=recipe.workload.latency_target_ms, target_id=target.hf_id or recipe.target.model,
-        mechanisms=mechanisms,
+        mechanisms=mechanisms, host_costs=host_record,
     )
     return PlanInputs(req, target, files)

@@ -14,6 +14,7 @@ from trtllm_spec.planner.acceptance import AcceptanceModel
 from trtllm_spec.planner.cost import Parallelism, Precision, kv_bytes_per_token_per_gpu
 from trtllm_spec.planner.feasibility import infeasible_note, memory_budget
 from trtllm_spec.planner.limits import limit_note, speculation_limit
+from trtllm_spec.planner.robustness import robustness
 from trtllm_spec.planner.schedule import check_schedule, render_schedule
 from trtllm_spec.planner.search import (
     Candidate,
@@ -47,6 +48,8 @@ class PlanRequest:
     target_id: str = ""
     # the drafting mechanisms by name (drafters.registry.MECHANISMS): passed in, so the planner imports none
     mechanisms: Mapping[str, MechanismModel] = field(default_factory=dict)
+    # the host-cost profile the hardware's overheads come from (core/host_costs.HostProfile.summary())
+    host_costs: dict | None = None
 
     def mechanism(self, name: str) -> MechanismModel:
         if name not in self.mechanisms:
@@ -117,7 +120,14 @@ def make_plan(req: PlanRequest) -> dict:
         "recommendation": recommend(req, ctx, main, cands),
         "frontier": [{k: v for k, v in c.as_dict().items() if k != "breakdown"} for c in pareto_frontier(cands)],
         "assumptions": assumptions(req, plans, skipped),
+        "host_costs": req.host_costs or {"name": "the GPU's overheads", "terms_s": host_terms(req.hardware)},
+        "robustness": robustness(ctx, main, cands, fixed_draft_len=req.fixed_draft_len, profile=req.trtllm_profile,
+                                 max_batch=req.max_batch_size or max(req.workload.batch_sizes)),
     }
+
+
+def host_terms(hw: Hardware) -> dict[str, float]:
+    return {k: getattr(hw.overheads, k) for k in ("iteration_s", "spec_iteration_s", "draft_step_s")}
 
 
 def one_draft_len(draft_by_batch: dict[int, int], d: int) -> tuple[int, int | None, int | None]:
@@ -234,7 +244,7 @@ def assumptions(req: PlanRequest, plans: list[MechanismPlan], skipped: list[str]
            if hw.overheads.overlap_hides else "")
         + f", {hw.overheads.spec_iteration_s * 1e3:.3f} ms per speculative iteration, "
         f"{hw.overheads.per_layer_s * 1e6:.1f} us per layer per forward, {hw.overheads.draft_step_s * 1e6:.1f} us per "
-        "draft step (TensorRT-LLM profile fitted in benchmarks/planner_validation.md)",
+        f"draft step (host-cost profile: {(req.host_costs or {}).get('name', 'the GPU file')})",
         f"attention tile = {hw.attention_tile_rows} query rows per KV head",
     ]
     for mp in plans:

@@ -1,0 +1,115 @@
+"""Host-cost profiles: the engine's per-iteration costs the roofline does not see, per framework release.
+
+Three terms of ``Overheads`` (core/hardware.py) change from one engine release to the next (CUDA graphs for the
+draft loop, async scheduling, one-model drafting hide host work), so they are a profile of the release, not of
+the GPU:
+
+    iteration_s       per target iteration (scheduler, sampling launch, host bookkeeping)
+    spec_iteration_s  per speculative iteration (acceptance, KV rewind)
+    draft_step_s      per sequential draft step (per iteration for a block drafter)
+
+Each profile says which measurements fitted it and when (``fitted_on``, ``fitted``) and which engine release
+those measurements ran (``measured_release``). The planner takes the profile of the bundle's
+``engine.trtllm_version``; ``benchmarks/planner_validation.py`` takes each published point's framework and
+release. A profile fitted from the user's own engine (``plan --calibrate``, the bundle's ``replan.sh``) is a
+``host_costs.json`` file of the same shape (``planner.host_costs``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from trtllm_spec.core.hardware import Hardware
+from trtllm_spec.core.schema import StrictModel, format_validation_error
+from trtllm_spec.errors import UserError
+
+HOST_TERMS = ("iteration_s", "spec_iteration_s", "draft_step_s")
+HOST_COSTS_SCHEMA = "trtllm-spec/host_costs/v1"
+Framework = Literal["TensorRT-LLM", "vLLM", "SGLang"]
+
+
+class HostProfile(StrictModel):
+    """One engine release's host costs, with where they come from."""
+
+    schema_: Literal["trtllm-spec/host_costs/v1"] = Field(HOST_COSTS_SCHEMA, alias="schema")
+    name: str
+    framework: Framework
+    release: str = Field(description="the release the profile is for (TensorRT-LLM: a trtllm_version profile)")
+    iteration_s: float = Field(ge=0)
+    spec_iteration_s: float = Field(ge=0)
+    draft_step_s: float = Field(ge=0)
+    moe_layer_units: float | None = Field(None, ge=0, description="kernel units per MoE layer (None: the GPU's)")
+    per_expert_s: float | None = Field(None, ge=0, description="per expert touched (None: the GPU's)")
+    measured_release: str = Field(description="the engine release(s) the fitting measurements ran")
+    fitted_on: list[str] = Field(description="the measurements that fitted the terms")
+    fitted: str = Field(description="when and how it was fitted")
+    note: str = ""
+    fit: dict[str, Any] | None = Field(None, description="a calibration's inputs and residuals (plan --calibrate)")
+
+    def terms(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in HOST_TERMS}
+
+    def overhead_fields(self) -> dict[str, float]:
+        """The ``Overheads`` fields this profile sets."""
+        extra = {k: getattr(self, k) for k in ("moe_layer_units", "per_expert_s") if getattr(self, k) is not None}
+        return self.terms() | extra
+
+    def summary(self) -> dict[str, Any]:
+        """What a plan records about the profile it used (everything but the calibration detail)."""
+        return self.model_dump(mode="json", by_alias=True, exclude={"fit"}, exclude_none=True)
+
+
+def with_host_costs(hw: Hardware, fields: dict[str, float]) -> Hardware:
+    """``hw`` with these ``Overheads`` fields replaced (a new object)."""
+    return hw.model_copy(update={"overheads": hw.overheads.model_copy(update=fields)})
+
+
+_J25 = "2026-12-01, benchmarks/planner_validation.py --fit (branch j25), calibration split only"
+_TRTLLM_FITTED_ON = [
+    "NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/blog1 (DeepSeek-R1 FP4, 8x B200, MTP D = 1..5, bs 1, base step)",
+    "NVIDIA/TensorRT-LLM PR #5146 (Llama-3.3-70B + EAGLE-3 one-model, H200 TP8, concurrency 4)",
+]
+_TRTLLM_MEASURED = "0.19-1.0 (blog 1, 2025-02; PR #5146, 2025-06)"
+
+
+def _trtllm(release: str, note: str) -> HostProfile:
+    return HostProfile(name=f"tensorrt-llm-{release}", framework="TensorRT-LLM", release=release,
+                       iteration_s=1.5e-3, spec_iteration_s=2.5e-4, draft_step_s=4e-4, moe_layer_units=3.0,
+                       per_expert_s=0.0, measured_release=_TRTLLM_MEASURED, fitted_on=_TRTLLM_FITTED_ON,
+                       fitted=_J25, note=note)
+
+
+_NO_NEWER = ("no published speculative-decoding step times of TensorRT-LLM {r} were found (searched 2026-12-02); "
+             "the terms are those fitted on 0.19-1.0 measurements. Fit your engine's with `trtllm-spec plan "
+             "--calibrate` (a plain and a speculative trtllm-bench report).")
+
+# Per TensorRT-LLM profile (engine.trtllm_version). A release without its own measurements says so in its note.
+TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {
+    r: _trtllm(r, _NO_NEWER.format(r=r)) for r in ("1.2", "1.3", "1.4")
+}
+
+
+def trtllm_host_profile(release: str) -> HostProfile:
+    if release not in TRTLLM_HOST_PROFILES:
+        raise UserError(f"no host-cost profile for TensorRT-LLM {release!r}; known: {', '.join(TRTLLM_HOST_PROFILES)}")
+    return TRTLLM_HOST_PROFILES[release]
+
+
+def load_host_profile(path: Path) -> HostProfile:
+    """A ``host_costs.json`` written by ``plan --calibrate`` / ``replan`` (``planner.host_costs``)."""
+    if not path.is_file():
+        raise UserError(f"planner.host_costs {path} does not exist; give a host_costs.json written by "
+                        "'trtllm-spec plan --calibrate' or the bundle's replan.sh")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"planner.host_costs {path} is not JSON ({exc}); regenerate it with "
+                        "'trtllm-spec plan --calibrate'") from None
+    try:
+        return HostProfile.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(format_validation_error(exc, HostProfile, str(path))) from None
