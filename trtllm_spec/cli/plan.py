@@ -19,7 +19,7 @@ FLAG_FIELDS = {
     "batch_sizes": "workload.batch_sizes", "isl": "workload.isl", "osl": "workload.osl",
     "latency_target_ms": "workload.latency_target_ms", "acceptance": "planner.acceptance",
     "max_draft_len": "planner.max_draft_len", "draft_len": "draft_len", "trtllm_version": "engine.trtllm_version",
-    "kv_dtype": "quantization.kv_cache_dtype",
+    "kv_dtype": "quantization.kv_cache_dtype", "host_costs": "planner.host_costs",
 }
 
 
@@ -31,7 +31,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
         value = flags.get(key)
         if value is None:
             continue
-        if key in ("acceptance", "target", "gpu") and Path(str(value)).exists():
+        if key in ("acceptance", "target", "gpu", "host_costs") and Path(str(value)).exists():
             value = str(Path(value).resolve())  # flags are relative to the working directory
         elif isinstance(value, Path):
             value = str(value)  # a missing file is reported by its reader, naming the path
@@ -75,21 +75,35 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--trtllm-version", type=click.Choice(field_choices(EngineConfig, "trtllm_version")),
               help="Schedule rules of this release.")
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
+@click.option("--host-costs", type=click.Path(path_type=Path),
+              help="A host_costs.json from an earlier --calibrate / replan.sh (planner.host_costs).")
+@click.option("--calibrate", is_flag=True, help="Fit the host costs to the trtllm-bench REPORTS given after the "
+              "options (a plain and a speculative run of the same bundle), then plan with them.")
+@click.argument("reports", nargs=-1, type=click.Path(path_type=Path), metavar="[REPORT ...]")
 @set_option
 @click.option("--out", type=click.Path(path_type=Path), help="Write plan.json, plan.md and plots here.")
 @click.option("--force", is_flag=True, help="Replace a non-empty --out folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json to stdout.")
 def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | None, force: bool,
-             as_json: bool, category: str | None, **flags) -> None:
+             as_json: bool, category: str | None, calibrate: bool, reports: tuple[Path, ...], **flags) -> None:
     """Choose D (and a draft_len_schedule per batch size) for a target, drafter, GPU and workload.
 
     Example: trtllm-spec plan --target llama-3.1-8b-instruct --drafter eagle3 --gpu h100 --batch-sizes 1,8,64
     --isl 1024 --osl 512 --out plan/
+
+    With your engine's host costs: trtllm-spec plan --recipe r.yaml --out plan/ --calibrate
+    bench_results_plain/report_c1.json bench_results/report_c1.json
     """
     from trtllm_spec.core.recipe import apply_overrides, load_recipe, recipe_from_dict, recipe_to_dict
     from trtllm_spec.errors import UserError
 
     flags["batch_sizes"] = parse_int_list(flags.get("batch_sizes"), "--batch-sizes")
+    if reports and not calibrate:
+        raise UserError(f"plan takes reports only with --calibrate (got {' '.join(map(str, reports))}); "
+                        "add --calibrate or drop them")
+    if calibrate and not reports:
+        raise UserError("--calibrate needs trtllm-bench reports after the options: a plain run and a speculative "
+                        "run, e.g. --calibrate bench_results_plain/report_c1.json bench_results/report_c1.json")
     if out is None and not as_json:
         raise UserError("plan needs --out DIR (files) or --json (stdout), or both")
     if recipe_file is None and flags.get("target") is None:
@@ -104,7 +118,7 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
         recipe._base_dir = recipe_file.resolve().parent
     from trtllm_spec.stages.plan import run_plan
 
-    result = run_plan(recipe, out, force=force, category=category)
+    result = run_plan(recipe, out, force=force, category=category, calibrate=list(reports) or None)
     if as_json:
         echo_json(result.plan.to_json())
     if out is not None:
@@ -117,3 +131,7 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
             click.echo(rec.memory["note"], err=as_json)
         elif (rec.speculation_limit or {}).get("stops_paying_at") is not None:
             click.echo(rec.speculation_limit["note"], err=as_json)
+        if result.host_costs is not None:
+            t = result.host_costs.terms()
+            click.echo(f"host costs fitted ({out}/host_costs.json): " + ", ".join(f"{k} {v * 1e3:.3f} ms"
+                                                                                   for k, v in t.items()), err=as_json)

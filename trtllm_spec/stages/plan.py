@@ -17,25 +17,38 @@ from trtllm_spec.stages.context import BuildContext, StageResult
 class PlanResult:
     plan: Plan
     out: Path | None
+    host_costs: object | None = None  # the HostProfile fitted by --calibrate
 
 
-def compute_plan(recipe: Recipe, category: str | None = None) -> tuple[Plan, list[Path]]:
+def compute_plan(recipe: Recipe, category: str | None = None, host_profile=None) -> tuple[Plan, list[Path]]:
+    """``host_profile``: host costs fitted by ``--calibrate`` (core/host_costs.HostProfile), else the recipe's."""
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.inputs import plan_inputs
     from trtllm_spec.planner.plan import make_plan
 
-    inputs = plan_inputs(recipe, category, mechanisms=MECHANISMS)
+    inputs = plan_inputs(recipe, category, mechanisms=MECHANISMS, host_profile=host_profile)
     return Plan.from_json(make_plan(inputs.request)), inputs.input_files
 
 
-def run_plan(recipe: Recipe, out: Path | None, force: bool = False, category: str | None = None) -> PlanResult:
-    plan, files = compute_plan(recipe, category)
+def run_plan(recipe: Recipe, out: Path | None, force: bool = False, category: str | None = None,
+             calibrate: list[Path] | None = None) -> PlanResult:
+    """``calibrate``: trtllm-bench reports (a plain and a speculative run) to fit the host costs from first."""
+    host = None
+    if calibrate:
+        from trtllm_spec.stages.calibrate import calibrate_host_costs
+
+        host = calibrate_host_costs(recipe, calibrate)
+    plan, files = compute_plan(recipe, category, host)
     if out is None:
-        return PlanResult(plan, None)
+        return PlanResult(plan, None, host)
     with atomic_dir(out, force=force) as tmp:
         write_plan_files(plan, tmp)
-        write_json_atomic(tmp / "provenance.json", provenance(recipe_to_dict(recipe), files))
-    return PlanResult(plan, out)
+        if host is not None:
+            from trtllm_spec.stages.calibrate import write_host_costs
+
+            write_host_costs(host, tmp)
+        write_json_atomic(tmp / "provenance.json", provenance(recipe_to_dict(recipe), files + list(calibrate or [])))
+    return PlanResult(plan, out, host)
 
 
 def write_plan_files(plan: Plan, folder: Path) -> None:

@@ -1,0 +1,97 @@
+"""``plan --calibrate`` / ``replan --calibrate``: host costs fitted from the engine's own trtllm-bench reports.
+
+Table of contents: what the reports must match (``recipe_expectation`` / ``bundle_expectation``), the reports as
+step times (measure/calibration.py), the fit (planner/calibrate.py), the fitted profile with its provenance
+(core/host_costs.HostProfile, written as ``host_costs.json``).
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+from trtllm_spec.core.host_costs import HostProfile
+from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.errors import UserError
+from trtllm_spec.measure.calibration import RunExpectation, RunOptions, options_of, read_measurements
+
+HOST_COSTS_FILE = "host_costs.json"
+PLAIN_OPTIONS_FILE = "llm_api_options.plain.yaml"
+SPECULATIVE_OPTIONS_FILE = "llm_api_options.speculative.yaml"
+
+
+def _model_ids(recipe: Recipe, target_id: str, *extra: str) -> tuple[str, ...]:
+    ids = [recipe.target.hf_id, recipe.target.model, Path(recipe.target.model).name, target_id, *extra]
+    return tuple(dict.fromkeys(i for i in ids if i))
+
+
+def recipe_expectation(recipe: Recipe, target_id: str, where: str) -> RunExpectation:
+    """Without a bundle: the runs must match the recipe's model, GPU count and the engine settings a bundle of it
+    writes (max_batch_size, free_gpu_memory_fraction); any D."""
+    batch = recipe.engine.max_batch_size or max(recipe.workload.all_batch_sizes())
+    opts = RunOptions("the recipe's engine settings", batch, recipe.engine.free_gpu_memory_fraction)
+    return RunExpectation(where, _model_ids(recipe, target_id), recipe.hardware.tp * recipe.hardware.pp,
+                          recipe.trtllm_profile, recipe.drafter.type, opts, opts)
+
+
+def bundle_expectation(bundle: Path, recipe: Recipe, target_id: str) -> RunExpectation:
+    """A bundle's runs: the plain one with its plain options (llm_api_options.yaml without speculation, or
+    llm_api_options.plain.yaml beside a speculative one), the speculative one with its speculative options."""
+    from trtllm_spec.core.files import read_structured
+
+    def load(name: str) -> dict:
+        path = bundle / name
+        data = read_structured(path, "LLM API options", UserError) if path.is_file() else None
+        if not isinstance(data, dict):
+            raise UserError(f"bundle {bundle} has no {name}; rebuild it with this trtllm-spec ('trtllm-spec build')")
+        return data
+
+    main = load("llm_api_options.yaml")
+    if main.get("speculative_config"):
+        spec, plain = options_of("llm_api_options.yaml", main), options_of(PLAIN_OPTIONS_FILE, load(PLAIN_OPTIONS_FILE))
+    else:
+        spec, plain = options_of(SPECULATIVE_OPTIONS_FILE, load(SPECULATIVE_OPTIONS_FILE)), options_of(
+            "llm_api_options.yaml", main)
+    extra = ("target",) if (bundle / "target").is_dir() else ()
+    return RunExpectation(f"bundle {bundle}", _model_ids(recipe, target_id, *extra),
+                          recipe.hardware.tp * recipe.hardware.pp, recipe.trtllm_profile, recipe.drafter.type,
+                          plain, spec)
+
+
+def calibrate_host_costs(recipe: Recipe, reports: list[Path], expectation: RunExpectation | None = None
+                         ) -> HostProfile:
+    """Fit iteration_s, spec_iteration_s and draft_step_s to the reports' TPOTs; the result, with provenance."""
+    from trtllm_spec import __version__
+    from trtllm_spec.drafters.registry import MECHANISMS
+    from trtllm_spec.planner.calibrate import TERMS, fit_host_costs
+    from trtllm_spec.planner.inputs import plan_inputs
+    from trtllm_spec.planner.search import CostContext
+
+    req = plan_inputs(recipe, mechanisms=MECHANISMS).request  # the prior: the release's profile
+    exp = expectation or recipe_expectation(recipe, req.target_id, f"recipe {recipe.name!r}")
+    measurements, files = read_measurements(reports, exp)
+    ctx = CostContext(req.target, req.hardware, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
+    cost = req.mechanism(req.drafter.type).cost(req.target, req.drafter)
+    prior = {k: getattr(req.hardware.overheads, k) for k in TERMS}
+    fit = fit_host_costs(ctx, cost, measurements, prior)
+    versions = sorted({str(f["trtllm_version"]) for f in files})
+    machines = sorted({str(f["machine"]) for f in files if f["machine"]}) or ["an unnamed GPU"]
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return HostProfile(
+        name=f"calibrated: TensorRT-LLM {', '.join(versions)} on {', '.join(machines)}", framework="TensorRT-LLM",
+        release=recipe.trtllm_profile, **fit.terms, moe_layer_units=req.hardware.overheads.moe_layer_units,
+        per_expert_s=req.hardware.overheads.per_expert_s, measured_release=", ".join(versions),
+        fitted_on=[f"{r['source']} (B = {r['batch_size']}, D = {r['draft_len']}, AL {r['acceptance_length']:.3f}, "
+                   f"TPOT {r['measured_tpot_s'] * 1e3:.3f} ms)" for r in fit.rows],
+        fitted=f"{now}, trtllm-spec {__version__} plan --calibrate (least squares, terms >= 0)",
+        note=fit.split_note or "",
+        fit={"prior": (req.host_costs or {}).get("name"), "prior_terms_s": prior, "identified": fit.identified,
+             "measurements": fit.rows, "files": files, "target": req.target_id, "gpu": req.hardware.name})
+
+
+def write_host_costs(profile: HostProfile, folder: Path) -> Path:
+    from trtllm_spec.core.files import write_json_atomic
+
+    path = folder / HOST_COSTS_FILE
+    write_json_atomic(path, profile.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return path
