@@ -21,17 +21,28 @@ from trtllm_spec.cli.common import echo_json, main
 @click.option("--out", type=click.Path(path_type=Path), help="Where the re-plan goes (default: <bundle>/replan).")
 @click.option("--force", is_flag=True, help="Replace an existing --out folder (never the bundle's own files).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new plan.json to stdout.")
+@click.option("--calibrate", is_flag=True, help="Fit the host costs to the trtllm-bench REPORTS given after the "
+              "options (a plain run, bench_plain.sh, and a speculative run, bench.sh, of this bundle) first.")
+@click.argument("reports", nargs=-1, type=click.Path(path_type=Path), metavar="[REPORT ...]")
 def replan_cmd(bundle: Path, bench_report: Path | None, metrics: str | None, draft_len: int | None,
-               temperature: float, out: Path | None, force: bool, as_json: bool) -> None:
+               temperature: float, out: Path | None, force: bool, as_json: bool, calibrate: bool,
+               reports: tuple[Path, ...]) -> None:
     """Plan again with the acceptance TensorRT-LLM measured on this bundle; write the new options as a diff.
 
     Example (what the bundle's replan.sh runs): trtllm-spec replan --bundle . --from-trtllm-bench
     bench_results/report_c1.json
     """
+    from trtllm_spec.errors import UserError
     from trtllm_spec.stages.replan import replan
 
+    if reports and not calibrate:
+        raise UserError(f"replan takes reports only with --calibrate (got {' '.join(map(str, reports))}); add "
+                        "--calibrate or drop them")
+    if calibrate and not reports:
+        raise UserError("--calibrate needs trtllm-bench reports after the options: bench_results_plain/report_c1.json "
+                        "bench_results/report_c1.json (bash bench_plain.sh, bash bench.sh)")
     res = replan(bundle, bench_report=bench_report, metrics=metrics, draft_len=draft_len, out=out, force=force,
-                 temperature=temperature)
+                 temperature=temperature, calibrate=list(reports) or None)
     if as_json:
         echo_json(res["plan"])
     rec, ov = res["plan"]["recommendation"], res["profile"]["overall"]
@@ -39,3 +50,7 @@ def replan_cmd(bundle: Path, bench_report: Path | None, metrics: str | None, dra
     click.echo(f"engine AL {ov['mean_acceptance_length']:.2f} at D={res['profile']['drafter']['draft_len']}: "
                f"max_draft_len {rec['max_draft_len']}" + (f", draft_len_schedule {sched}" if sched else "")
                + f"  ->  {res['out']}/replan.md, {res['out']}/llm_api_options.diff", err=as_json)
+    if res["host_costs"] is not None:
+        t = res["host_costs"].terms()
+        click.echo(f"host costs fitted ({res['out']}/host_costs.json): "
+                   + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in t.items()), err=as_json)

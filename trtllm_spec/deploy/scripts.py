@@ -92,7 +92,8 @@ def bench_dataset_jsonl(prompts: Sequence[str], output_tokens: int | Sequence[in
 
 def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None = None,
              dataset: str = "dataset.jsonl", options_file: str = OPTIONS_FILE, num_requests: int | None = None,
-             warmup: int = 2, streaming: bool = True, report_dir: str = "bench_results") -> str:
+             warmup: int = 2, streaming: bool = True, report_dir: str = "bench_results",
+             purpose: str = "Throughput/latency of {model} with its drafter, one run per concurrency.") -> str:
     """``bench.sh``: ``trtllm-bench --model M [--model_path P] throughput`` once per concurrency, each writing
     ``report_dir/report_c{N}.json`` (its ``decoding_stats`` hold the acceptance percentiles)."""
     model = _relative(model, "model")
@@ -107,7 +108,7 @@ def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None =
     extra = " --streaming" if streaming else ""
     if num_requests:
         extra += f" --num_requests {_positive(num_requests, 'num_requests')}"
-    return _header(f"Throughput/latency of {model} with its drafter, one run per concurrency.") + (
+    return _header(purpose.format(model=model)) + (
         'cd "$(dirname "$0")"\n'
         f'CONCURRENCY="${{CONCURRENCY:-{" ".join(map(str, levels))}}}"\n'
         f'mkdir -p {shlex.quote(report_dir)}\n'
@@ -119,20 +120,34 @@ def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None =
         'done\n')
 
 
-def replan_sh(*, report: str = "bench_results/report_c1.json", out: str = "replan") -> str:
-    """``replan.sh``: ``trtllm-spec replan`` on a report ``bench.sh`` wrote; the new plan, options file and its diff
-    go to ``out`` (never over the bundle's files). REPORT / OUT environment variables override the defaults."""
+def replan_sh(*, report: str = "bench_results/report_c1.json", out: str = "replan",
+              plain_report: str = "bench_results_plain/report_c1.json", bench: str = "bench.sh",
+              plain_bench: str = "bench_plain.sh") -> str:
+    """``replan.sh``: ``trtllm-spec replan`` on the speculative report a bench script wrote; when the plain run's
+    report is there too, ``--calibrate PLAIN SPECULATIVE`` fits the host costs from both first. The new plan,
+    options file, its diff and the fitted host costs go to ``out`` (never over the bundle's files). REPORT,
+    PLAIN_REPORT and OUT environment variables override the defaults."""
     report, out = _relative(report, "report"), _relative(out, "replan folder")
-    return _header("Re-plan from this bundle's own trtllm-bench report: new plan + options file as a diff in "
-                   f"{out}/.") + (
+    plain_report, bench, plain_bench = (_relative(plain_report, "plain report"), _word(bench, "bench script"),
+                                        _word(plain_bench, "bench script"))
+    return _header("Re-plan from this bundle's own trtllm-bench reports: new plan + options file as a diff in "
+                   f"{out}/; with the plain run's report, host costs fitted from both.") + (
         'cd "$(dirname "$0")"\n'
         f'REPORT="${{REPORT:-{report}}}"\n'
+        f'PLAIN_REPORT="${{PLAIN_REPORT:-{plain_report}}}"\n'
         f'OUT="${{OUT:-{out}}}"\n'
         'if [ ! -f "$REPORT" ]; then\n'
-        '    echo "replan.sh: no $REPORT; run bash bench.sh first (it writes bench_results/report_c<N>.json)" >&2\n'
+        f'    echo "replan.sh: no $REPORT; run bash {bench} first (it writes {report.rsplit("/", 1)[0]}/report_c<N>.json)" >&2\n'
         '    exit 2\n'
         'fi\n'
-        'exec trtllm-spec replan --bundle . --from-trtllm-bench "$REPORT" --out "$OUT" "$@"\n')
+        'CALIBRATE=()\n'
+        'if [ -f "$PLAIN_REPORT" ]; then\n'
+        '    CALIBRATE=(--calibrate "$PLAIN_REPORT" "$REPORT")\n'
+        'else\n'
+        f'    echo "replan.sh: no $PLAIN_REPORT (bash {plain_bench} writes it): host costs stay the release profile\'s" >&2\n'
+        'fi\n'
+        'exec trtllm-spec replan --bundle . --from-trtllm-bench "$REPORT" --out "$OUT" '
+        '${CALIBRATE[@]+"${CALIBRATE[@]}"} "$@"\n')
 
 
 def multinode_serve_sh(*, model: str, world_size: int, gpus_per_node: int,

@@ -31,6 +31,8 @@ def overhead_json(plan: dict, profile: dict | None, stages: list[dict]) -> dict:
         "breakdown": breakdown,
         "measured_acceptance": measured,
         "acceptance_source": plan["drafter"]["acceptance"].get("source"),
+        "host_costs": plan.get("host_costs"),
+        "robustness": plan.get("robustness"),
         "stages": stages,
     }
 
@@ -73,8 +75,11 @@ def overhead_markdown(report: dict, plan: dict) -> str:
     for r in rec["by_batch"]:
         lines.append(f"| {r['batch_size']} | {r['draft_len']} | {r['acceptance_length']:.2f} | {r['speedup']:.2f}x | "
                      f"{r['tpot_s'] * 1e3:.2f} | {r['tokens_per_s_per_user']:.1f} | {r['tokens_per_s_per_gpu']:.1f} |")
+    from trtllm_spec.report.host_costs import host_costs_markdown, robustness_markdown
+
+    lines += [""] + host_costs_markdown(plan) + robustness_markdown(plan)
     m = report["measured_acceptance"]
-    lines += ["", "## Measured acceptance", ""]
+    lines += ["## Measured acceptance", ""]
     if m:
         mach = m.get("machine") or {}
         where = (f"{mach.get('cpu_count')}-core {mach.get('machine')} ({mach.get('device')}, torch {mach.get('torch')})"

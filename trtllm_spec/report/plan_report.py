@@ -70,7 +70,10 @@ def render_markdown(plan: dict) -> str:
             lines.append(f"| {c['draft_len']} | {_fmt_ms(tb['gemm_s'])} | {_fmt_ms(tb['attention_s'])} | "
                          f"{_fmt_ms(tb['comm_s'])} | {_fmt_ms(tb['overhead_s'])} | {_fmt_ms(db['total_s'])} | "
                          f"{_fmt_ms(c['step_time_s'])} | {c['acceptance_length']:.2f} | {c['speedup']:.2f}x |")
-    lines += ["", "## Assumptions", ""] + [f"- {a}" for a in plan["assumptions"]]
+    from trtllm_spec.report.host_costs import host_costs_markdown, robustness_markdown
+
+    lines += [""] + host_costs_markdown(plan) + robustness_markdown(plan)
+    lines += ["## Assumptions", ""] + [f"- {a}" for a in plan["assumptions"]]
     names = drawable_plots(plan)
     lines += ["", ("Plots: " + ", ".join(f"`{n}`" for n in names) + ".") if names else
               "No plots: no batch size fits in memory, so there is nothing to draw.", ""]

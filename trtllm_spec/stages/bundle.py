@@ -81,12 +81,14 @@ def engine(ctx: BuildContext) -> StageResult:
     write_text_atomic(b / "bench.sh", sc.bench_sh(model=ctx.recipe.target.hf_id or model, model_path=model
                                                   if model == "target" else None, concurrency=batches))
     write_text_atomic(b / "dataset.jsonl", _bench_dataset(ctx))
-    write_text_atomic(b / "replan.sh", sc.replan_sh(report=f"bench_results/report_c{min(batches)}.json"))
-    for f in ("serve.sh", "bench.sh", "replan.sh"):
-        (b / f).chmod(0o755)
     files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "replan.sh", "dataset.jsonl"]
     if rec.max_draft_len == 0:
         files += _speculative_alternative(ctx, model, spec_model, extra)
+    else:
+        files += _plain_alternative(ctx, model)
+    write_text_atomic(b / "replan.sh", sc.replan_sh(**_replan_reports(rec.max_draft_len, min(batches))))
+    for f in ("serve.sh", "bench.sh", "replan.sh"):
+        (b / f).chmod(0o755)
     files += _multinode(ctx, model)
     from trtllm_spec.deploy.data_scripts import write_data_scripts  # issue 15: data.sh / data.sbatch
 
@@ -124,6 +126,36 @@ def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | No
         options_file=ALT_OPTIONS_FILE, report_dir="bench_results_speculative"))
     (b / "bench_speculative.sh").chmod(0o755)
     return [ALT_OPTIONS_FILE, "bench_speculative.sh"]
+
+
+PLAIN_OPTIONS_FILE = "llm_api_options.plain.yaml"
+
+
+def _replan_reports(max_draft_len: int, batch: int) -> dict[str, str]:
+    """replan.sh's default reports: the speculative run (acceptance) and the plain run (host-cost calibration)."""
+    if max_draft_len:
+        spec, plain, bench, plain_bench = "bench_results", "bench_results_plain", "bench.sh", "bench_plain.sh"
+    else:
+        spec, plain, bench, plain_bench = "bench_results_speculative", "bench_results", "bench_speculative.sh", "bench.sh"
+    return {"report": f"{spec}/report_c{batch}.json", "plain_report": f"{plain}/report_c{batch}.json",
+            "bench": bench, "plain_bench": plain_bench}
+
+
+def _plain_alternative(ctx: BuildContext, model: str) -> list[str]:
+    """Beside speculative options, the same options without speculation and a bench script for them: the plain
+    run that, with bench.sh's, calibrates the host costs (replan.sh)."""
+    from trtllm_spec.deploy.trtllm_options import render_yaml
+
+    options = {k: v for k, v in ctx.options.items() if k != "speculative_config"}
+    r, b = ctx.recipe, ctx.bundle
+    header = "# llm_api_options.yaml without speculation: the plain run replan.sh calibrates host costs with\n"
+    write_text_atomic(b / PLAIN_OPTIONS_FILE, header + render_yaml(options, profile=r.trtllm_profile))
+    write_text_atomic(b / "bench_plain.sh", sc.bench_sh(
+        model=r.target.hf_id or model, model_path=model if model == "target" else None,
+        concurrency=r.workload.all_batch_sizes(), options_file=PLAIN_OPTIONS_FILE, report_dir="bench_results_plain",
+        purpose="Throughput/latency of {model} without speculation (for replan.sh's host-cost calibration)"))
+    (b / "bench_plain.sh").chmod(0o755)
+    return [PLAIN_OPTIONS_FILE, "bench_plain.sh"]
 
 
 def _bench_dataset(ctx: BuildContext) -> str:

@@ -58,9 +58,9 @@ def bundle_expectation(bundle: Path, recipe: Recipe, target_id: str) -> RunExpec
                           plain, spec)
 
 
-def calibrate_host_costs(recipe: Recipe, reports: list[Path], expectation: RunExpectation | None = None
-                         ) -> HostProfile:
-    """Fit iteration_s, spec_iteration_s and draft_step_s to the reports' TPOTs; the result, with provenance."""
+def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Path | None = None) -> HostProfile:
+    """Fit iteration_s, spec_iteration_s and draft_step_s to the reports' TPOTs (which must belong to ``bundle``,
+    else to the recipe); the result, with provenance."""
     from trtllm_spec import __version__
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.calibrate import TERMS, fit_host_costs
@@ -68,7 +68,8 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], expectation: RunEx
     from trtllm_spec.planner.search import CostContext
 
     req = plan_inputs(recipe, mechanisms=MECHANISMS).request  # the prior: the release's profile
-    exp = expectation or recipe_expectation(recipe, req.target_id, f"recipe {recipe.name!r}")
+    exp = (bundle_expectation(bundle, recipe, req.target_id) if bundle is not None else
+           recipe_expectation(recipe, req.target_id, f"recipe {recipe.name!r}"))
     measurements, files = read_measurements(reports, exp)
     ctx = CostContext(req.target, req.hardware, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
     cost = req.mechanism(req.drafter.type).cost(req.target, req.drafter)
@@ -83,10 +84,33 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], expectation: RunEx
         per_expert_s=req.hardware.overheads.per_expert_s, measured_release=", ".join(versions),
         fitted_on=[f"{r['source']} (B = {r['batch_size']}, D = {r['draft_len']}, AL {r['acceptance_length']:.3f}, "
                    f"TPOT {r['measured_tpot_s'] * 1e3:.3f} ms)" for r in fit.rows],
-        fitted=f"{now}, trtllm-spec {__version__} plan --calibrate (least squares, terms >= 0)",
+        fitted=f"{now}, trtllm-spec {__version__} {'replan' if bundle else 'plan'} --calibrate (least squares, "
+               "terms >= 0)",
         note=fit.split_note or "",
         fit={"prior": (req.host_costs or {}).get("name"), "prior_terms_s": prior, "identified": fit.identified,
              "measurements": fit.rows, "files": files, "target": req.target_id, "gpu": req.hardware.name})
+
+
+def speculative_report(reports: list[Path]) -> Path | None:
+    """The first report of a speculative run (it has decoding_stats): the acceptance source when none is given."""
+    from trtllm_spec.measure.calibration import read_run_report
+
+    return next((p for p in reports if "decoding_stats" in read_run_report(p)), None)
+
+
+def fit_markdown(profile: HostProfile) -> list[str]:
+    """replan.md's host-cost section: fitted terms and measured vs modelled TPOT before and after."""
+    t = profile.terms()
+    lines = ["## Host costs fitted from the reports", "",
+             f"{t['iteration_s'] * 1e3:.3f} ms per iteration, {t['spec_iteration_s'] * 1e3:.3f} ms per speculative "
+             f"iteration, {t['draft_step_s'] * 1e3:.3f} ms per draft step (prior: {profile.fit['prior']}); in "
+             f"`{HOST_COSTS_FILE}`.", "",
+             "| report | batch | D | AL | measured TPOT ms | prior model ms | fitted model ms |", "|---|---|---|---|---|---|---|"]
+    for r in profile.fit["measurements"]:
+        lines.append(f"| `{Path(r['source']).name}` | {r['batch_size']} | {r['draft_len']} | "
+                     f"{r['acceptance_length']:.3f} | {r['measured_tpot_s'] * 1e3:.3f} | {r['prior_tpot_s'] * 1e3:.3f} | "
+                     f"{r['fitted_tpot_s'] * 1e3:.3f} |")
+    return lines + ([""] + [profile.note] if profile.note else []) + [""]
 
 
 def write_host_costs(profile: HostProfile, folder: Path) -> Path:

@@ -23,7 +23,7 @@ OPTIONS_FILE = "llm_api_options.yaml"
 RECIPE_FILE = "recipe.resolved.yaml"
 
 
-def _bundle_recipe(bundle: Path, acceptance: Path):
+def _bundle_recipe(bundle: Path, acceptance: Path, calibrating: bool = False):
     from trtllm_spec.core.files import read_structured
     from trtllm_spec.core.recipe import recipe_from_dict
 
@@ -36,6 +36,8 @@ def _bundle_recipe(bundle: Path, acceptance: Path):
     if (bundle / "target" / "config.json").is_file():  # the target the bundle serves, copied into it
         data.setdefault("target", {})["model"] = str((bundle / "target").resolve())
     data.setdefault("planner", {})["acceptance"] = str(acceptance)
+    if calibrating:  # the reports' host costs replace whatever the bundle was planned with
+        data["planner"]["host_costs"] = None
     recipe = recipe_from_dict(data, str(path))
     recipe._base_dir = bundle.resolve()
     return recipe
@@ -123,8 +125,9 @@ def summary_markdown(prof: dict, old_plan: dict | None, new_plan: dict, notes: l
 
 
 def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draft_len: int | None,
-           out: Path | None, force: bool, temperature: float = 0.0) -> dict:
-    """Write ``out`` (default ``bundle/replan``); returns {profile, plan, options, notes, out}."""
+           out: Path | None, force: bool, temperature: float = 0.0, calibrate: list[Path] | None = None) -> dict:
+    """Write ``out`` (default ``bundle/replan``); returns {profile, plan, options, notes, out, host_costs}.
+    ``calibrate``: trtllm-bench reports (a plain and a speculative run of this bundle) to fit the host costs to."""
     from trtllm_spec.core.artifacts import Plan
     from trtllm_spec.core.files import atomic_dir, read_text, write_text_atomic
     from trtllm_spec.core.provenance import provenance
@@ -139,6 +142,10 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
     if out.resolve() == bundle.resolve() or (out.resolve() in bundle.resolve().parents):
         raise UserError(f"--out {out} would replace the bundle {bundle}; the re-plan goes to a new folder "
                         "(default <bundle>/replan)")
+    if calibrate and bench_report is None and metrics is None:
+        from trtllm_spec.stages.calibrate import speculative_report
+
+        bench_report = speculative_report(calibrate)  # the acceptance comes from the speculative run
     prof, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=bundle, draft_len=draft_len,
                                       temperature=temperature)
     old_options, profile = bundle_context(bundle)
@@ -150,8 +157,9 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
         write_measure_outputs(prof, measured, provenance({"replan": {"bundle": str(bundle)}}, files,
                                                          {"source": prof["source"]}))
         final_profile = out / "measured" / "speculation_profile.json"
-        recipe = _bundle_recipe(bundle, measured / "speculation_profile.json")
-        typed, _ = compute_plan(recipe)
+        host = _calibrated(bundle, calibrate, measured / "speculation_profile.json")
+        recipe = _bundle_recipe(bundle, measured / "speculation_profile.json", calibrating=host is not None)
+        typed, _ = compute_plan(recipe, host_profile=host)
         plan = json.loads(json.dumps(typed.to_json()).replace(str(measured / "speculation_profile.json"),
                                                                str(final_profile)))
         (tmp / "plan").mkdir()
@@ -163,5 +171,21 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
         diff_name = "llm_api_options.diff"
         write_text_atomic(tmp / diff_name, _diff(old_text, new_text, f"{bundle.resolve().name}/{OPTIONS_FILE}",
                                                  f"{out.name}/{OPTIONS_FILE}"))
-        write_text_atomic(tmp / "replan.md", summary_markdown(prof, old_plan, plan, notes, diff_name))
-    return {"profile": prof, "plan": plan, "options": options, "notes": notes, "out": out}
+        md = summary_markdown(prof, old_plan, plan, notes, diff_name)
+        if host is not None:
+            from trtllm_spec.stages.calibrate import fit_markdown, write_host_costs
+
+            write_host_costs(host, tmp)
+            md += "\n".join(fit_markdown(host))
+        write_text_atomic(tmp / "replan.md", md)
+    return {"profile": prof, "plan": plan, "options": options, "notes": notes, "out": out, "host_costs": host}
+
+
+def _calibrated(bundle: Path, reports: list[Path] | None, acceptance: Path):
+    """The host costs fitted to the bundle's plain and speculative reports (None without reports)."""
+    if not reports:
+        return None
+    from trtllm_spec.stages.calibrate import calibrate_host_costs
+
+    recipe = _bundle_recipe(bundle, acceptance, calibrating=True)
+    return calibrate_host_costs(recipe, reports, bundle=bundle)

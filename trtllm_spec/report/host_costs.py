@@ -1,0 +1,43 @@
+"""The host-cost sections of plan.md and overhead.md: which profile priced the plan, and how the pick moves with
+each host-cost term halved and doubled (plan.json ``host_costs`` / ``robustness``)."""
+
+from __future__ import annotations
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.3f}"
+
+
+def host_costs_markdown(plan: dict) -> list[str]:
+    hc = plan.get("host_costs")
+    if not hc:
+        return []
+    t = hc.get("terms_s") or {}
+    lines = ["## Host costs", "", f"Profile **{hc['name']}**"
+             + (f" (TensorRT-LLM {hc['release']}; measurements from {hc['measured_release']})"
+                if hc.get("measured_release") else "")
+             + f": {_ms(t.get('iteration_s', 0))} ms per iteration, {_ms(t.get('spec_iteration_s', 0))} ms per "
+             f"speculative iteration, {_ms(t.get('draft_step_s', 0))} ms per draft step.", ""]
+    if hc.get("fitted_on"):
+        lines += ["Fitted on: " + "; ".join(hc["fitted_on"]) + f" ({hc.get('fitted', '')}).", ""]
+    if hc.get("overridden_by_recipe"):
+        lines += [f"Overridden by the recipe (hardware.overrides): {', '.join(hc['overridden_by_recipe'])}.", ""]
+    if hc.get("note"):
+        lines += [hc["note"], ""]
+    return lines
+
+
+def robustness_markdown(plan: dict) -> list[str]:
+    rob = plan.get("robustness")
+    if not rob:
+        return []
+    lines = ["## Robustness to host costs", "", rob["note"] + ".", "",
+             "| term | x | value ms | pick changes | max_draft_len | draft_len_schedule | D by batch | "
+             "speedup change of the planned pick |", "|---|---|---|---|---|---|---|---|"]
+    for r in rob["rows"]:
+        sched = r["draft_len_schedule"] or (f"max_concurrency {r['max_concurrency']}" if r["max_concurrency"] else "-")
+        by_b = ", ".join(f"{b}:{d}" for b, d in r["draft_len_by_batch"].items())
+        moved = ", ".join(f"{b}: {v:+.2f}x" for b, v in r["speedup_change_by_batch"].items())
+        lines.append(f"| {r['term']} | {r['factor']:g} | {_ms(r['value_s'])} | {'**yes**' if r['pick_changes'] else 'no'} "
+                     f"| {r['max_draft_len']} | {sched} | {by_b} | {moved} |")
+    return lines + [""]
