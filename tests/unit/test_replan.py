@@ -173,3 +173,59 @@ def test_relative_out_keeps_the_scripts_intact(cli, tmp_path, monkeypatch):
                                                      "drafter": {"type": "ngram"}}))
     assert cli("build", "r.yaml", "--out", "bundle").exit_code == 0
     assert "--bundle . --from-trtllm-bench" in (tmp_path / "bundle" / "replan.sh").read_text()
+
+
+# FAKE trtllm-bench for host-cost calibration: the report of tests/calibration_fakes.py (TPOT from the step model
+# with KNOWN host costs) for the D its --extra_llm_api_options set (no speculative_config: a plain run)
+CALIBRATION_BENCH = """#!{python}
+import json, sys, yaml
+sys.path.insert(0, {repo!r})
+from tests.calibration_fakes import fake_report
+args = sys.argv[1:]
+opt = lambda k: args[args.index(k) + 1]
+spec = yaml.safe_load(open(opt("--extra_llm_api_options"))).get("speculative_config") or {{}}
+rep = fake_report(spec.get("max_draft_len", 0), float(opt("--concurrency")))
+json.dump(rep, open(opt("--report_json"), "w"))
+"""
+
+
+@pytest.fixture
+def calibration_tools(tools, tmp_path) -> dict:
+    bench = tmp_path / "bin" / "trtllm-bench"
+    bench.write_text(CALIBRATION_BENCH.format(python=sys.executable, repo=str(REPO)))
+    return {**tools, "CONCURRENCY": "1"}
+
+
+def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bundle, calibration_tools):
+    from tests.calibration_fakes import KNOWN_TERMS_S as known
+
+    assert (bundle / "bench_plain.sh").is_file() and (bundle / "llm_api_options.plain.yaml").is_file()
+    assert "speculative_config" not in yaml.safe_load((bundle / "llm_api_options.plain.yaml").read_text())
+    for script in ("bench.sh", "bench_plain.sh"):
+        assert run(bundle / script, calibration_tools).returncode == 0
+    res = run(bundle / "replan.sh", calibration_tools)
+    assert res.returncode == 0, res.stderr
+    host = json.loads((bundle / "replan" / "host_costs.json").read_text())
+    d = yaml.safe_load((bundle / "llm_api_options.yaml").read_text())["speculative_config"]["max_draft_len"]
+    assert host["iteration_s"] == pytest.approx(known["iteration_s"], rel=0.10)
+    assert host["spec_iteration_s"] + d * host["draft_step_s"] == pytest.approx(
+        known["spec_iteration_s"] + d * known["draft_step_s"], rel=0.10)
+    for row in host["fit"]["measurements"]:
+        assert row["fitted_tpot_s"] == pytest.approx(row["measured_tpot_s"], rel=0.01)
+    plan = json.loads((bundle / "replan" / "plan" / "plan.json").read_text())
+    assert plan["host_costs"]["name"].startswith("calibrated") and "robustness" in plan
+    assert "## Host costs fitted from the reports" in (bundle / "replan" / "replan.md").read_text()
+    assert cli("verify", bundle).exit_code == 0  # bench_results_plain/ is not bundle content
+    # the plain run of another options file is refused, naming it
+    opts = yaml.safe_load((bundle / "llm_api_options.plain.yaml").read_text())
+    opts["kv_cache_config"]["free_gpu_memory_fraction"] = 0.5
+    (bundle / "other.yaml").write_text(yaml.safe_dump(opts))
+    other = bundle / "bench_results_plain" / "other.json"
+    subprocess.run([str(bundle.parent / "bin" / "trtllm-bench"), "--extra_llm_api_options", str(bundle / "other.yaml"),
+                    "--concurrency", "1", "--report_json", str(other)], check=True, env=calibration_tools)
+    rep = json.loads(other.read_text())
+    rep["world_info"]["kv_cache_percentage"] = 0.5
+    other.write_text(json.dumps(rep))
+    res = subprocess.run(["bash", str(bundle / "replan.sh"), "--force"], env={**calibration_tools,
+                         "PLAIN_REPORT": "bench_results_plain/other.json"}, text=True, capture_output=True)
+    assert res.returncode == 2 and "llm_api_options.plain.yaml" in res.stderr and "kv_cache_percentage" in res.stderr

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_spec.core.hardware import Hardware, apply_overrides, load_hardware
-from trtllm_spec.core.host_costs import HOST_TERMS, HostProfile, load_host_profile, trtllm_host_profile, with_host_costs
+from trtllm_spec.core.host_costs import (
+    HOST_TERMS,
+    HostProfile,
+    load_host_profile,
+    trtllm_host_profile,
+    with_host_costs,
+)
 from trtllm_spec.core.recipe import Recipe
 from trtllm_spec.core.targets import ResolvedTarget, resolve_target
 from trtllm_spec.errors import UserError

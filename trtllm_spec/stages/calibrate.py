@@ -77,7 +77,7 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Path | Non
     fit = fit_host_costs(ctx, cost, measurements, prior)
     versions = sorted({str(f["trtllm_version"]) for f in files})
     machines = sorted({str(f["machine"]) for f in files if f["machine"]}) or ["an unnamed GPU"]
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return HostProfile(
         name=f"calibrated: TensorRT-LLM {', '.join(versions)} on {', '.join(machines)}", framework="TensorRT-LLM",
         release=recipe.trtllm_profile, **fit.terms, moe_layer_units=req.hardware.overheads.moe_layer_units,
