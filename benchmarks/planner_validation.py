@@ -4,12 +4,16 @@ Run:  .venv/bin/python benchmarks/planner_validation.py            # tables of b
       .venv/bin/python benchmarks/planner_validation.py --fit      # re-fit the parameters on the calibration set
       .venv/bin/python benchmarks/planner_validation.py --json     # raw numbers
       .venv/bin/python benchmarks/planner_validation.py --moe-sensitivity  # MoE costs vs calibration loss and trend
+      .venv/bin/python benchmarks/planner_validation.py --framework vLLM [--release 0.9.2]  # one framework / release
 
 The points were split into a calibration set and a validation set by source *before* any fitting (the split is
 the ``split`` field below and never changes with the fit); ``--fit`` searches the free parameters on calibration
-points only and prints the values that are then recorded here (FRAMEWORKS) and as the planner's defaults
-(core/hardware.py: TensorRT-LLM's profile and the shared GEMM overlap). Each point feeds its source's measured
-acceptance length to the planner, so what is compared is the cost model: step times and the speedup they imply.
+points only, per framework *release* (host costs change between releases), and prints the values that are then
+recorded as the host-cost profiles of core/host_costs.py (PUBLISHED_HOST_PROFILES; TensorRT-LLM's is the planner's
+default for every trtllm_version until a release has its own measurements) and the shared GEMM overlap
+(core/hardware.py). A point whose release has no calibration points uses the newest earlier release's profile
+(said in the output). Each point feeds its source's measured acceptance length to the planner, so what is compared
+is the cost model: step times and the speedup they imply.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 from dataclasses import dataclass, field
 
 from trtllm_spec.core.hardware import GB, TB, TFLOPS, Hardware, load_hardware
+from trtllm_spec.core.host_costs import published_host_profile
 from trtllm_spec.core.recipe import Eagle3Drafter, MTPDrafter
 from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.drafters.registry import MECHANISMS
@@ -44,18 +49,12 @@ RTX3090 = Hardware(name="rtx3090", description="NVIDIA GeForce RTX 3090 24GB (GD
                                                                                     "fp16": 71 * TFLOPS},
                    mem_bytes_per_s=0.936 * TB, mem_bytes=24 * GB, sm_count=82)
 
-# Per-framework host costs (core/hardware.py Overheads fields), fitted with --fit on the calibration points of
-# that framework only; gemm_overlap is shared physics, fitted on all calibration points together.
+# Per-release host costs (core/hardware.py Overheads fields) live in core/host_costs.py PUBLISHED_HOST_PROFILES,
+# fitted with --fit on the calibration points of that framework release only; gemm_overlap is shared physics,
+# fitted on all calibration points together.
 GEMM_OVERLAP = 0.0
-FRAMEWORKS: dict[str, dict[str, float]] = {  # --fit output, recorded 2026-12-01
-    "TensorRT-LLM": {"iteration_s": 1.5e-3, "draft_step_s": 4e-4, "spec_iteration_s": 2.5e-4, "moe_layer_units": 3.0,
-                     "per_expert_s": 0.0},
-    "vLLM": {"iteration_s": 1.25e-3, "draft_step_s": 8e-4, "spec_iteration_s": 1e-3},
-    "SGLang": {"iteration_s": 1.5e-3, "draft_step_s": 1.5e-3, "spec_iteration_s": 2.5e-4, "moe_layer_units": 0.5,
-               "per_expert_s": 0.0},
-}
-# MoE kernel costs (Overheads.moe_layer_units, per_expert_s), fitted per framework only where its calibration points
-# include an MoE target (--fit stage 2); a framework without one keeps the TensorRT-LLM defaults of core/hardware.py.
+# MoE kernel costs (Overheads.moe_layer_units, per_expert_s), fitted per release only where its calibration points
+# include an MoE target (--fit stage 2); a release without one keeps the TensorRT-LLM defaults of core/hardware.py.
 MOE_GRID = {"moe_layer_units": [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0],
             "per_expert_s": [0.0, 5e-7, 1e-6, 1.5e-6, 2e-6, 3e-6, 4e-6]}
 GRID = {"iteration_s": [1e-4, 2e-4, 4e-4, 6e-4, 8e-4, 1.0e-3, 1.25e-3, 1.5e-3, 2e-3, 2.5e-3],
@@ -82,6 +81,7 @@ class Point:
     al: dict[int, float]  # AL per D as the source (or the named stand-in) measured it
     speedup: dict[tuple[int, int], float]  # (batch, D) -> measured speedup over the same framework without it
     split: str  # "calibration" or "validation", fixed before fitting
+    release: str = ""  # the framework release (core/host_costs.PUBLISHED_HOST_PROFILES key) the source ran
     base_step_s: dict[int, float] = field(default_factory=dict)  # batch -> measured plain step (TPOT), if given
     notes: str = ""
     tree: tuple[int, int, int] | None = None  # SGLang EAGLE tree (steps, topk, num_draft_tokens); D = steps
@@ -91,29 +91,31 @@ E3_SGL = {2: 1.81, 4: 1.82, 8: 1.62, 16: 1.48, 24: 1.39, 32: 1.32, 48: 1.38, 56:
 E3_VLLM_3090 = {2: 1.75, 4: 1.68, 8: 1.58, 16: 1.49, 24: 1.42, 32: 1.36, 48: 1.21, 56: 1.01}
 VLLM_20780_AL = {2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54}
 EAGLE3_32K = Eagle3Drafter(draft_vocab_size=32000)
+EAGLE1_FULL_VOCAB = Eagle3Drafter(draft_vocab_size=128256)  # EAGLE-1: one layer, drafts over the target's vocab
+VLLM_20780_AL_E1 = {2: 2.1, 3: 2.29, 4: 2.39, 5: 2.43, 6: 2.45, 7: 2.47}
 
 POINTS = [
     Point("Llama-3.1-8B EAGLE-3 D=3, bs 2-64", "EAGLE-3 paper (arXiv 2503.01840v3) Table 3: SGLang v0.4.4, 1x H100, "
           "MT-bench, chain of 3", "SGLang", "llama-3.1-8b-instruct", "h100", EAGLE3_32K, Parallelism(), 1, "bf16",
-          128, 512, {3: VLLM_20780_AL[3]}, {(b, 3): s for b, s in E3_SGL.items()}, "calibration",
+          128, 512, {3: VLLM_20780_AL[3]}, {(b, 3): s for b, s in E3_SGL.items()}, "calibration", release="0.4.4",
           notes="AL(3) 2.79 from vllm #20780 (same target, MT-bench, EAGLE-3 head; SGLang's AL is not given)"),
     Point("Llama-3.1-8B EAGLE-3 K-sweep, bs1", "vllm-project/vllm issue #20780 (vLLM V1, MT-bench, TPOT)", "vLLM",
           "llama-3.1-8b-instruct", "h100", EAGLE3_32K, Parallelism(), 1, "bf16", 128, 512, VLLM_20780_AL,
           {(1, 2): 1.64, (1, 3): 1.73, (1, 4): 1.75, (1, 5): 1.71, (1, 6): 1.68, (1, 7): 1.65}, "calibration",
-          base_step_s={1: 7.07e-3}, notes="speedup = 7.07 ms / TPOT; GPU most likely H100"),
+          release="0.9.2", base_step_s={1: 7.07e-3}, notes="speedup = 7.07 ms / TPOT; GPU most likely H100"),
     Point("DeepSeek-R1 MTP D-sweep, bs1", "NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/blog1 (table "
           "'Autoregressive MTP Layers'; FP4, 8x B200)", "TensorRT-LLM", "deepseek-v3", "b200", MTPDrafter(),
           Parallelism(tp=8, ep=2), 8, "nvfp4", 1024, 2048, {1: 1.92, 2: 2.58, 3: 2.82, 4: 2.99, 5: 3.01},
           {(1, 1): 1.78, (1, 2): 2.25, (1, 3): 2.28, (1, 4): 2.21, (1, 5): 2.15}, "calibration",
-          base_step_s={1: 1 / 111}),
+          release="0.20-1.0rc", base_step_s={1: 1 / 111}),
     Point("Llama-3.3-70B EAGLE-3, conc 4", "NVIDIA/TensorRT-LLM PR #5146 (H200 TP8, aa_gen_16k_1k)", "TensorRT-LLM",
           "llama-3.3-70b-instruct", "h200", EAGLE3_32K, Parallelism(tp=8), 8, "bf16", 16384, 1024, {3: 1.83},
-          {(4, 3): 1.26}, "calibration", notes="speculative run with disable_overlap_scheduler: true"),
+          {(4, 3): 1.26}, "calibration", release="0.20-1.0rc", notes="speculative run with disable_overlap_scheduler: true"),
     Point("Qwen3-30B-A3B EAGLE-3 tree (4, 4, 16), bs 1-64", "Tencent/AngelSlim issue #163 (SGLang via SpecForge, "
           "4x H100 TP4, temperature 0)", "SGLang", "qwen3-30b-a3b", "h100", EAGLE3_32K, Parallelism(tp=4), 4, "bf16",
           128, 512, {4: 2.55}, {(1, 4): 185.64 / 218.89, (4, 4): 476.37 / 507.49, (8, 4): 673.14 / 677.14,
                                 (32, 4): 927.11 / 1128.30, (64, 4): 1307.95 / 1237.84}, "calibration",
-          base_step_s={1: 1 / 218.89}, tree=(4, 4, 16),
+          release="0.5", base_step_s={1: 1 / 218.89}, tree=(4, 4, 16),
           notes="tree of 16 verified tokens per sequence (steps 4, topk 4); AL 2.54-2.58 by batch, 2.55 used; "
                 "speedup = throughput ratio at the same batch; same reporter as SpecForge #339 (validation), "
                 "another issue, TP and draft configuration"),
@@ -121,13 +123,35 @@ POINTS = [
     Point("Llama-3.1-8B EAGLE-3 D=2, bs 2-56", "EAGLE-3 paper (arXiv 2503.01840v3) Table 5: vLLM, 1x RTX 3090, "
           "MT-bench, chain of 2", "vLLM", "llama-3.1-8b-instruct", RTX3090, EAGLE3_32K, Parallelism(), 1, "bf16",
           128, 512, {2: VLLM_20780_AL[2]}, {(b, 2): s for b, s in E3_VLLM_3090.items()}, "validation",
-          notes="AL(2) 2.36 from vllm #20780 (same target and benchmark)"),
+          release="0.8.5", notes="AL(2) 2.36 from vllm #20780 (same target and benchmark); the paper (2025-03) "
+          "names no vLLM version: priced with the 0.8.5 (2025-04) profile, the nearest measured release"),
     Point("Llama-4-Maverick EAGLE-3, conc 4", "NVIDIA/TensorRT-LLM PR #5146 (H200 TP8)", "TensorRT-LLM",
           "llama-4-maverick-17b-128e-instruct", "h200", EAGLE3_32K, Parallelism(tp=8), 8, "fp8", 16384, 1024,
-          {3: 2.90}, {(4, 3): 1.67}, "validation"),
+          {3: 2.90}, {(4, 3): 1.67}, "validation", release="0.20-1.0rc"),
     Point("Qwen3-30B-A3B EAGLE-3 D=3, bs 1 and 4", "sgl-project/SpecForge issue #339 (SGLang, 2x H100 TP2, "
           "MT-bench)", "SGLang", "qwen3-30b-a3b", "h100", EAGLE3_32K, Parallelism(tp=2), 2, "bf16", 128, 512,
-          {3: 1.86}, {(1, 3): 0.72, (4, 3): 0.79}, "validation", base_step_s={1: 1 / 222.47}),
+          {3: 1.86}, {(1, 3): 0.72, (4, 3): 0.79}, "validation", release="0.5", base_step_s={1: 1 / 222.47}),
+    # ---- added on i27 (issue 27): one more source per framework where one was found ----
+    Point("Llama-3.3-70B EAGLE-3 tree (8, 8, 64), bs1", "sgl-project/sglang PR #4716 (2025-03, H100 TP8, MT-bench "
+          "80 questions, float16)", "SGLang", "llama-3.3-70b-instruct", "h100", EAGLE3_32K, Parallelism(tp=8), 8,
+          "bf16", 128, 512, {8: 5.88}, {(1, 8): 234.54 / 88.61}, "validation", release="0.4.4",
+          base_step_s={1: 1 / 88.61}, tree=(8, 8, 64),
+          notes="88.61 tok/s plain, 234.54 with EAGLE-3 (steps 8, topk 8, 64 draft tokens), AL 5.88"),
+    Point("Llama-3.1-8B EAGLE-1 K=2, 4, 7, bs1", "vllm-project/vllm PR #16937 (vLLM V1, 2025-04, H100, MT-bench, "
+          "output tok/s)", "vLLM", "llama-3.1-8b-instruct", "h100", EAGLE1_FULL_VOCAB, Parallelism(), 1, "bf16", 128,
+          512, {2: VLLM_20780_AL_E1[2], 4: VLLM_20780_AL_E1[4], 7: VLLM_20780_AL_E1[7]},
+          {(1, 2): 1.51, (1, 4): 1.48, (1, 7): 1.27}, "calibration", release="0.8.5", base_step_s={1: 1 / 133},
+          notes="vanilla 133 tok/s; AL from vllm #20780 (same author, drafter and benchmark, 3 months later); "
+                "EAGLE-1 priced as a one-layer EAGLE head drafting over the full 128k vocabulary"),
+    Point("Llama-3.1-8B EAGLE-3 K=2, bs1", "vllm-project/vllm PR #16937 (vLLM V1, 2025-04, H100, MT-bench)", "vLLM",
+          "llama-3.1-8b-instruct", "h100", EAGLE3_32K, Parallelism(), 1, "bf16", 128, 512, {2: VLLM_20780_AL[2]},
+          {(1, 2): 1.65}, "calibration", release="0.8.5", notes="220.21 tok/s vs 133 vanilla; AL from vllm #20780"),
+    Point("Llama-3.1-8B EAGLE-1 K-sweep, bs1", "vllm-project/vllm issue #20780 (vLLM V1, 2025-07, EAGLE-1 TPOT "
+          "column)", "vLLM", "llama-3.1-8b-instruct", "h100", EAGLE1_FULL_VOCAB, Parallelism(), 1, "bf16", 128, 512,
+          VLLM_20780_AL_E1, {(1, k): 7.07 / t for k, t in zip(range(2, 8), (4.37, 4.29, 4.48, 4.71, 4.94, 5.2),
+                                                              strict=True)}, "validation", release="0.9.2",
+          notes="the same source as the 0.9.2 calibration point (its other drafter's column): held out from the fit, "
+                "but not independent of it"),
 ]
 
 
@@ -158,8 +182,14 @@ def tree_candidates(p: Point, hw: Hardware, batches: tuple[int, ...]) -> dict[tu
     return out
 
 
+def profile_of(p: Point) -> tuple[dict[str, float], str]:
+    """(the Overheads fields of the point's release profile, which profile and how it was chosen)."""
+    prof, how = published_host_profile(p.framework, p.release)
+    return prof.overhead_fields(), f"{prof.name} ({how})"
+
+
 def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] | None = None) -> dict:
-    hw = hardware_for(p, overlap, profile or FRAMEWORKS[p.framework])
+    hw = hardware_for(p, overlap, profile or profile_of(p)[0])
     batches = tuple(sorted({b for b, _d in p.speedup}))
     if p.tree:
         cand = tree_candidates(p, hw, batches)
@@ -173,7 +203,8 @@ def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] |
     rows = [{"batch": b, "draft_len": d, "al": p.al[d], "measured": s, "predicted": round(cand[(b, d)]["speedup"], 3),
              "error": round(cand[(b, d)]["speedup"] / s - 1, 3), "fits": cand[(b, d)]["feasible"]}
             for (b, d), s in sorted(p.speedup.items())]
-    out = {"point": p.name, "framework": p.framework, "split": p.split, "source": p.source, "rows": rows,
+    out = {"point": p.name, "framework": p.framework, "release": p.release, "profile": profile_of(p)[1],
+           "split": p.split, "source": p.source, "rows": rows,
            "base_step_ms": {b: {"measured": round(t * 1e3, 2), "predicted": round(cand[(b, 0)]["step_time_s"] * 1e3, 2)}
                             for b, t in p.base_step_s.items()}}
     if len(batches) > 1:  # the batch trend: sign of (last - first) at the sweep's D
@@ -209,15 +240,15 @@ def _best(pts: list[Point], overlap: float, grid: dict[str, list[float]], base: 
 
 
 def fit() -> tuple[float, dict[str, dict[str, float]]]:
-    """Grid search on calibration points only: per framework its host costs; where that framework's calibration
-    points include an MoE target, then alternately its MoE kernel costs (host costs held) and its host costs (MoE
-    held) until neither moves; finally the shared GEMM overlap."""
+    """Grid search on calibration points only: per framework release its host costs; where that release's
+    calibration points include an MoE target, then alternately its MoE kernel costs (host costs held) and its host
+    costs (MoE held) until neither moves; finally the shared GEMM overlap."""
     calib = [p for p in POINTS if p.split == "calibration"]
     best_overlap, best_profiles, best_total = None, {}, math.inf
     for overlap in OVERLAP_GRID:
         profiles, total = {}, 0.0
-        for fw in sorted({p.framework for p in calib}):
-            pts = [p for p in calib if p.framework == fw]
+        for fw in sorted({(p.framework, p.release) for p in calib}):
+            pts = [p for p in calib if (p.framework, p.release) == fw]
             score, prof = _best(pts, overlap, GRID, {})
             for _round in range(4):  # coordinate descent, MoE costs <-> host costs, until neither moves
                 if not any(resolve_shape(p.target).moe is not None for p in pts):
@@ -227,7 +258,7 @@ def fit() -> tuple[float, dict[str, dict[str, float]]]:
                 score, prof = _best(pts, overlap, GRID, {k: prof[k] for k in MOE_GRID})
                 if prof == before:
                     break
-            profiles[fw], total = prof, total + score
+            profiles[f"{fw[0]} {fw[1]}"], total = prof, total + score
         print(f"overlap {overlap}: calibration loss {total:.4f}", file=sys.stderr)
         if total < best_total:
             best_overlap, best_profiles, best_total = overlap, profiles, total
@@ -243,14 +274,42 @@ def summary(results: list[dict], split: str) -> dict:
             "trends": len(trends), "trend_signs_reproduced": len(same)}
 
 
+def by_release(results: list[dict]) -> list[dict]:
+    """Held-out (validation) error per framework release, beside its calibration error: what a release's profile
+    does on points it was not fitted on."""
+    out = []
+    for fw, rel in sorted({(r["framework"], r["release"]) for r in results}):
+        mine = [r for r in results if (r["framework"], r["release"]) == (fw, rel)]
+        row = {"framework": fw, "release": rel, "profile": mine[0]["profile"]}
+        for split in ("calibration", "validation"):
+            errs = [abs(x["error"]) for r in mine if r["split"] == split for x in r["rows"]]
+            row[split] = ({"points": len(errs), "median_abs_error": statistics.median(errs),
+                           "max_abs_error": max(errs)} if errs else None)
+        out.append(row)
+    return out
+
+
+def render_by_release(results: list[dict]) -> list[str]:
+    lines = ["### Error per framework release", "",
+             "| framework | release | profile | calibration points, median abs error | held-out points | held-out median "
+             "abs error | held-out max |", "|---|---|---|---|---|---|---|"]
+    for r in by_release(results):
+        cal, val = r["calibration"], r["validation"]
+        c = f"{cal['points']}, {cal['median_abs_error']:.1%}" if cal else "none (profile inherited)"
+        v = (f"{val['points']} | {val['median_abs_error']:.1%} | {val['max_abs_error']:.1%}" if val else
+             "0 | - | -")
+        lines.append(f"| {r['framework']} | {r['release']} | {r['profile']} | {c} | {v} |")
+    return lines + [""]
+
+
 def render(results: list[dict]) -> str:
-    lines = []
+    lines = render_by_release(results)
     for split in ("calibration", "validation"):
-        lines += [f"### {split.capitalize()} set", "", "| sweep | framework | batch | D | AL | measured | predicted | "
+        lines += [f"### {split.capitalize()} set", "", "| sweep | framework release | batch | D | AL | measured | predicted | "
                   "error | fits in memory (model) |", "|---|---|---|---|---|---|---|---|---|"]
         for res in (r for r in results if r["split"] == split):
             for r in res["rows"]:
-                lines.append(f"| {res['point']} | {res['framework']} | {r['batch']} | {r['draft_len']} | {r['al']:.2f} "
+                lines.append(f"| {res['point']} | {res['framework']} {res['release']} | {r['batch']} | {r['draft_len']} | {r['al']:.2f} "
                              f"| {r['measured']:.2f}x | {r['predicted']:.2f}x | {r['error']:+.0%} | "
                              f"{'yes' if r['fits'] else 'no'} |")
         s = summary(results, split)
@@ -293,16 +352,16 @@ def issue_example() -> str:
     return "\n".join(lines)
 
 
-def moe_sensitivity(framework: str = "SGLang") -> str:
+def moe_sensitivity(framework: str = "SGLang", release: str = "0.5") -> str:
     """Identifiability, not a fit: over MOE_GRID with the framework's other costs held, the calibration loss of its
     points next to the batch trend that gives on each validation MoE sweep of that framework (never used to
     choose anything)."""
-    cal = [p for p in POINTS if p.split == "calibration" and p.framework == framework]
-    val = [p for p in POINTS if p.split == "validation" and p.framework == framework and "trend" in predict(p)
-           and resolve_shape(p.target).moe is not None]
+    cal = [p for p in POINTS if p.split == "calibration" and (p.framework, p.release) == (framework, release)]
+    val = [p for p in POINTS if p.split == "validation" and (p.framework, p.release) == (framework, release)
+           and "trend" in predict(p) and resolve_shape(p.target).moe is not None]
     rows = []
     for vals in itertools.product(*MOE_GRID.values()):
-        prof = FRAMEWORKS[framework] | dict(zip(MOE_GRID, vals, strict=True))
+        prof = published_host_profile(framework, release)[0].overhead_fields() | dict(zip(MOE_GRID, vals, strict=True))
         score = loss([predict(p, GEMM_OVERLAP, prof) for p in cal]) * len(cal)
         rows.append((score, vals, [predict(p, GEMM_OVERLAP, prof)["trend"]["predicted"] for p in val]))
     rows.sort()
@@ -316,6 +375,19 @@ def moe_sensitivity(framework: str = "SGLang") -> str:
     return "\n".join(lines)
 
 
+def selected(points: list[Point], argv: list[str]) -> list[Point]:
+    """--framework NAME [--release R]: only that framework's (release's) points, each with its release profile."""
+    def arg(flag: str) -> str | None:
+        return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+
+    fw, rel = arg("--framework"), arg("--release")
+    out = [p for p in points if (fw is None or p.framework == fw) and (rel is None or p.release == rel)]
+    if not out:
+        known = sorted({f"{p.framework} {p.release}" for p in points})
+        sys.exit(f"no points for --framework {fw} --release {rel}; known: {', '.join(known)}")
+    return out
+
+
 def main() -> None:
     if "--moe-sensitivity" in sys.argv:
         print(moe_sensitivity())
@@ -324,10 +396,12 @@ def main() -> None:
         overlap, profiles = fit()
         print(json.dumps({"gemm_overlap": overlap, "frameworks": profiles}, indent=2))
         return
-    results = [predict(p) for p in POINTS]
+    points = selected(POINTS, sys.argv)
+    results = [predict(p) for p in points]
     if "--json" in sys.argv:
         print(json.dumps({"results": results, "calibration": summary(results, "calibration"),
-                          "validation": summary(results, "validation")}, indent=2, default=str))
+                          "validation": summary(results, "validation"), "by_release": by_release(results)},
+                         indent=2, default=str))
         return
     print(render(results))
     print("\n### Issue 17's example (H100, Llama-3.1-8B, EAGLE-3, ISL = OSL = 512): predicted speedup per D\n")

@@ -68,29 +68,72 @@ def with_host_costs(hw: Hardware, fields: dict[str, float]) -> Hardware:
     return hw.model_copy(update={"overheads": hw.overheads.model_copy(update=fields)})
 
 
-_J25 = "2026-12-01, benchmarks/planner_validation.py --fit (branch j25), calibration split only"
-_TRTLLM_FITTED_ON = [
-    "NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/blog1 (DeepSeek-R1 FP4, 8x B200, MTP D = 1..5, bs 1, base step)",
-    "NVIDIA/TensorRT-LLM PR #5146 (Llama-3.3-70B + EAGLE-3 one-model, H200 TP8, concurrency 4)",
-]
-_TRTLLM_MEASURED = "0.19-1.0 (blog 1, 2025-02; PR #5146, 2025-06)"
+_FIT = "2026-12-02, benchmarks/planner_validation.py --fit (branch i27), calibration split only, per release"
 
 
-def _trtllm(release: str, note: str) -> HostProfile:
-    return HostProfile(name=f"tensorrt-llm-{release}", framework="TensorRT-LLM", release=release,
-                       iteration_s=1.5e-3, spec_iteration_s=2.5e-4, draft_step_s=4e-4, moe_layer_units=3.0,
-                       per_expert_s=0.0, measured_release=_TRTLLM_MEASURED, fitted_on=_TRTLLM_FITTED_ON,
-                       fitted=_J25, note=note)
+def _published(framework: Framework, release: str, terms: tuple[float, float, float], fitted_on: list[str],
+               note: str = "", **moe: float) -> HostProfile:
+    it, spec, step = terms
+    return HostProfile(name=f"{framework.lower()}-{release}", framework=framework, release=release, iteration_s=it,
+                       spec_iteration_s=spec, draft_step_s=step, measured_release=release, fitted_on=fitted_on,
+                       fitted=_FIT, note=note, **moe)
 
 
+# Per framework release, fitted on that release's published calibration points only (--fit output, recorded here).
+# Keys: (framework, release); the release is the engine version the measurements ran (or its era when the source
+# names none: see benchmarks/planner_validation.md).
+PUBLISHED_HOST_PROFILES: dict[tuple[str, str], HostProfile] = {(p.framework, p.release): p for p in (
+    _published("TensorRT-LLM", "0.20-1.0rc", (1.5e-3, 2.5e-4, 4e-4), [
+        "NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/blog1 (DeepSeek-R1 FP4, 8x B200, MTP D = 1..5, bs 1, base "
+        "step; 2025-05)",
+        "NVIDIA/TensorRT-LLM PR #5146 (Llama-3.3-70B + EAGLE-3 one-model, H200 TP8, concurrency 4; 2025-06)"],
+        moe_layer_units=3.0, per_expert_s=0.0),
+    _published("vLLM", "0.8.5", (1.25e-3, 1e-3, 8e-4), [
+        "vllm-project/vllm PR #16937 (V1, 2025-04: Llama-3.1-8B, H100, bs 1, EAGLE-1 K = 2, 4, 7 and EAGLE-3 K = 2, "
+        "vanilla 133 tok/s)"]),
+    _published("vLLM", "0.9.2", (1.25e-3, 1e-3, 8e-4), [
+        "vllm-project/vllm issue #20780 (V1, 2025-07: Llama-3.1-8B + EAGLE-3, H100, bs 1, K = 2..7, TPOT; vanilla "
+        "7.07 ms)"]),
+    _published("SGLang", "0.4.4", (1.5e-3, 2.5e-4, 1.5e-3), [
+        "EAGLE-3 paper (arXiv 2503.01840v3) Table 3 (SGLang v0.4.4, H100, Llama-3.1-8B, chain of 3, bs 2-64)"],
+        moe_layer_units=0.5, per_expert_s=0.0),
+    _published("SGLang", "0.5", (1.5e-3, 2.5e-4, 1.5e-3), [
+        "Tencent/AngelSlim issue #163 (SGLang via SpecForge, 2025-12: Qwen3-30B-A3B, 4x H100 TP4, EAGLE-3 tree "
+        "(4, 4, 16), bs 1-64)"], moe_layer_units=0.5, per_expert_s=0.0),
+)}
+
+_TRTLLM_MEASURED = PUBLISHED_HOST_PROFILES[("TensorRT-LLM", "0.20-1.0rc")]
 _NO_NEWER = ("no published speculative-decoding step times of TensorRT-LLM {r} were found (searched 2026-12-02); "
-             "the terms are those fitted on 0.19-1.0 measurements. Fit your engine's with `trtllm-spec plan "
-             "--calibrate` (a plain and a speculative trtllm-bench report).")
+             "the terms are those fitted on 0.20-1.0rc measurements (the newest with any). Fit your engine's with "
+             "`trtllm-spec plan --calibrate` (a plain and a speculative trtllm-bench report).")
+
+
+def _trtllm(release: str) -> HostProfile:
+    base = _TRTLLM_MEASURED
+    return base.model_copy(update={"name": f"tensorrt-llm-{release}", "release": release,
+                                   "measured_release": f"{base.release} (blog 1, 2025-05; PR #5146, 2025-06)",
+                                   "note": _NO_NEWER.format(r=release)})
+
 
 # Per TensorRT-LLM profile (engine.trtllm_version). A release without its own measurements says so in its note.
-TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {
-    r: _trtllm(r, _NO_NEWER.format(r=r)) for r in ("1.2", "1.3", "1.4")
-}
+TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {r: _trtllm(r) for r in ("1.2", "1.3", "1.4")}
+
+
+def _key(release: str) -> tuple[int, ...]:
+    import re
+
+    return tuple(int(x) for x in re.findall(r"\d+", release))
+
+
+def published_host_profile(framework: str, release: str) -> tuple[HostProfile, str]:
+    """(the profile, how it was chosen) for a framework release: its own, else the newest earlier one fitted."""
+    if (framework, release) in PUBLISHED_HOST_PROFILES:
+        return PUBLISHED_HOST_PROFILES[(framework, release)], "its own"
+    older = sorted((r for f, r in PUBLISHED_HOST_PROFILES if f == framework and _key(r) < _key(release)), key=_key)
+    if not older:
+        known = ", ".join(f"{f} {r}" for f, r in PUBLISHED_HOST_PROFILES)
+        raise UserError(f"no host-cost profile for {framework} {release}; known: {known}")
+    return PUBLISHED_HOST_PROFILES[(framework, older[-1])], f"inherited from {older[-1]}"
 
 
 def trtllm_host_profile(release: str) -> HostProfile:
