@@ -2,6 +2,7 @@
 
 Run:  .venv/bin/python benchmarks/planner_validation.py            # tables of benchmarks/planner_validation.md
       .venv/bin/python benchmarks/planner_validation.py --fit      # re-fit the parameters on the calibration set
+      .venv/bin/python benchmarks/planner_validation.py --fit --keep-overlap  # per-release host costs only
       .venv/bin/python benchmarks/planner_validation.py --json     # raw numbers
       .venv/bin/python benchmarks/planner_validation.py --moe-sensitivity  # MoE costs vs calibration loss and trend
       .venv/bin/python benchmarks/planner_validation.py --framework vLLM [--release 0.9.2]  # one framework / release
@@ -239,13 +240,13 @@ def _best(pts: list[Point], overlap: float, grid: dict[str, list[float]], base: 
     return min(scored, key=lambda t: t[0])
 
 
-def fit() -> tuple[float, dict[str, dict[str, float]]]:
+def fit(overlaps: list[float] = OVERLAP_GRID) -> tuple[float, dict[str, dict[str, float]]]:
     """Grid search on calibration points only: per framework release its host costs; where that release's
     calibration points include an MoE target, then alternately its MoE kernel costs (host costs held) and its host
     costs (MoE held) until neither moves; finally the shared GEMM overlap."""
     calib = [p for p in POINTS if p.split == "calibration"]
     best_overlap, best_profiles, best_total = None, {}, math.inf
-    for overlap in OVERLAP_GRID:
+    for overlap in overlaps:
         profiles, total = {}, 0.0
         for fw in sorted({(p.framework, p.release) for p in calib}):
             pts = [p for p in calib if (p.framework, p.release) == fw]
@@ -392,8 +393,8 @@ def main() -> None:
     if "--moe-sensitivity" in sys.argv:
         print(moe_sensitivity())
         return
-    if "--fit" in sys.argv:
-        overlap, profiles = fit()
+    if "--fit" in sys.argv:  # --keep-overlap: host costs per release only, the shared GEMM overlap held
+        overlap, profiles = fit([GEMM_OVERLAP] if "--keep-overlap" in sys.argv else OVERLAP_GRID)
         print(json.dumps({"gemm_overlap": overlap, "frameworks": profiles}, indent=2))
         return
     points = selected(POINTS, sys.argv)

@@ -171,3 +171,18 @@ def test_robustness_table_in_every_plan(cli, tmp_path):
     assert all(v < 0 for v in ds_double["speedup_change_by_batch"].values())
     md = (out / "plan.md").read_text()
     assert "## Robustness to host costs" in md and "## Host costs" in md and rob["note"] in md
+
+
+def test_published_profiles_per_release_and_inheritance():
+    from trtllm_spec.core.host_costs import PUBLISHED_HOST_PROFILES, published_host_profile
+    from trtllm_spec.errors import UserError
+
+    trt = PUBLISHED_HOST_PROFILES[("TensorRT-LLM", "0.20-1.0rc")]
+    for p in TRTLLM_HOST_PROFILES.values():  # the planner's profiles carry the newest measured release's terms
+        assert p.terms() == trt.terms() and "0.20-1.0rc" in p.note and p.fitted_on == trt.fitted_on
+    prof, how = published_host_profile("vLLM", "0.10.1")  # no own measurements: the newest earlier release
+    assert prof.release == "0.9.2" and how == "inherited from 0.9.2"
+    assert published_host_profile("vLLM", "0.8.5")[1] == "its own"
+    with pytest.raises(UserError, match="no host-cost profile for vLLM 0.1"):
+        published_host_profile("vLLM", "0.1")
+    assert all(p.fitted_on and p.fitted for p in PUBLISHED_HOST_PROFILES.values())

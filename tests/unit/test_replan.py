@@ -215,6 +215,9 @@ def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bu
     plan = json.loads((bundle / "replan" / "plan" / "plan.json").read_text())
     assert plan["host_costs"]["name"].startswith("calibrated") and "robustness" in plan
     assert "## Host costs fitted from the reports" in (bundle / "replan" / "replan.md").read_text()
+    overhead = (bundle / "report" / "overhead.md").read_text()  # the bundle's own report: profile and robustness
+    assert "## Host costs" in overhead and "tensorrt-llm-1.2" in overhead and "## Robustness to host costs" in overhead
+    assert json.loads((bundle / "report" / "overhead.json").read_text())["robustness"]["rows"]
     assert cli("verify", bundle).exit_code == 0  # bench_results_plain/ is not bundle content
     # the plain run of another options file is refused, naming it
     opts = yaml.safe_load((bundle / "llm_api_options.plain.yaml").read_text())
