@@ -186,3 +186,14 @@ def test_published_profiles_per_release_and_inheritance():
     with pytest.raises(UserError, match="no host-cost profile for vLLM 0.1"):
         published_host_profile("vLLM", "0.1")
     assert all(p.fitted_on and p.fitted for p in PUBLISHED_HOST_PROFILES.values())
+
+
+def test_a_hardware_file_keeps_its_own_overheads(cli, tmp_path):
+    from trtllm_spec.core.hardware import load_hardware
+
+    data = load_hardware("h100").model_dump()
+    data["overheads"]["iteration_s"] = 7e-4
+    (tmp_path / "gpu.json").write_text(json.dumps(data))
+    r = cli("plan", "--target", "llama-3.1-8b-instruct", "--gpu", tmp_path / "gpu.json", "--json")
+    hc = json.loads(r.output[r.output.index("{"):])["host_costs"]
+    assert hc["name"].startswith("the hardware file's overheads") and hc["terms_s"]["iteration_s"] == 7e-4

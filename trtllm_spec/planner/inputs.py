@@ -51,10 +51,11 @@ def precision_for(recipe: Recipe, target: ResolvedTarget, hw: Hardware) -> Preci
     return Precision(weight=weight, kv=kv, act_bytes=act)
 
 
-def host_profile_for(recipe: Recipe, hw: Hardware, calibrated: HostProfile | None, files: list[Path]
-                     ) -> HostProfile | None:
+def host_profile_for(recipe: Recipe, hw: Hardware, calibrated: HostProfile | None, files: list[Path],
+                     hw_file: Path | None = None) -> HostProfile | None:
     """The host-cost profile to plan with: a calibrated one (``--calibrate`` or ``planner.host_costs``), else the
-    release's (``engine.trtllm_version``); None for a probed hardware file, whose overheads were measured."""
+    release's (``engine.trtllm_version``); None for a hardware file (``hw probe`` or your own), whose overheads
+    are its own."""
     path = recipe.resolve_path(recipe.planner.host_costs)
     if calibrated is not None and path is not None:
         raise UserError(f"--calibrate and planner.host_costs ({path}) both give host costs; drop one")
@@ -67,7 +68,7 @@ def host_profile_for(recipe: Recipe, hw: Hardware, calibrated: HostProfile | Non
                             f"{calibrated.release}; this recipe plans for TensorRT-LLM {recipe.trtllm_profile} "
                             "(engine.trtllm_version): calibrate with reports of that release")
         return calibrated
-    return None if hw.probe is not None else trtllm_host_profile(recipe.trtllm_profile)
+    return None if hw_file is not None else trtllm_host_profile(recipe.trtllm_profile)
 
 
 def hardware_with_host_costs(recipe: Recipe, hw: Hardware, profile: HostProfile | None) -> tuple[Hardware, dict]:
@@ -82,7 +83,8 @@ def hardware_with_host_costs(recipe: Recipe, hw: Hardware, profile: HostProfile 
                         f"{profile.name!r} fitted; drop the override or the calibration")
     if overrides:
         hw = apply_overrides(hw, overrides, source=f"hardware.overrides ({recipe.hardware.gpu})")
-    record = profile.summary() if profile is not None else {"name": f"measured by hw probe ({recipe.hardware.gpu})"}
+    record = profile.summary() if profile is not None else {
+        "name": f"the hardware file's overheads ({recipe.hardware.gpu}" + (", measured by hw probe)" if hw.probe else ")")}
     record["terms_s"] = {k: getattr(hw.overheads, k) for k in HOST_TERMS}
     if overridden:
         record["overridden_by_recipe"] = overridden
@@ -103,8 +105,9 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         files.append(gpu_path)
         hw = load_hardware(gpu_path)
     else:
+        gpu_path = None
         hw = load_hardware(gpu)
-    profile = host_profile_for(recipe, hw, host_profile, files)
+    profile = host_profile_for(recipe, hw, host_profile, files, gpu_path)
     hw, host_record = hardware_with_host_costs(recipe, hw, profile)
     acceptance: AcceptanceModel | None = None
     acc_path = recipe.resolve_path(recipe.planner.acceptance)
