@@ -88,18 +88,18 @@ PUBLISHED_HOST_PROFILES: dict[tuple[str, str], HostProfile] = {(p.framework, p.r
         "step; 2025-05)",
         "NVIDIA/TensorRT-LLM PR #5146 (Llama-3.3-70B + EAGLE-3 one-model, H200 TP8, concurrency 4; 2025-06)"],
         moe_layer_units=3.0, per_expert_s=0.0),
-    _published("vLLM", "0.8.5", (1.25e-3, 1e-3, 8e-4), [
+    _published("vLLM", "0.8.5", (2e-3, 2e-3, 2e-4), [
         "vllm-project/vllm PR #16937 (V1, 2025-04: Llama-3.1-8B, H100, bs 1, EAGLE-1 K = 2, 4, 7 and EAGLE-3 K = 2, "
         "vanilla 133 tok/s)"]),
     _published("vLLM", "0.9.2", (1.25e-3, 1e-3, 8e-4), [
         "vllm-project/vllm issue #20780 (V1, 2025-07: Llama-3.1-8B + EAGLE-3, H100, bs 1, K = 2..7, TPOT; vanilla "
         "7.07 ms)"]),
-    _published("SGLang", "0.4.4", (1.5e-3, 2.5e-4, 1.5e-3), [
+    _published("SGLang", "0.4.4", (1e-4, 0.0, 1e-3), [
         "EAGLE-3 paper (arXiv 2503.01840v3) Table 3 (SGLang v0.4.4, H100, Llama-3.1-8B, chain of 3, bs 2-64)"],
-        moe_layer_units=0.5, per_expert_s=0.0),
-    _published("SGLang", "0.5", (1.5e-3, 2.5e-4, 1.5e-3), [
+        note="one D only: the split between spec_iteration_s and draft_step_s is not identified"),
+    _published("SGLang", "0.5", (1e-4, 4e-3, 1.25e-3), [
         "Tencent/AngelSlim issue #163 (SGLang via SpecForge, 2025-12: Qwen3-30B-A3B, 4x H100 TP4, EAGLE-3 tree "
-        "(4, 4, 16), bs 1-64)"], moe_layer_units=0.5, per_expert_s=0.0),
+        "(4, 4, 16), bs 1-64)"], moe_layer_units=3.0, per_expert_s=0.0),
 )}
 
 _TRTLLM_MEASURED = PUBLISHED_HOST_PROFILES[("TensorRT-LLM", "0.20-1.0rc")]
