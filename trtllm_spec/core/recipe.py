@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from trtllm_spec.core.files import parse_yaml, read_structured
-from trtllm_spec.core.schema import StrictModel, format_validation_error
+from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
 
 TRTLLM_PROFILES = ("1.2", "1.3", "1.4")
@@ -340,6 +340,19 @@ class EngineConfig(StrictModel):
     max_seq_len: int | None = Field(None, ge=1)
     cuda_graphs: bool = True
 
+    @field_validator("trtllm_version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        """An unquoted ``trtllm_version: 1.3`` is a YAML float: the release it spells is meant, so it is read as
+        that text; any other number is refused with 'quote it' (1.10 would read as 1.1)."""
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            if str(value) in TRTLLM_PROFILES:
+                return str(value)
+            raise ValueError(f"engine.trtllm_version {value!r} is a number; write the release as quoted text, one "
+                             f"of 'auto', {', '.join(repr(v) for v in TRTLLM_PROFILES)} (quote it: "
+                             "trtllm_version: '1.3')")
+        return value
+
 
 class PlannerConfig(StrictModel):
     max_draft_len: int = Field(8, ge=1, le=MAX_DRAFT_LEN_LIMIT, description="largest D the search considers (a "
@@ -375,8 +388,8 @@ class OutputConfig(StrictModel):
 
 
 class Recipe(StrictModel):
-    name: str = "recipe"
-    description: str = ""
+    name: SafeName = Field("recipe", description="the folder (out/<name>) and job names")
+    description: str = Field("", json_schema_extra=MULTILINE)
     target: TargetConfig
     drafter: DrafterConfig
     draft_len: Literal["auto"] | int = "auto"

@@ -106,15 +106,17 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     tok = load_tokenizer(folder, chat_template)
     check_context(items, [prompt_ids(tok, it.messages) for it in items], max_new_tokens,
                   cfg.get("max_position_embeddings"))
-    model = check_server(url, tok, server_model, timeout_s, "--server-model")
+    checked = check_server(url, tok, server_model, timeout_s, "--server-model")
+    model = checked.model
+    if checked.note and progress:
+        progress(f"warning: server {url}: {checked.note}")
     measured = measure_served(url, model, items, levels, max_tokens=max_new_tokens, temperature=temperature,
                               seed=seed, timeout=timeout_s, progress=progress,
                               count_tokens=lambda text: len(tok(text, add_special_tokens=False).input_ids))
     data = ServedMeasurement.build(
         engine="openai",
-        server={"url": url, "model": model, "checks": ["GET /v1/models lists the model",
-                                                       "probe prompt token count equals the target's",
-                                                       "/tokenize ids equal the target's where the server has it"]},
+        server={"url": url, "model": model, "checks": checked.checks, "serves_target_checked": checked.token_checked,
+                **({"unchecked": checked.note} if checked.note else {})},
         target={"spec": recipe.target.model, "path": str(folder)},
         suite={**suite_prov, "name": suite if suite == "speed-lite" else Path(suite).name, "seed": seed,
                "num_prompts_per_category": num_prompts, "item_ids": [it.id for it in items],
