@@ -39,7 +39,7 @@ def _chunk(**choice) -> dict:
 CASES = [
     # ---- class 1: replies of the wrong shape, bodies cut short, bad URLs
     Hostile("models-data-not-list", "regenerate", "/v1/models 'data' is a string", {MODELS: Reply({"data": "m"})},
-            ("127.0.0.1", "data", "valid list", "'m'")),
+            ("127.0.0.1", "data", "valid list", '"m"')),
     Hostile("models-id-number", "regenerate", "/v1/models entry id is a number", {MODELS: Reply({"data": [{"id": 5}]})},
             ("data[0].id", "valid string", "got 5")),
     Hostile("models-cut-short", "regenerate", "/v1/models body cut short (IncompleteRead)",
@@ -47,7 +47,7 @@ CASES = [
     Hostile("models-not-json", "regenerate", "/v1/models answers HTML", {MODELS: Reply(b"<html>hi</html>")},
             ("GET /v1/models", "not JSON")),
     Hostile("chat-choices-string", "regenerate", "chat completion 'choices' is a string",
-            {CHAT: Reply({"choices": "hello"})}, ("127.0.0.1", "choices", "valid list", "'hello'")),
+            {CHAT: Reply({"choices": "hello"})}, ("127.0.0.1", "choices", "valid list", '"hello"')),
     Hostile("chat-choices-empty", "regenerate", "chat completion 'choices' is empty", {CHAT: Reply({"choices": []})},
             ("choices", "at least 1")),
     Hostile("chat-content-number", "regenerate", "message content is a number",
@@ -56,7 +56,7 @@ CASES = [
             {CHAT: Reply({"choices": [{"message": {"content": "x"}}], "usage": [1]})}, ("usage", "got [1]")),
     Hostile("chat-tokens-string", "regenerate", "usage.prompt_tokens is a string",
             {CHAT: Reply({"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": "9"}})},
-            ("usage.prompt_tokens", "valid integer", "'9'")),
+            ("usage.prompt_tokens", "valid integer", '"9"')),
     Hostile("chat-cut-short", "regenerate", "chat completion body cut short (IncompleteRead)",
             {CHAT: Reply(b'{"choices": [{"mess', declared=300)}, ("127.0.0.1", "cut short")),
     Hostile("url-port-not-number", "regenerate", "URL with a non-numeric port", {}, ("'http://127.0.0.1:80a'", "port",
@@ -69,11 +69,11 @@ CASES = [
     Hostile("url-space", "measure", "URL with a space in the host", {}, ("no host (or contains spaces",),
             url="http://127.0.0 .1:8000"),
     Hostile("stream-delta-string", "measure", "streamed delta is a string", {STREAM: Reply(events=[
-            _chunk(delta="hello"), "[DONE]"])}, ("127.0.0.1", "choices[0].delta", "'hello'")),
+            _chunk(delta="hello"), "[DONE]"])}, ("127.0.0.1", "choices[0].delta", '"hello"')),
     Hostile("stream-choices-string", "measure", "streamed choices is a string", {STREAM: Reply(events=[
-            {"choices": "x"}, "[DONE]"])}, ("streamed chunk", "choices", "'x'")),
+            {"choices": "x"}, "[DONE]"])}, ("streamed chunk", "choices", '"x"')),
     Hostile("stream-usage-string", "measure", "streamed usage is a string", {STREAM: Reply(events=[
-            {"choices": [], "usage": "lots"}, "[DONE]"])}, ("usage", "'lots'")),
+            {"choices": [], "usage": "lots"}, "[DONE]"])}, ("usage", '"lots"')),
     Hostile("stream-content-number", "measure", "streamed content is a number", {STREAM: Reply(events=[
             _chunk(delta={"content": 7}), "[DONE]"])}, ("choices[0].delta.content", "got 7")),
     Hostile("stream-no-done", "measure", "stream ends without [DONE]", {STREAM: Reply(events=good_stream()[:-1])},
@@ -93,7 +93,7 @@ CASES = [
             leaves=("conv.jsonl", "conv.jsonl.failed.jsonl")),
     Hostile("regen-bad-shape-later", "regenerate", "requests after the check get a reply of the wrong shape",
             {CHAT: Reply({"choices": [{"message": "hi"}]}, good_first=1)},
-            ("produced 0 of 3", "choices[0].message", "'hi'"), leaves=("conv.jsonl.failed.jsonl",)),
+            ("produced 0 of 3", "choices[0].message", '"hi"'), leaves=("conv.jsonl.failed.jsonl",)),
     # ---- class 3: a per-request deadline, not a per-read timeout
     Hostile("regen-timeouts", "regenerate", "every request answers after 3 s, --timeout 0.5",
             {CHAT: Reply(delay_s=3.0, body={"choices": []}, good_first=1)},

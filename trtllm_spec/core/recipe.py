@@ -239,6 +239,13 @@ class DSparkDrafter(DFlashDrafter):
             raise ValueError(f"draft_len = {recipe.draft_len}: TensorRT-LLM runs DSpark only at D = drafter.block_size "
                              f"= {self.block_size}; set draft_len: {self.block_size} (or auto), or change "
                              "drafter.block_size")
+        asked = recipe.planner.max_draft_len
+        if asked < self.block_size and asked != PlannerConfig.model_fields["max_draft_len"].default:
+            # a limit below the only D DSpark runs at is refused, not silently exceeded (the default limit does not
+            # apply to DSpark, and the plan's draft_len_rule says so: a resolved recipe holds it explicitly)
+            raise ValueError(f"planner.max_draft_len = {asked} (--max-draft-len) is below D = drafter.block_size = "
+                             f"{self.block_size}, the only D TensorRT-LLM runs DSpark at; set drafter.block_size: "
+                             f"{asked} for a shorter block (--set drafter.block_size={asked}), or drop the limit")
         super().check(recipe)
 
 

@@ -87,8 +87,8 @@ class Deadline:
             raise self.failure(url)
 
     def failure(self, url: str) -> RequestFailed:
-        return RequestFailed(url, f"no complete answer within {self.seconds:g} s (the request's deadline: "
-                             "--request-timeout / server.timeout_s)", True)
+        return RequestFailed(url, f"no complete answer within {self.seconds:g} s (one deadline for the whole "
+                             "request, not per read; raise --timeout / --request-timeout if the server is just slow)", True)
 
     def watch(self, response) -> None:
         sock = _socket_of(response)

@@ -186,6 +186,9 @@ def prepare_samples(tok, convs: list[dict], seq_len: int, heldout_fraction: floa
 def check_out(out: Path, resume: bool, force: bool, delete: bool = True) -> None:
     if out.exists() and any(out.iterdir()):
         if force:
+            from trtllm_spec.core.files import check_output_dir
+
+            check_output_dir(out, True)  # --force deletes only a trtllm-spec output (is_our_output)
             if delete:
                 shutil.rmtree(out)
         elif not resume:
