@@ -314,6 +314,13 @@ def _(w, b):
     return ["verify", bb]
 
 
+@case("measure-over-budget", "measure that would generate 400,000 tokens without --allow-long", "400,000 tokens",
+      "--allow-long", "--max-new-tokens")
+def _(w, b, target=None):
+    return ["measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
+            "--num-prompts", "1", "--max-new-tokens", "200000", "--out", w / "m"]
+
+
 def test_at_least_30_cases():
     assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)
 
@@ -366,3 +373,10 @@ def test_verified_bundle_replans_and_verify_stays_ok(cli, bundle, tmp_path):
     r = cli("replan", "--bundle", bb, "--from-trtllm-bench", _report(tmp_path, bb), "--out", tmp_path / "re")
     assert r.exit_code == 0, r.output
     assert cli("verify", bb).exit_code == 0
+
+
+def test_measure_prints_its_budget_first(cli, tmp_path, tiny_target, tiny_suite):
+    r = cli("measure", "--target", tiny_target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
+            "--num-prompts", "1", "--max-new-tokens", "4", "--json")
+    assert r.exit_code == 0, r.output
+    assert "budget: 2 requests (1 prompts x 2 decodes: the target alone and speculative) x up to 4 new tokens" in r.stderr

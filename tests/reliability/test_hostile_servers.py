@@ -99,6 +99,8 @@ CASES = [
             {CHAT: Reply(delay_s=3.0, body={"choices": []}, good_first=1)},
             ("produced 0 of 3", "within 0.5 s", "deadline"), leaves=("conv.jsonl.failed.jsonl",),
             extra=("--timeout", "0.5")),
+    Hostile("served-over-budget", "measure", "levels 1,2,3 (6 requests) x 300,000 tokens without --allow-long", {},
+            ("1,800,000 tokens (6 requests", "--allow-long"), extra=("--concurrency", "1,2,3", "--max-new-tokens", "300000")),
     Hostile("stream-trickle", "measure", "the stream trickles one event per 0.2 s for 10 s, --request-timeout 1",
             {STREAM: Reply(events=[_chunk(delta={"content": "a"})] * 50, interval_s=0.2)},
             ("within 1 s", "deadline"), extra=("--request-timeout", "1")),
@@ -120,9 +122,15 @@ def _args(case: Hostile, w: Path, target: Path, url: str) -> list:
     if case.command == "regenerate":
         return ["data", "regenerate", _regen_recipe(w, target), "--server-url", url, "--out", w / "conv.jsonl",
                 *case.extra]
-    return ["measure", "--engine", "openai", "--server-url", url, "--target", target, "--concurrency", "1",
-            "--num-prompts", "1", "--max-new-tokens", "8", "--categories", "coding", "--out", w / "served",
-            *case.extra]
+    flags = {"--concurrency": "1", "--max-new-tokens": "8"}
+    extra = list(case.extra)
+    for i in range(0, len(extra) - 1):
+        if extra[i] in flags:
+            flags[extra[i]] = extra[i + 1]
+            extra[i:i + 2] = ["", ""]
+    return ["measure", "--engine", "openai", "--server-url", url, "--target", target, "--num-prompts", "1",
+            "--categories", "coding", "--out", w / "served", *[x for kv in flags.items() for x in kv],
+            *[x for x in extra if x]]
 
 
 @pytest.fixture
@@ -152,6 +160,8 @@ def test_hostile_server(case: Hostile, cli, work, tiny_target):
     assert_clean_failure(r.output, r.exit_code, 2, case.names, before, after)
     assert not any(k.endswith(".provenance.json") for k in snapshot(work)), "a failed run left its provenance"
     assert took < 20, f"took {took:.1f} s"
+    if case.id == "served-over-budget":
+        assert fake.requests == [], "a refused measurement sent requests"
 
 
 def test_good_fake_server_regenerates_and_measures(cli, work, tiny_target):
@@ -163,7 +173,7 @@ def test_good_fake_server_regenerates_and_measures(cli, work, tiny_target):
         assert r.exit_code == 0, r.output
         assert "3 conversations in" in r.output and "not checked that the server serves the target" in r.output
         assert (work / "conv.provenance.json").is_file()
-        r = cli(*_args(CASES[-1], work, tiny_target, fake.url)[:-2])
+        r = cli(*_args(Hostile("good", "measure", "no fault", {}, (), None), work, tiny_target, fake.url))
         assert r.exit_code == 0, r.output
     data = json.loads((work / "served" / "served_measurement.json").read_text())
     assert data["server"]["serves_target_checked"] is False

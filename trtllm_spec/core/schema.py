@@ -64,7 +64,7 @@ class StrictModel(BaseModel):
             return value
         bad = control_character(value)
         if bad is not None:
-            raise ValueError(f"holds a control character ({bad}, e.g. a newline): recipe strings are written into "
+            raise ValueError(f"holds the control character {bad} (newlines, tabs and other control characters are refused): recipe strings are written into "
                              "scripts, comments and paths, so each must be one line of printable text; remove it")
         return value
 
