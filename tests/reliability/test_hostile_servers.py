@@ -81,6 +81,10 @@ CASES = [
     Hostile("stream-later-bad", "measure", "the warm-up streams well, a measured request streams a bad chunk",
             {STREAM: Reply(events=[_chunk(delta={"content": ["a"]}), "[DONE]"], good_first=1)},
             ("suite prompt", "delta.content", '["a"]')),
+    Hostile("metrics-cut-short", "metrics", "trtllm-serve /metrics body cut short (IncompleteRead)",
+            {"GET /metrics": Reply(b'[{"specDecodingStats": {', declared=500)}, ("metrics endpoint", "cut short")),
+    Hostile("metrics-url-port", "metrics", "--from-trtllm-metrics URL with a non-numeric port", {},
+            ("'http://127.0.0.1:9x'", "port"), url="http://127.0.0.1:9x"),
     # ---- class 2: runs where requests fail exit non-zero with the count, the first error and the rerun command
     Hostile("regen-all-500", "regenerate", "every request answers HTTP 500 (after the server check)",
             {CHAT: Reply({"error": "boom"}, status=500, good_first=1)},
@@ -119,6 +123,8 @@ def _regen_recipe(w: Path, target: Path) -> Path:
 
 
 def _args(case: Hostile, w: Path, target: Path, url: str) -> list:
+    if case.command == "metrics":
+        return ["measure", "--from-trtllm-metrics", f"{url}/metrics", "--json"]
     if case.command == "regenerate":
         return ["data", "regenerate", _regen_recipe(w, target), "--server-url", url, "--out", w / "conv.jsonl",
                 *case.extra]

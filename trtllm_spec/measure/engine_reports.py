@@ -220,15 +220,13 @@ def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_
 def read_iteration_stats(source: str, timeout: float = METRICS_TIMEOUT_S) -> tuple[list, dict]:
     """(iteration stats, where they came from) from a JSON file or an http(s) URL (trtllm-serve ``/metrics``)."""
     if source.startswith(("http://", "https://")):
-        import urllib.error
-        import urllib.request
+        from trtllm_spec.data.openai_http import RequestFailed, base_url, get_text
 
-        try:
-            with urllib.request.urlopen(source, timeout=timeout) as resp:  # noqa: S310 (http(s) only, checked above)
-                text = resp.read().decode("utf-8")
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise UserError(f"metrics endpoint {source} did not answer ({reason}); start the bundle's serve.sh "
+        base_url(source.split("/metrics")[0])  # a bad port or IPv6 host: one line naming the URL
+        try:  # one deadline for the request; a body cut short or a broken connection is a RequestFailed
+            text = get_text(source, timeout)
+        except RequestFailed as exc:
+            raise UserError(f"metrics endpoint {source} did not answer ({exc.what}); start the bundle's serve.sh "
                             "(trtllm-serve with enable_iter_perf_stats: true) and give its /metrics URL") from None
         origin = {"url": source}
         where = f"metrics endpoint {source}"
