@@ -208,7 +208,7 @@ def is_our_output(folder: Path) -> bool:
                 continue
         elif p.exists() and not p.is_symlink():
             return True
-    return False
+    return any((folder / "data").glob("conversations*.jsonl"))  # shards of 'data regenerate --shard I/N' too
 
 
 def check_output_dir(out: Path, force: bool, inputs: tuple[Path, ...] = ()) -> None:

@@ -42,7 +42,8 @@ class RegenServerConfig(StrictModel):
     urls: list[str] = Field(default_factory=list, description="base URLs (http://host:port[/v1]); several spread "
                             "the work")
     concurrency: int = Field(8, ge=1, le=4096, description="requests in flight (over all servers)")
-    timeout_s: float = Field(600.0, gt=0, description="one request's timeout")
+    timeout_s: float = Field(600.0, gt=0, description="one request's wall-clock deadline (the whole "
+                             "request, not each read)")
     retries: int = Field(3, ge=0, le=100, description="retries per request (exponential backoff) before it is "
                          "recorded as failed and left to the next run")
     max_failures: int = Field(32, ge=1, description="stop the run once this many requests failed")
