@@ -216,3 +216,27 @@ def test_fake_stops_by_itself():
     time.sleep(0.8)
     assert fake._stopped
 
+
+
+def test_server_token_check_is_claimed_only_when_it_ran(tiny_target):
+    """A server reporting the probe's usage.prompt_tokens is checked against the target (and claimed as checked);
+    one reporting another count is refused; one reporting none is recorded as unchecked."""
+    from tests.reliability.fake_openai import good_completion
+    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.data.openai_http import PROBE, check_server
+    from trtllm_spec.errors import UserError
+
+    tok = load_tokenizer(tiny_target)
+    want = len(prompt_ids(tok, PROBE))
+    for count, ok in ((want, True), (want + 7, False), (None, None)):
+        body = good_completion()
+        body["usage"] = {"prompt_tokens": count, "completion_tokens": 1}
+        with FakeOpenAI({CHAT: Reply(body)}) as fake:
+            if ok is False:
+                with pytest.raises(UserError, match=f"counts the probe prompt as {want + 7} tokens"):
+                    check_server(fake.url, tok, None, 5.0, "--server-model")
+                continue
+            got = check_server(fake.url, tok, None, 5.0, "--server-model")
+        assert got.model == "fake-model" and got.token_checked is bool(ok)
+        assert ("probe prompt token count equals the target's" in got.checks) is bool(ok)
+        assert (got.note is None) is bool(ok)
