@@ -101,8 +101,12 @@ def test_plan_refuses_existing_output(cli, tmp_path):
     r = cli("plan", "--target", "qwen3-8b", "--out", out)
     assert r.exit_code == 2 and "--force" in r.output
     assert (out / "keep.txt").read_text() == "mine"
-    r = cli("plan", "--target", "qwen3-8b", "--out", out, "--force")
-    assert r.exit_code == 0 and not (out / "keep.txt").exists() and (out / "plan.json").exists()
+    r = cli("plan", "--target", "qwen3-8b", "--out", out, "--force")  # --force replaces only our own outputs
+    assert r.exit_code == 2 and "not a trtllm-spec output" in r.output and (out / "keep.txt").read_text() == "mine"
+    (out / "keep.txt").unlink()
+    assert cli("plan", "--target", "qwen3-8b", "--out", out).exit_code == 0
+    r = cli("plan", "--target", "qwen3-8b", "--out", out, "--force")  # a plan folder (provenance.json) is ours
+    assert r.exit_code == 0 and (out / "plan.json").exists()
 
 
 def test_plan_does_not_import_torch(tmp_path):

@@ -21,6 +21,13 @@ import pytest
 from tests.conftest import REPO
 
 NETWORK_FAMILIES = (socket.AF_INET, socket.AF_INET6)
+# (host, port) of the fake servers a test started on 127.0.0.1 (tests/reliability/fake_openai.py): the only IP
+# addresses a reliability test may connect to
+LOCAL_FAKES: set[tuple[str, int]] = set()
+
+
+def _is_fake(address) -> bool:
+    return isinstance(address, tuple) and len(address) >= 2 and (str(address[0]), address[1]) in LOCAL_FAKES
 
 
 class NetworkUsed(OSError):
@@ -33,22 +40,25 @@ def no_network(monkeypatch):
     Local IPC (AF_UNIX, socketpair) stays allowed."""
     attempts: list[str] = []
     real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    real_create_connection = socket.create_connection
 
     def _refuse(what: str) -> NetworkUsed:
         attempts.append(what)
         return NetworkUsed(f"network use is not allowed here: {what}")
 
     def connect(self, address):
-        if self.family in NETWORK_FAMILIES:
+        if self.family in NETWORK_FAMILIES and not _is_fake(address):
             raise _refuse(f"connect {address!r}")
         return real_connect(self, address)
 
     def connect_ex(self, address):
-        if self.family in NETWORK_FAMILIES:
+        if self.family in NETWORK_FAMILIES and not _is_fake(address):
             raise _refuse(f"connect_ex {address!r}")
         return real_connect_ex(self, address)
 
     def create_connection(address, *a, **kw):
+        if _is_fake(address):
+            return real_create_connection(address, *a, **kw)
         raise _refuse(f"create_connection {address!r}")
 
     monkeypatch.setattr(socket.socket, "connect", connect)

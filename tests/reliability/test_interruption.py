@@ -258,9 +258,9 @@ def _partials(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".partial"))
 
 
-@pytest.mark.parametrize("sig,stage", [(signal.SIGINT, "measure"), (signal.SIGKILL, "triton"),
-                                       (signal.SIGKILL, "trtllm")], ids=["sigint-after-measure",
-                                                                        "sigkill-after-triton", "sigkill-last-stage"])
+@pytest.mark.parametrize("sig,stage", [(signal.SIGINT, "measure"), (signal.SIGTERM, "plan"), (signal.SIGKILL, "triton"),
+                                       (signal.SIGKILL, "trtllm")],
+                         ids=["sigint-after-measure", "sigterm-after-plan", "sigkill-after-triton", "sigkill-last-stage"])
 def test_build_killed_keeps_previous_bundle(builds, tmp_path, sig, stage, cli):
     bundle = tmp_path / "bundle"
     shutil.copytree(builds["ref"], bundle)  # the previous good bundle (relative paths: a copy verifies)
@@ -271,6 +271,9 @@ def test_build_killed_keeps_previous_bundle(builds, tmp_path, sig, stage, cli):
     if sig == signal.SIGINT:
         assert rc == 130 and "interrupted:" in child.stderr and "Traceback" not in child.stderr, child.stderr
         assert _partials(tmp_path) == []  # Ctrl-C removes the half-built bundle
+    elif sig == signal.SIGTERM:  # what timeout(1) and Slurm send: handled as Ctrl-C is
+        assert rc == 143 and "terminated (SIGTERM):" in child.stderr and "Traceback" not in child.stderr, child.stderr
+        assert _partials(tmp_path) == []
     else:
         assert rc == -signal.SIGKILL
         assert len(_partials(tmp_path)) == 1  # beside the bundle, never under its name; the next build removes it

@@ -46,7 +46,7 @@ RECIPES = st.fixed_dictionaries(
         "dtype": st.sampled_from(["auto", "bf16", "fp16", "fp32"]), "trust_remote_code": st.booleans()}),
      "drafter": _drafter()},
     optional={
-        "name": st.text(min_size=1, max_size=20),
+        "name": st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,19}", fullmatch=True),  # a folder and job name
         "description": st.text(max_size=40),
         "draft_len": st.one_of(st.just("auto"), st.integers(1, 64)),
         "hardware": st.fixed_dictionaries({}, optional={

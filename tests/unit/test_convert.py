@@ -390,8 +390,13 @@ def test_output_exists_without_force(tmp_path):
     with pytest.raises(OutputExistsError):
         convert_drafter(src, tmp_path / "out")
     assert (tmp_path / "out" / "keep.txt").exists()
-    convert_drafter(src, tmp_path / "out", force=True)
-    assert not (tmp_path / "out" / "keep.txt").exists() and (tmp_path / "out" / "model.safetensors").exists()
+    with pytest.raises(OutputExistsError, match="not a trtllm-spec output"):  # --force replaces only our outputs
+        convert_drafter(src, tmp_path / "out", force=True)
+    assert (tmp_path / "out" / "keep.txt").exists()
+    (tmp_path / "out" / "keep.txt").unlink()
+    convert_drafter(src, tmp_path / "out")
+    convert_drafter(src, tmp_path / "out", force=True)  # a converted drafter (its provenance.json) is ours
+    assert (tmp_path / "out" / "model.safetensors").exists() and (tmp_path / "out" / "provenance.json").exists()
 
 
 def test_format_mismatch_and_ours_input(tmp_path):

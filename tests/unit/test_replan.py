@@ -136,7 +136,7 @@ def test_replan_refusals(cli, bundle, tools, tmp_path):
     (tmp_path / "half" / "llm_api_options.yaml").write_text((bundle / "llm_api_options.yaml").read_text())
     r = cli("replan", "--bundle", tmp_path / "half", "--from-trtllm-bench", bundle / "bench_results" / "report_c1.json",
             "--out", tmp_path / "r")
-    assert r.exit_code == 2 and "recipe.resolved.yaml" in r.output and not (tmp_path / "r").exists()
+    assert r.exit_code == 2 and "manifest.json" in r.output and not (tmp_path / "r").exists()
 
 
 def test_replanned_options_change_only_the_plan():

@@ -50,7 +50,7 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
 @click.option("--json", "as_json", is_flag=True)
 def verify_cmd(bundle: Path, as_json: bool) -> None:
     """Recompute the sha256 of every file of BUNDLE against its manifest. Exit 1 on any changed, missing or
-    extra file."""
+    extra file, or any symlink (to a file or a folder)."""
     from trtllm_spec.deploy.manifest import verify_bundle
     from trtllm_spec.errors import CheckFailed
 
@@ -58,13 +58,14 @@ def verify_cmd(bundle: Path, as_json: bool) -> None:
     if as_json:
         echo_json(res)
     else:
-        for key in ("changed", "missing", "extra"):
+        for key in ("changed", "missing", "extra", "symlinks"):
             for f in res[key]:
-                click.echo(f"{key}: {f}")
+                click.echo(f"{'symlink' if key == 'symlinks' else key}: {f}")
         click.echo(f"{bundle}: {'ok' if res['ok'] else 'MODIFIED'} ({res['files']} files in the manifest)")
     if not res["ok"]:
+        links = f", {len(res['symlinks'])} symlinks (a bundle holds plain files only)" if res["symlinks"] else ""
         raise CheckFailed(f"{bundle} does not match its manifest: {len(res['changed'])} changed, "
-                          f"{len(res['missing'])} missing, {len(res['extra'])} extra")
+                          f"{len(res['missing'])} missing, {len(res['extra'])} extra{links}")
 
 
 @main.command("triton")

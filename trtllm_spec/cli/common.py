@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 
 import click
@@ -20,7 +22,8 @@ class Group(click.Group):
 
         set_command([str(x) for x in (sys.argv[1:] if args is None else args)])
         short_omp_spin()
-        return super().main(args, *a, **kw)
+        with terminate_as_interrupt():
+            return super().main(args, *a, **kw)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -30,10 +33,40 @@ class Group(click.Group):
                 click.echo(("error: " if i == 0 else "       ") + line, err=True)
             _exit_past_a_process_group(exc.exit_code)
             ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("interrupted: nothing half-written was kept; rerun to resume", err=True)
-            _exit_past_a_process_group(130)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:
+            code = 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
+            what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+            click.echo(f"{what}: nothing half-written was kept; rerun to resume", err=True)
+            _exit_past_a_process_group(code)
+            ctx.exit(code)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what ``timeout``, Slurm and container runtimes send), raised where Ctrl-C's KeyboardInterrupt is:
+    every command that writes into a temporary folder or file then cleans up the same way (``atomic_dir`` and the
+    writers remove their partial output on any exception), and exits 143."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """While a command runs, SIGTERM raises ``Terminated`` in the main thread (the previous handler comes back
+    after). Not in other threads (Python delivers signals to the main thread only) or where a caller set its own
+    SIGTERM handler."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _exit_past_a_process_group(code: int) -> None:

@@ -31,7 +31,8 @@ def data_group() -> None:
 @click.option("--server-url", "server_urls", multiple=True, help="An OpenAI-compatible server (repeatable: "
               "several spread the work); implies --backend openai.")
 @click.option("--concurrency", type=int, help="Requests in flight over all servers (server.concurrency).")
-@click.option("--timeout", "timeout_s", type=float, help="One request's timeout in seconds (server.timeout_s).")
+@click.option("--timeout", "timeout_s", type=float, help="One request's wall-clock deadline in seconds, the whole request, not each read "
+              "(server.timeout_s).")
 @click.option("--shard", help="I/N: only the I-th of N slices of the prompts (0 <= I < N), e.g. a SLURM array task.")
 @device_options
 @set_option

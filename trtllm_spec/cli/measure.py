@@ -22,6 +22,7 @@ def _categories(value: str | None) -> list[str] | None:
 
 # the options that --from-trtllm-bench / --from-trtllm-metrics take (the engine already measured)
 ENGINE_REPORT_PARAMS = ("bench_report", "metrics", "bundle", "draft_len", "temperature", "out", "force", "as_json")
+# --allow-long with --from-trtllm-*: refused (nothing is generated), by the check of options a report does not read
 # the options only --engine openai reads, and those of a measurement here that it does not
 SERVED_ONLY = ("server_url", "server_model", "concurrency", "request_timeout", "recipe_file", "gpu")
 NOT_SERVED = ("drafter", "draft_len", "dtype", "device", "reference_engine", "block_sweep", "bundle", "bench_report",
@@ -92,7 +93,9 @@ def _given(names) -> list[str]:
               help="Read trtllm-serve iteration stats (a saved /metrics JSON, or http://HOST:PORT/metrics) instead "
               "of measuring; needs enable_iter_perf_stats (the bundle's options set it).")
 @click.option("--out", type=click.Path(path_type=Path), help="Write speculation_profile.json, report.md, plots here.")
-@click.option("--force", is_flag=True, help="Replace a non-empty --out folder.")
+@click.option("--force", is_flag=True, help="Replace a non-empty --out folder (only one trtllm-spec wrote).")
+@click.option("--allow-long", is_flag=True, help="Start a measurement above the budget limit (200,000 generated "
+              "tokens: requests x --max-new-tokens; the budget is printed first either way).")
 @click.option("--json", "as_json", is_flag=True, help="Print speculation_profile.json to stdout.")
 def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, suite: str,
                 training_data: Path | None, allow_overlap: bool, categories: str | None,
@@ -100,7 +103,7 @@ def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, 
                 reference_engine: str, chat_template: Path | None, block_sweep: str | None, engine: str,
                 server_url: str | None, server_model: str | None, concurrency: str, request_timeout: float,
                 recipe_file: Path | None, gpu: str | None, bundle: Path | None, bench_report: Path | None,
-                metrics: str | None, out: Path | None, force: bool, as_json: bool) -> None:
+                metrics: str | None, out: Path | None, force: bool, allow_long: bool, as_json: bool) -> None:
     """Measure acceptance length (overall, per category, per draft position) and speedup of a drafter against
     its target on the speed-lite suite; the profile feeds 'trtllm-spec plan --acceptance'.
 
@@ -120,7 +123,7 @@ def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, 
     if engine == "openai":
         _served(target, server_url, server_model, concurrency, request_timeout, recipe_file, gpu, suite,
                 training_data, allow_overlap, categories, num_prompts, max_new_tokens, temperature, seed,
-                chat_template, out, force, as_json)
+                chat_template, out, force, as_json, allow_long)
         return
     if _given(SERVED_ONLY):
         raise UserError(f"{', '.join(_given(SERVED_ONLY))}: options of --engine openai (a served endpoint); add "
@@ -141,7 +144,7 @@ def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, 
         raise UserError("measure needs --target (checkpoint folder or fetched asset), or --from-trtllm-bench / "
                         "--from-trtllm-metrics to read the engine's own numbers")
     profile = run_measure(target, drafter, draft_len, engine=engine, bundle=bundle, out=out, force=force,
-                          training_data=training_data, allow_overlap=allow_overlap,
+                          training_data=training_data, allow_overlap=allow_overlap, allow_long=allow_long,
                           block_sweep=parse_int_list(block_sweep, "--block-sweep"), suite=suite,
                           categories=_categories(categories), num_prompts=num_prompts, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, dtype=dtype, device=device,
@@ -154,7 +157,7 @@ def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, 
 
 def _served(target, server_url, server_model, concurrency, request_timeout, recipe_file, gpu, suite,
             training_data, allow_overlap, categories, num_prompts, max_new_tokens, temperature, seed, chat_template,
-            out, force, as_json) -> None:
+            out, force, as_json, allow_long=False) -> None:
     from trtllm_spec.errors import UserError
     from trtllm_spec.report.served import render_table
     from trtllm_spec.stages.served import run_served
@@ -169,7 +172,7 @@ def _served(target, server_url, server_model, concurrency, request_timeout, reci
                       recipe_file=recipe_file, gpu=gpu, suite=suite, categories=_categories(categories),
                       num_prompts=num_prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                       chat_template=chat_template, training_data=training_data, allow_overlap=allow_overlap,
-                      timeout_s=request_timeout, out=out, force=force, progress=_log)
+                      timeout_s=request_timeout, out=out, force=force, progress=_log, allow_long=allow_long)
     if as_json:
         echo_json(data)
     click.echo(render_table(data) + (f"\n->  {out}/report.md" if out else ""), err=as_json)

@@ -186,8 +186,34 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+# What every trtllm-spec output folder holds at its top (the "is this ours" check of ``--force``): a bundle's
+# manifest, the provenance of plan / measure / served / train / convert outputs, a replan's summary, a Triton
+# repository's launcher, an exported drafter's metadata, a training folder's log, checkpoints or regenerated data
+OUTPUT_MARKERS = ("manifest.json", "provenance.json", "replan.md", "launch_triton.sh", "trtllm_spec_drafter.json",
+                  "train_log.jsonl", "checkpoints", "data/conversations.jsonl")
+
+
+def is_our_output(folder: Path) -> bool:
+    """Whether ``--force`` may replace ``folder``: empty, or a folder a trtllm-spec command wrote (one of
+    ``OUTPUT_MARKERS`` at its top; a ``provenance.json`` / ``manifest.json`` must be a JSON object)."""
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return True
+    for name in OUTPUT_MARKERS:
+        p = folder / name
+        if name.endswith(".json") and p.is_file() and not p.is_symlink():
+            try:
+                if isinstance(json.loads(p.read_text(encoding="utf-8")), dict):
+                    return True
+            except (OSError, ValueError):
+                continue
+        elif p.exists() and not p.is_symlink():
+            return True
+    return any((folder / "data").glob("conversations*.jsonl"))  # shards of 'data regenerate --shard I/N' too
+
+
 def check_output_dir(out: Path, force: bool, inputs: tuple[Path, ...] = ()) -> None:
-    """Refuse an existing output (unless ``force``), an output inside an input, or an unwritable parent."""
+    """Refuse an existing output (unless ``force``), an output inside an input, or an unwritable parent; with
+    ``force``, a non-empty folder that is not a trtllm-spec output (``is_our_output``) is refused too."""
     try:
         out_abs = out.resolve()
     except (RuntimeError, OSError):  # RuntimeError before Python 3.13
@@ -200,6 +226,10 @@ def check_output_dir(out: Path, force: bool, inputs: tuple[Path, ...] = ()) -> N
         raise OutputExistsError(f"output {out} exists and is not a folder; choose another --out")
     if out.exists() and any(out.iterdir()) and not force:
         raise OutputExistsError(f"output folder {out} exists and is not empty; pass --force to replace it")
+    if force and out.is_dir() and not is_our_output(out):
+        raise OutputExistsError(f"output folder {out} is not empty and is not a trtllm-spec output (it holds none of "
+                                f"{', '.join(OUTPUT_MARKERS[:3])}, ...); --force replaces only our own outputs: "
+                                "choose another --out, or empty the folder yourself")
     parent = out_abs.parent
     while not parent.exists():
         parent = parent.parent

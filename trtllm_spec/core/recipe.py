@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from trtllm_spec.core.files import parse_yaml, read_structured
-from trtllm_spec.core.schema import StrictModel, format_validation_error
+from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
 
 TRTLLM_PROFILES = ("1.2", "1.3", "1.4")
@@ -42,7 +42,8 @@ class RegenServerConfig(StrictModel):
     urls: list[str] = Field(default_factory=list, description="base URLs (http://host:port[/v1]); several spread "
                             "the work")
     concurrency: int = Field(8, ge=1, le=4096, description="requests in flight (over all servers)")
-    timeout_s: float = Field(600.0, gt=0, description="one request's timeout")
+    timeout_s: float = Field(600.0, gt=0, description="one request's wall-clock deadline (the whole "
+                             "request, not each read)")
     retries: int = Field(3, ge=0, le=100, description="retries per request (exponential backoff) before it is "
                          "recorded as failed and left to the next run")
     max_failures: int = Field(32, ge=1, description="stop the run once this many requests failed")
@@ -239,6 +240,13 @@ class DSparkDrafter(DFlashDrafter):
             raise ValueError(f"draft_len = {recipe.draft_len}: TensorRT-LLM runs DSpark only at D = drafter.block_size "
                              f"= {self.block_size}; set draft_len: {self.block_size} (or auto), or change "
                              "drafter.block_size")
+        asked = recipe.planner.max_draft_len
+        if asked < self.block_size and asked != PlannerConfig.model_fields["max_draft_len"].default:
+            # a limit below the only D DSpark runs at is refused, not silently exceeded (the default limit does not
+            # apply to DSpark, and the plan's draft_len_rule says so: a resolved recipe holds it explicitly)
+            raise ValueError(f"planner.max_draft_len = {asked} (--max-draft-len) is below D = drafter.block_size = "
+                             f"{self.block_size}, the only D TensorRT-LLM runs DSpark at; set drafter.block_size: "
+                             f"{asked} for a shorter block (--set drafter.block_size={asked}), or drop the limit")
         super().check(recipe)
 
 
@@ -340,6 +348,19 @@ class EngineConfig(StrictModel):
     max_seq_len: int | None = Field(None, ge=1)
     cuda_graphs: bool = True
 
+    @field_validator("trtllm_version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        """An unquoted ``trtllm_version: 1.3`` is a YAML float: the release it spells is meant, so it is read as
+        that text; any other number is refused with 'quote it' (1.10 would read as 1.1)."""
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            if str(value) in TRTLLM_PROFILES:
+                return str(value)
+            raise ValueError(f"engine.trtllm_version {value!r} is a number; write the release as quoted text, one "
+                             f"of 'auto', {', '.join(repr(v) for v in TRTLLM_PROFILES)} (quote it: "
+                             "trtllm_version: '1.3')")
+        return value
+
 
 class PlannerConfig(StrictModel):
     max_draft_len: int = Field(8, ge=1, le=MAX_DRAFT_LEN_LIMIT, description="largest D the search considers (a "
@@ -377,8 +398,8 @@ class OutputConfig(StrictModel):
 
 
 class Recipe(StrictModel):
-    name: str = "recipe"
-    description: str = ""
+    name: SafeName = Field("recipe", description="the folder (out/<name>) and job names")
+    description: str = Field("", json_schema_extra=MULTILINE)
     target: TargetConfig
     drafter: DrafterConfig
     draft_len: Literal["auto"] | int = "auto"

@@ -8,15 +8,65 @@ from __future__ import annotations
 
 import difflib
 import typing
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+
+# A schema string may reach a generated script (its comments too), a path or a job name: none may hold a control
+# character (a newline in a '# comment' line ends the comment and runs the rest as a command). Fields whose text
+# is free prose (a recipe's description) opt out with ``json_schema_extra=MULTILINE``; nothing they hold is
+# written into a script.
+MULTILINE = {"multiline": True}
+NAME_CHARS = "letters, digits, '_', '.' and '-' (not starting with '.' or '-')"
+
+
+def control_character(value: Any) -> str | None:
+    """The first control character (as U+XXXX) in a string, or in the strings of a list/dict value."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            bad = next((c for c in v if ord(c) < 32 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029"), None)
+            if bad is not None:
+                return f"U+{ord(bad):04X}"
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+    return None
+
+
+def _name(value: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", value):
+        raise ValueError(f"a name becomes a folder (out/<name>) and a job name: use 1-128 {NAME_CHARS}, no path "
+                         "separators or spaces")
+    return value
+
+
+# a recipe's ``name``: one path component, also a SLURM job name
+SafeName = Annotated[str, AfterValidator(_name)]
 
 
 class StrictModel(BaseModel):
-    """Base of every user-facing schema: unknown keys rejected, assignments validated."""
+    """Base of every user-facing schema: unknown keys rejected, assignments validated, and no string with a control
+    character (every field of every section inherits the check)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _one_line(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and field.json_schema_extra == MULTILINE:
+            return value
+        bad = control_character(value)
+        if bad is not None:
+            raise ValueError(f"holds the control character {bad} (newlines, tabs and other control characters are refused): recipe strings are written into "
+                             "scripts, comments and paths, so each must be one line of printable text; remove it")
+        return value
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:

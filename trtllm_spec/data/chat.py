@@ -31,20 +31,46 @@ def load_tokenizer(folder: str | Path, chat_template: str | Path | None = None):
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load a tokenizer from {folder} ({str(exc).splitlines()[0]}); the checkpoint "
                         "needs tokenizer.json / tokenizer_config.json") from None
+    source = f"the chat template of {folder}"
     if chat_template is not None:
         p = Path(chat_template)
         if not p.is_file():
             raise UserError(f"chat template file {p} does not exist")
-        tok.chat_template = p.read_text(encoding="utf-8")
+        try:
+            tok.chat_template = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"chat template file {p} cannot be read as UTF-8 text ({exc}); save it as UTF-8") from None
+        source = f"chat template file {p}"
     if not tok.chat_template:
         raise UserError(f"the tokenizer in {folder} has no chat template; supply one with "
                         "target.chat_template: path/to/template.jinja (a Jinja file as in tokenizer_config.json)")
+    tok._trtllm_spec_template = source
+    _apply(tok, [{"role": "user", "content": "Hello."}], add_generation_prompt=True, tokenize=True)  # renders at all
     return tok
+
+
+def _apply(tok, messages: list[dict], **kw):
+    """``tok.apply_chat_template`` with a template that does not parse, reads an undefined name, calls what the
+    sandbox blocks (transformers renders in jinja2's ImmutableSandboxedEnvironment) or raises on the messages
+    turned into one line naming the template and the problem."""
+    try:
+        import jinja2
+    except ImportError:  # transformers needs jinja2 for chat templates; without it the call below says so
+        jinja2 = None
+    errors = (jinja2.TemplateError,) if jinja2 is not None else ()
+    try:
+        return tok.apply_chat_template(messages, **kw)
+    except errors as exc:
+        where = getattr(tok, "_trtllm_spec_template", "the chat template")
+        line = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+        what = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise UserError(f"{where} cannot render a conversation{line}: {type(exc).__name__}: {what}; fix the "
+                        "template (or give a standard one with target.chat_template / --chat-template)") from None
 
 
 def prompt_ids(tok, messages: list[dict]) -> list[int]:
     """Token ids of ``messages`` followed by the assistant generation prompt."""
-    return _ids(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+    return _ids(_apply(tok, messages, add_generation_prompt=True, tokenize=True))
 
 
 def prompt_token_counter(tok):
@@ -67,7 +93,7 @@ def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None)
         if msg["role"] != "assistant":
             continue
         before = prompt_ids(tok, messages[:i])
-        upto = _ids(tok.apply_chat_template(messages[: i + 1], tokenize=True))
+        upto = _ids(_apply(tok, messages[: i + 1], tokenize=True))
         if before[: len(ids)] != ids or upto[: len(before)] != before:
             raise UserError("the chat template does not render earlier turns as a token prefix of later ones; "
                             "cannot locate assistant tokens (supply a standard template via target.chat_template)")

@@ -31,6 +31,8 @@ from trtllm_spec.errors import UserError
 @dataclass
 class OpenAIReport(RegenReport):
     failed: int = 0
+    first_error: str | None = None  # the first failed request: its server and what came
+    failed_path: Path | None = None  # where the failed ids are kept for the rerun
     truncated: int = 0  # replies cut by max_tokens (kept, as the in-process path keeps them)
     mismatched: int = 0  # replies whose re-encoding differs from the server's token count
     replies: int = 0
@@ -52,8 +54,12 @@ def regenerate_openai(items: list, target_dir: Path, out: Path, server, *, max_n
     if twice:
         raise UserError(f"server url {twice[0]} is given twice; list each server once")
     tok = load_tokenizer(target_dir, chat_template)
-    models = {u: check_server(u, tok, server.model, server.timeout_s, "drafter.training.data.server.model")
-              for u in urls}
+    found = {u: check_server(u, tok, server.model, server.timeout_s, "drafter.training.data.server.model")
+             for u in urls}
+    models = {u: c.model for u, c in found.items()}
+    for u, c in found.items():
+        if c.note:
+            log(f"regenerate: server {u}: {c.note}")
     out.parent.mkdir(parents=True, exist_ok=True)
     done = read_done(out)
     rewrite_clean(out, done)
@@ -73,9 +79,9 @@ def regenerate_openai(items: list, target_dir: Path, out: Path, server, *, max_n
             conv.append({"role": "user", "content": turn})
             r = with_retries(lambda conv=conv: http_chat(url, models[url], conv, max_new_tokens, temperature,
                                                           server.timeout_s, seed), server.retries)
-            text = r["choices"][0]["message"].get("content") or ""
+            text = r.choices[0].message.content or ""
             conv.append({"role": "assistant", "content": text})
-            counts.append(((r.get("usage") or {}).get("completion_tokens"), r["choices"][0].get("finish_reason"),
+            counts.append((r.usage.completion_tokens if r.usage is not None else None, r.choices[0].finish_reason,
                            len(tok(text, add_special_tokens=False).input_ids)))
         return {"rec": {"id": it.id, "source": getattr(it, "source", ""), "messages": conv, "server": url},
                 "counts": counts, "url": url}
@@ -110,6 +116,8 @@ def regenerate_openai(items: list, target_dir: Path, out: Path, server, *, max_n
                 pending = {fut: it for fut, it in pending.items() if not fut.cancel()}
     rep.seconds = time.perf_counter() - started
     rep.failed = len(failures)
+    rep.first_error = f"{failures[0]['server']}: {failures[0]['error']}" if failures else None
+    rep.failed_path = failed_path if failures else None
     _write_failed(failed_path, failures)
     if rep.mismatched:
         log(f"regenerate: {rep.mismatched} of {rep.replies} replies re-encode to a token count other than the "

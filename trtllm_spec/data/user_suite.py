@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from trtllm_spec.data.suite import SuiteItem
@@ -212,6 +212,28 @@ def select_suite(suite: str | Path, categories: Iterable[str] | None, num_prompt
         items = build_suite(str(suite), categories, num_prompts, seed)
         return items, suite_provenance(items)
     return load_user_suite(Path(suite), categories, num_prompts)
+
+
+# the estimate-first rule of ``measure`` (as ``data regenerate`` prints its budget first): above this many tokens to
+# generate a measurement is refused unless ``--allow-long`` says it is meant (10,000 prompts x 128 tokens is hours
+# on a CPU and not a default anyone wants by accident; speed-lite's default is ~8,000)
+MEASURE_TOKEN_LIMIT = 200_000
+
+
+def measure_budget(requests: int, max_new_tokens: int, what: str, allow_long: bool,
+                   log: Callable[[str], None]) -> int:
+    """Print the work a measurement starts (requests x up to ``max_new_tokens`` each) before anything is loaded
+    or sent, and refuse it above ``MEASURE_TOKEN_LIMIT`` unless ``allow_long``. Returns the token bound."""
+    from trtllm_spec.core.provenance import command_line
+
+    tokens = requests * max_new_tokens
+    log(f"budget: {requests} requests ({what}) x up to {max_new_tokens} new tokens = up to {tokens:,} generated "
+        f"tokens (limit without --allow-long: {MEASURE_TOKEN_LIMIT:,})")
+    if tokens > MEASURE_TOKEN_LIMIT and not allow_long:
+        raise UserError(f"measure would generate up to {tokens:,} tokens ({requests} requests x {max_new_tokens}), "
+                        f"more than the {MEASURE_TOKEN_LIMIT:,} started without asking; lower --num-prompts / "
+                        f"--categories / --max-new-tokens, or rerun with --allow-long: {command_line()} --allow-long")
+    return tokens
 
 
 def conversations_file_texts(path: Path) -> set[str]:

@@ -64,11 +64,42 @@ def verify_bundle(bundle: Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
         raise UserError(f"{path} is not a valid manifest (unreadable, or 'files' is not a {{path: sha256}} table); "
                         "rebuild the bundle") from None
-    actual = {p.relative_to(bundle).as_posix(): p for p in bundle.rglob("*")
-              if p.is_file() and p.relative_to(bundle).as_posix() != MANIFEST
-              and p.relative_to(bundle).parts[0] not in RUNTIME_OUTPUTS}
-    missing = sorted(set(recorded) - set(actual))
+    actual, links = _bundle_files(bundle)
+    missing = sorted(set(recorded) - set(actual) - set(links))
     extra = sorted(set(actual) - set(recorded))
     changed = sorted(k for k in set(recorded) & set(actual) if sha256_file(actual[k]) != recorded[k])
-    return {"ok": not (missing or extra or changed), "changed": changed, "missing": missing, "extra": extra,
-            "files": len(recorded)}
+    return {"ok": not (missing or extra or changed or links), "changed": changed, "missing": missing,
+            "extra": extra, "symlinks": links, "files": len(recorded)}
+
+
+def _bundle_files(bundle: Path) -> tuple[dict[str, Path], list[str]]:
+    """(regular files by relative path, symlinks) under ``bundle``, walked without following links: a bundle
+    holds plain files only (``build`` writes no link), so every link, to a file or a folder, inside or outside
+    the bundle, identical content or not, is a difference (the files a linked folder shows are not counted as
+    the bundle's)."""
+    import os
+
+    files: dict[str, Path] = {}
+    links: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(bundle, followlinks=False):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(bundle)
+        if rel_dir.parts and rel_dir.parts[0] in RUNTIME_OUTPUTS:
+            dirnames[:] = []
+            continue
+        for name in list(dirnames):
+            if not rel_dir.parts and name in RUNTIME_OUTPUTS:
+                dirnames.remove(name)  # what the bundle's scripts write (a link to scratch space too)
+            elif (here / name).is_symlink():
+                links.append((rel_dir / name).as_posix())
+                dirnames.remove(name)
+        for name in filenames:
+            p = here / name
+            rel = (rel_dir / name).as_posix()
+            if rel == MANIFEST or (not rel_dir.parts and name in RUNTIME_OUTPUTS):
+                continue
+            if p.is_symlink():
+                links.append(rel)
+            elif p.is_file():
+                files[rel] = p
+    return files, sorted(links)

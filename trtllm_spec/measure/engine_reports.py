@@ -83,7 +83,52 @@ def read_bench_report(path: Path) -> dict:
     if missing:
         raise UserError(f"{where} lacks {', '.join(missing)} (null when the run had no draft tokens: check "
                         "max_draft_len in the options file)")
+    _check_percentiles(dec, where)
     return data
+
+
+def _check_percentiles(dec: dict, where: str) -> None:
+    """Every percentile the report gives is null or a finite number >= 0 (a rate also <= 1): NaN, Infinity or a
+    negative count is a broken report, and would reach the profile (JSON has no NaN)."""
+    for key in PERCENTILE_KEYS:
+        stats = dec.get(key)
+        if stats is None:
+            continue
+        if not isinstance(stats, dict):
+            raise UserError(f"{where}: decoding_stats.{key} must be an object of percentiles, got {stats!r:.60}")
+        for name, v in stats.items():
+            bad = not (v is None or (_num(v) and v >= 0 and (key != "draft_acceptance_rate_percentiles" or v <= 1)))
+            if bad:
+                allowed = "a rate in [0, 1]" if key == "draft_acceptance_rate_percentiles" else "a finite number >= 0"
+                raise UserError(f"{where}: decoding_stats.{key}.{name} = {v!r} is not {allowed} (or null); the report "
+                                "is broken: rerun the benchmark (bench.sh)")
+
+
+def check_report_belongs(report: dict, where: str, options: dict | None, bundle: Path | None) -> None:
+    """A trtllm-bench report re-plans a bundle only when it measured that bundle: its mechanism
+    (``decoding_stats.mode``) is the bundle options' ``decoding_type``, and its model (``engine.model`` /
+    ``model_path``) is one the bundle's manifest names (``target.served`` / ``hf_id`` / ``spec``). What the report
+    does not say is not checked."""
+    mode = report["decoding_stats"].get("mode")
+    ours = _options_type(options)
+    if ours is not None and mode is not None and MODES.get(mode, mode) != ours:
+        raise UserError(f"{where} measured decoding mode {mode!r} ({MODES.get(mode, 'unknown')}), but the bundle's "
+                        f"options speculate with {ours}: the report comes from another bundle; bench this bundle "
+                        "(its bench.sh) and use that report")
+    if bundle is None:
+        return
+    try:
+        target = json.loads((bundle / "manifest.json").read_text()).get("target") or {}
+    except (OSError, ValueError, AttributeError):
+        return  # no readable manifest: replan verifies it first; measure --bundle reads the options only
+    names = {str(v) for v in (target.get("served"), target.get("hf_id"), target.get("spec")) if v}
+    names |= {Path(n).name for n in names}
+    engine = report.get("engine") or {}
+    said = [str(engine[k]) for k in ("model", "model_path") if engine.get(k) not in (None, "", "None")]
+    if said and names and not any(m in names or Path(m).name in names for m in said):
+        raise UserError(f"{where} benchmarked model {said[0]!r}, but the bundle serves "
+                        f"{target.get('served') or target.get('hf_id')!r}: the report comes from another model; "
+                        "bench this bundle (its bench.sh) and use that report")
 
 
 def _mode_type(mode: object, where: str, drafter_type: str | None) -> str:
@@ -115,6 +160,12 @@ def bench_section(report: dict, where: str) -> tuple[dict, int]:
     al = 1.0 + avg_a / gen_iters if gen_iters > 0 else 1.0
     if al > 1 + d + 1e-6:
         raise UserError(f"{where}: AL {al:.3f} exceeds 1 + D = {1 + d}; the report is inconsistent")
+    reported = dec.get("acceptance_length_percentiles") or {}
+    over = {k: v for k, v in reported.items() if _num(v) and v > 1 + d + 1e-6}
+    if over:
+        k, v = next(iter(over.items()))
+        raise UserError(f"{where}: decoding_stats.acceptance_length_percentiles.{k} = {v} exceeds 1 + D = {1 + d} "
+                        "(AL counts the target's token plus at most D accepted drafts); the report is inconsistent")
     perf = report.get("performance") or {}
     streaming = report.get("streaming_metrics") or {}
     tps_user = streaming.get("token_output_speed_tok_s", perf.get("output_throughput_per_user_tok_s"))
@@ -138,6 +189,7 @@ def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_
     """The speculation profile of one trtllm-bench report (one category, ``all``)."""
     where = f"trtllm-bench report {path}"
     report = read_bench_report(path)
+    check_report_belongs(report, where, options, bundle)
     section, d = bench_section(report, where)
     ran_d = _check_draft_len(d, options, draft_len, section.get("concurrency"), where, profile)
     if ran_d != d:  # a schedule lowered D at this concurrency: the AL belongs to the scheduled D
@@ -168,15 +220,13 @@ def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_
 def read_iteration_stats(source: str, timeout: float = METRICS_TIMEOUT_S) -> tuple[list, dict]:
     """(iteration stats, where they came from) from a JSON file or an http(s) URL (trtllm-serve ``/metrics``)."""
     if source.startswith(("http://", "https://")):
-        import urllib.error
-        import urllib.request
+        from trtllm_spec.data.openai_http import RequestFailed, base_url, get_text
 
-        try:
-            with urllib.request.urlopen(source, timeout=timeout) as resp:  # noqa: S310 (http(s) only, checked above)
-                text = resp.read().decode("utf-8")
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise UserError(f"metrics endpoint {source} did not answer ({reason}); start the bundle's serve.sh "
+        base_url(source.split("/metrics")[0])  # a bad port or IPv6 host: one line naming the URL
+        try:  # one deadline for the request; a body cut short or a broken connection is a RequestFailed
+            text = get_text(source, timeout)
+        except RequestFailed as exc:
+            raise UserError(f"metrics endpoint {source} did not answer ({exc.what}); start the bundle's serve.sh "
                             "(trtllm-serve with enable_iter_perf_stats: true) and give its /metrics URL") from None
         origin = {"url": source}
         where = f"metrics endpoint {source}"
@@ -207,7 +257,7 @@ def iteration_totals(stats: Iterable, where: str, required: bool = True) -> dict
     """Drafted, accepted and request-iterations summed over the iterations that speculated (None when none did
     and not ``required``)."""
     drafted = accepted = requests = iterations = 0
-    per_iter_max = 0.0
+    per_iter_max = reported_al = 0.0
     for i, entry in enumerate(stats):
         data = json.loads(entry) if isinstance(entry, str | bytes) else entry
         if not isinstance(data, dict):
@@ -219,8 +269,13 @@ def iteration_totals(stats: Iterable, where: str, required: bool = True) -> dict
         if not all(_num(v) and v >= 0 for v in vals):
             raise UserError(f"{where}: entry {i} specDecodingStats has non-counts {vals}")
         n_d, n_a, n_r = (int(v) for v in vals)
+        al_said = spec.get("acceptanceLength")
+        if al_said is not None and not (_num(al_said) and al_said >= 0):
+            raise UserError(f"{where}: entry {i} specDecodingStats.acceptanceLength = {al_said!r} is not a finite "
+                            "number >= 0")
         if n_r == 0 or n_d == 0:
             continue
+        reported_al = max(reported_al, float(al_said or 0))
         if n_a > n_d:
             raise UserError(f"{where}: entry {i} accepts {n_a} of {n_d} draft tokens")
         drafted, accepted, requests, iterations = drafted + n_d, accepted + n_a, requests + n_r, iterations + 1
@@ -232,7 +287,7 @@ def iteration_totals(stats: Iterable, where: str, required: bool = True) -> dict
                         "enable_iter_perf_stats: true (the bundle's options set it) and a speculative_config, and "
                         "requests must have run")
     return {"num_draft_tokens": drafted, "num_accepted_tokens": accepted, "num_requests_with_draft_tokens": requests,
-            "iterations": iterations, "max_drafts_per_request": per_iter_max}
+            "iterations": iterations, "max_drafts_per_request": per_iter_max, "max_reported_al": reported_al}
 
 
 def profile_from_iteration_stats(source: str, *, options: dict | None = None, draft_len: int | None = None,
@@ -248,6 +303,9 @@ def profile_from_iteration_stats(source: str, *, options: dict | None = None, dr
     al = (acc + req) / req
     if al > 1 + d + 1e-6:
         raise UserError(f"{where}: AL {al:.3f} exceeds 1 + D = {1 + d}; give the D the server ran (--draft-len)")
+    if t["max_reported_al"] > 1 + d + 1e-6:
+        raise UserError(f"{where}: an iteration reports acceptanceLength {t['max_reported_al']:g}, above 1 + D = "
+                        f"{1 + d}; the stats come from another draft length (give the D the server ran: --draft-len)")
     section = {
         "num_prompts": req, "generated_tokens": acc + req, "reference_tokens": None, "iterations": req,
         "mean_acceptance_length": round(al, 6), "conditional_rates": None, "marginal_rates": None,

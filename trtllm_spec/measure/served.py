@@ -70,22 +70,24 @@ class StreamedRequest:
     timings: dict | None = None  # llama.cpp server's per-request timings, where it sends them
     tokens: int = 0
 
-    def add(self, t: float, event: dict) -> None:
-        """One streamed event (``chat.completion.chunk``) that arrived at ``t``."""
-        choices = event.get("choices") or []
-        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-        delta = choice.get("delta") or {}
-        piece = "".join(delta.get(k) or "" for k in CONTENT_KEYS if isinstance(delta.get(k), str))
+    def add(self, t: float, event) -> None:
+        """One streamed event (``chat.completion.chunk``: a ``data.openai_reply.ChatChunk``, or its JSON, which is
+        validated) that arrived at ``t``."""
+        from trtllm_spec.data.openai_reply import ChatChunk, parse
+
+        chunk = event if isinstance(event, ChatChunk) else parse(ChatChunk, event, "streamed chunk")
+        choice = chunk.choices[0] if chunk.choices else None
+        delta = choice.delta if choice is not None else None
+        piece = "".join(getattr(delta, k) or "" for k in CONTENT_KEYS) if delta is not None else ""
         if piece:
             self.content_times.append(t)
             self.text += piece
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
-        usage = event.get("usage")
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-            self.usage_tokens = usage["completion_tokens"]
-        if isinstance(event.get("timings"), dict):
-            self.timings = event["timings"]
+        if choice is not None and choice.finish_reason:
+            self.finish_reason = choice.finish_reason
+        if chunk.usage is not None and chunk.usage.completion_tokens is not None:
+            self.usage_tokens = chunk.usage.completion_tokens
+        if chunk.timings is not None:
+            self.timings = chunk.timings.model_dump()
         self.t_end = t
 
     @property

@@ -168,6 +168,9 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
     if main.only_draft_len:
         max_d, max_concurrency, off = one_draft_len(draft_by_batch, main.only_draft_len)
         rule = _one_draft_len_rule(cands, main, max_d, max_concurrency, off)
+        if req.max_draft_len < main.only_draft_len:  # named, never silently exceeded (the recipe refuses a set one)
+            rule += (f"; the planner's default max_draft_len {req.max_draft_len} does not limit it (D is "
+                     "drafter.block_size)")
         schedule = None
         best = {b: _candidate(cands, main, b, max_d if max_concurrency is None or b <= max_concurrency else 0)
                 for b in best}

@@ -50,6 +50,8 @@ def render_table(data: dict) -> str:
     notes = [f"measured: streamed chat completions from this server; tokens counted from "
              f"{', '.join(sorted({lv['token_count_source'] for lv in data['levels']}))}",
              f"predicted: {p['label']}"]
+    if s.get("unchecked"):
+        notes.append(f"server: {s['unchecked']}")
     notes += sorted({f"server acceptance: {lv['server_acceptance']['note']}" for lv in data["levels"]
                      if lv["server_acceptance"].get("note")})
     return "\n".join([head, *lines, *notes])

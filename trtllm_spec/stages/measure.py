@@ -91,9 +91,23 @@ def run_engine_report(*, bench_report: Path | None, metrics: str | None, bundle:
     return profile
 
 
+def _budget(settings: dict, block_sweep: Sequence[int] | None, engine: str, allow_long: bool) -> None:
+    """The estimate-first rule (``data.user_suite.measure_budget``): the suite is selected (cheap) and the work
+    printed, and refused above the limit, before any model loads. The reference decoder runs each prompt with the
+    target alone and with speculation, once per swept D."""
+    from trtllm_spec.data.user_suite import measure_budget, select_suite
+
+    items, _ = select_suite(settings["suite"], settings["categories"], settings["num_prompts"], settings["seed"])
+    runs = (1 + max(1, len(block_sweep or ()))) if engine == "pytorch" else 1
+    what = (f"{len(items)} prompts x {runs} decodes: the target alone and speculative" if engine == "pytorch"
+            else f"{len(items)} prompts")
+    measure_budget(len(items) * runs, settings["max_new_tokens"], what, allow_long,
+                   settings.get("progress") or print)
+
+
 def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engine: str, bundle: Path | None,
                 out: Path | None, force: bool, block_sweep: Sequence[int] | None, training_data: Path | None = None,
-                allow_overlap: bool = False, **settings) -> dict:
+                allow_overlap: bool = False, allow_long: bool = False, **settings) -> dict:
     """``trtllm-spec measure``: check the arguments, measure, and write profile, report and provenance to
     ``out`` (atomically). Returns the profile. With your own suite, prompts found in ``training_data`` or the
     packaged train pools are refused (``allow_overlap``: measured with a warning)."""
@@ -108,6 +122,7 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
     check = suite_checker(settings["suite"], training_data, allow_overlap, settings.get("progress") or print)
     if out is not None:
         check_output_dir(out, force, inputs)  # fail before minutes of decoding, not after
+    _budget(settings, block_sweep, engine, allow_long)
     profile = measure_profile(target, drafter, draft_len, engine=engine, bundle=bundle, block_sweep=block_sweep,
                               out=out, suite_check=check, **settings)
     if out is not None:

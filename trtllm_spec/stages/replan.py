@@ -124,6 +124,22 @@ def summary_markdown(prof: dict, old_plan: dict | None, new_plan: dict, notes: l
     return "\n".join(lines)
 
 
+def check_replan_inputs(bundle: Path) -> None:
+    """The inputs of a replan belong together before anything is read: the bundle matches its manifest (an edited
+    options file, a corrupted report/plan.json or manifest, an extra or linked file: refused, naming the first
+    difference). That the engine's report measured this bundle (its model and mechanism) is checked where the
+    report is read (``measure.engine_reports.check_report_belongs``)."""
+    from trtllm_spec.deploy.manifest import verify_bundle
+
+    res = verify_bundle(bundle)  # no folder, no or unreadable manifest: a UserError naming it
+    if not res["ok"]:
+        first = next((f"{k.rstrip('s')}: {res[k][0]}" for k in ("changed", "missing", "extra", "symlinks")
+                      if res[k]), "")
+        raise UserError(f"bundle {bundle} does not match its manifest ({first}; 'trtllm-spec verify {bundle}' lists "
+                        "all): a re-plan would mix the bundle with edits it was not built with; rebuild the bundle "
+                        "or restore the file")
+
+
 def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draft_len: int | None,
            out: Path | None, force: bool, temperature: float = 0.0, calibrate: list[Path] | None = None) -> dict:
     """Write ``out`` (default ``bundle/replan``); returns {profile, plan, options, notes, out, host_costs}.
@@ -138,6 +154,7 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
 
     if not bundle.is_dir():
         raise UserError(f"--bundle {bundle} is not a folder; give the output folder of 'trtllm-spec build'")
+    check_replan_inputs(bundle)
     out = out if out is not None else bundle / "replan"
     if out.resolve() == bundle.resolve() or (out.resolve() in bundle.resolve().parents):
         raise UserError(f"--out {out} would replace the bundle {bundle}; the re-plan goes to a new folder "

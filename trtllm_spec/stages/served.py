@@ -80,11 +80,11 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
                recipe_file: Path | None, gpu: str | None, suite: str, categories: Sequence[str] | None,
                num_prompts: int, max_new_tokens: int, temperature: float, seed: int, chat_template: Path | None,
                training_data: Path | None, allow_overlap: bool, timeout_s: float, out: Path | None, force: bool,
-               progress: Callable[[str], None] | None = None) -> dict:
+               progress: Callable[[str], None] | None = None, allow_long: bool = False) -> dict:
     from trtllm_spec.core.artifacts import ServedMeasurement
     from trtllm_spec.core.files import check_output_dir
     from trtllm_spec.data.openai_http import base_url, check_server
-    from trtllm_spec.data.user_suite import check_context, select_suite, suite_checker
+    from trtllm_spec.data.user_suite import check_context, measure_budget, select_suite, suite_checker
     from trtllm_spec.measure.run import check_settings
     from trtllm_spec.measure.served import measure_served, parse_concurrency
 
@@ -100,21 +100,26 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
         check_output_dir(out, force, (folder,))
     pred = prediction(recipe, recipe_file, gpu)
     items, suite_prov = select_suite(suite, categories, num_prompts, seed)
+    requests = sum(max(len(items), c) for c in levels)
+    measure_budget(requests, max_new_tokens, f"{len(items)} prompts at concurrency {','.join(map(str, levels))}",
+                   allow_long, progress or print)  # printed, and refused above the limit, before anything is sent
     overlap = check(items) if check else None
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
 
     tok = load_tokenizer(folder, chat_template)
     check_context(items, [prompt_ids(tok, it.messages) for it in items], max_new_tokens,
                   cfg.get("max_position_embeddings"))
-    model = check_server(url, tok, server_model, timeout_s, "--server-model")
+    checked = check_server(url, tok, server_model, timeout_s, "--server-model")
+    model = checked.model
+    if checked.note and progress:
+        progress(f"warning: server {url}: {checked.note}")
     measured = measure_served(url, model, items, levels, max_tokens=max_new_tokens, temperature=temperature,
                               seed=seed, timeout=timeout_s, progress=progress,
                               count_tokens=lambda text: len(tok(text, add_special_tokens=False).input_ids))
     data = ServedMeasurement.build(
         engine="openai",
-        server={"url": url, "model": model, "checks": ["GET /v1/models lists the model",
-                                                       "probe prompt token count equals the target's",
-                                                       "/tokenize ids equal the target's where the server has it"]},
+        server={"url": url, "model": model, "checks": checked.checks, "serves_target_checked": checked.token_checked,
+                **({"unchecked": checked.note} if checked.note else {})},
         target={"spec": recipe.target.model, "path": str(folder)},
         suite={**suite_prov, "name": suite if suite == "speed-lite" else Path(suite).name, "seed": seed,
                "num_prompts_per_category": num_prompts, "item_ids": [it.id for it in items],

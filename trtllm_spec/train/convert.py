@@ -402,6 +402,15 @@ def _write(folder: Path, cfg: dict, tensors: dict[str, torch.Tensor]) -> None:
     (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
 
 
+def _provenance(folder: Path, src: Path) -> None:
+    """What was converted from where (also what marks the folder as ours for a later ``force``)."""
+    from trtllm_spec.core.files import write_json_atomic
+    from trtllm_spec.core.provenance import package_versions
+
+    # the source's folder name only: a drafter travels into bundles, which carry no paths of the build machine
+    write_json_atomic(folder / "provenance.json", {"converted_from": Path(src).name, "versions": package_versions()})
+
+
 def convert_drafter(src: str | Path, out: str | Path, fmt: Literal["eagle", "speculators", "auto"] = "auto",
                     target_config: dict | None = None, *, force: bool = False,
                     dtype: str | None = None) -> dict:
@@ -426,6 +435,7 @@ def convert_drafter(src: str | Path, out: str | Path, fmt: Literal["eagle", "spe
     check_drafter(cfg, tensors, str(src))
     with atomic_dir(out, force, (src,)) as tmp:
         _write(tmp, cfg, tensors)
+        _provenance(tmp, src)
     return {**info, "dtype": cfg["torch_dtype"], "draft_vocab_size": cfg["draft_vocab_size"],
             "vocab_size": cfg["vocab_size"],
             "aux_hidden_state_layer_ids": cfg["eagle_config"].get("eagle_aux_hidden_state_layer_ids")}
@@ -490,5 +500,6 @@ def export_to_layout(our_folder: str | Path, out: str | Path, fmt: Literal["eagl
                    "torch_dtype": dtype}
     with atomic_dir(out, force, (our_folder,)) as tmp:
         _write(tmp, new_cfg, t)
+        _provenance(tmp, our_folder)
     return {"layout": fmt, "source": str(our_folder), "out": str(out), "tensors": sorted(t), "dtype": dtype,
             "draft_vocab_size": dv, "notes": notes}

@@ -74,15 +74,43 @@ def conversations(recipe: Recipe, target_dir: Path, data_dir: Path, log, *, rege
     started = time.perf_counter()
     from trtllm_spec.data.backends import run_regeneration
 
-    rep = run_regeneration(recipe, items, target_dir, out, log, capture=offline_capture(recipe, target_dir),
-                           device=placement.device, dtype=placement.dtype, shard=shard)
+    try:
+        rep = run_regeneration(recipe, items, target_dir, out, log, capture=offline_capture(recipe, target_dir),
+                               device=placement.device, dtype=placement.dtype, shard=shard)
+    except BaseException:
+        _drop_if_empty(out)
+        raise
     log(f"regenerate: {rep.done} new, {rep.skipped} already done, {rep.generated_tokens} tokens at "
         f"{rep.tokens_per_s:.0f} tok/s ({time.perf_counter() - started:.0f} s)")
+    check_complete(rep, len(items), out)
     write_json_atomic(out.with_name(out.stem + ".provenance.json"), provenance(
         recipe_to_dict(recipe), [target_dir / "config.json"],
         {"placement": rep.placement, "new": rep.done, "generated_tokens": rep.generated_tokens}))
     done = read_done(out)
     return [done[it.id] for it in items if it.id in done]
+
+
+def check_complete(rep, asked: int, out: Path) -> None:
+    """A regeneration that produced fewer conversations than asked is a failure, not a smaller success: the
+    count, the first error and the rerun command (the failed ids are kept beside ``out``; the rerun resumes).
+    No provenance is written for it, and an output with no conversation in it is removed."""
+    from trtllm_spec.core.provenance import command_line
+
+    have = rep.done + rep.skipped
+    if have >= asked:
+        return
+    _drop_if_empty(out)
+    kept = f"{rep.done} new conversations were kept in {out}; " if rep.done else ""
+    where = f"the failed ids are in {rep.failed_path}; " if getattr(rep, "failed_path", None) else ""
+    first = getattr(rep, "first_error", None) or "none recorded"
+    raise UserError(f"regeneration produced {have} of {asked} conversations ({asked - have} failed; first error: "
+                    f"{first}); {kept}{where}fix the cause and rerun '{command_line()}' to resume")
+
+
+def _drop_if_empty(out: Path) -> None:
+    """Remove an output file this run opened but wrote nothing into."""
+    if out.is_file() and out.stat().st_size == 0:
+        out.unlink()
 
 
 def offline_capture(recipe: Recipe, target_dir: Path) -> tuple[int, ...]:
@@ -158,6 +186,9 @@ def prepare_samples(tok, convs: list[dict], seq_len: int, heldout_fraction: floa
 def check_out(out: Path, resume: bool, force: bool, delete: bool = True) -> None:
     if out.exists() and any(out.iterdir()):
         if force:
+            from trtllm_spec.core.files import check_output_dir
+
+            check_output_dir(out, True)  # --force deletes only a trtllm-spec output (is_our_output)
             if delete:
                 shutil.rmtree(out)
         elif not resume:
