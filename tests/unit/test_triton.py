@@ -86,7 +86,7 @@ def test_llmapi_layout(tmp_path):
     doc = yaml.safe_load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text())
     assert doc["model"] == "target" and doc["backend"] == "pytorch"
     assert doc["triton_config"] == {"max_batch_size": 0, "decoupled": True}
-    assert doc["speculative_config"]["decoding_type"] == "Eagle3"
+    assert doc["speculative_config"]["decoding_type"] == "Eagle"  # the 1.2 form (docs/trtllm_compat.md)
     assert check_triton_repo(repo, profile="1.2") == []
     assert not (repo / "tensorrt_llm" / "1" / "model.py").exists()  # NVIDIA's model.py is not shipped
     assert "/app/all_models/llmapi/tensorrt_llm/1/" in (repo / "README.md").read_text()

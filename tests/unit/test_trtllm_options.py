@@ -141,7 +141,7 @@ def test_schedule_keys_become_cuda_graph_sizes():
 
 def test_speculative_config_comes_from_the_descriptor():
     spec = MECHANISMS["eagle3"].trtllm_speculative_config(
-        Eagle3Drafter(layers_to_capture=[28, 1, 15]), profile="1.2", max_draft_len=3, speculative_model="d")
+        Eagle3Drafter(layers_to_capture=[28, 1, 15]), profile="1.3", max_draft_len=3, speculative_model="d")
     assert spec == {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": "d",
                     "eagle3_layers_to_capture": [1, 15, 28]}
     spec = MECHANISMS["dflash"].trtllm_speculative_config(
@@ -253,3 +253,19 @@ def test_validate_with_tensorrt_llm_uses_the_real_classes(monkeypatch):
         validate_with_tensorrt_llm({"enable_magic": True})
     with pytest.raises(UserError, match="kv_cache_config.free_gpu_memory_fraction"):
         validate_with_tensorrt_llm({"kv_cache_config": {"free_gpu_memory_fraction": 2}})
+
+
+@pytest.mark.parametrize("profile", ["1.2", "1.3", "1.4"])
+def test_eagle3_names_per_release(profile):
+    """Issue 22 item 3. 1.2: the form every 1.2-era llm_args.py reads -- the from_dict parser (decoding_type keys
+    Eagle/NGram/MTP/..., field speculative_model_dir) and the later union (EagleDecodingConfig Literal "Eagle" run as
+    EAGLE-3, speculative_model with the alias speculative_model_dir). 1.3 / 1.4: Eagle3 + speculative_model, as the
+    versioned Eagle3DecodingConfig pages list (docs/trtllm_compat.md)."""
+    spec = build(f"eagle3_{profile}")["speculative_config"]
+    if profile == "1.2":
+        assert spec["decoding_type"] == "Eagle" and "speculative_model" not in spec
+        assert spec["speculative_model_dir"]
+    else:
+        assert spec["decoding_type"] == "Eagle3" and "speculative_model_dir" not in spec
+        assert spec["speculative_model"]
+    validate_options(build(f"eagle3_{profile}"), profile)

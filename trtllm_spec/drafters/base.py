@@ -84,6 +84,16 @@ class Mechanism:
         """The reference decoder's drafter for an exported folder (imports torch: called by ``runtime``)."""
         raise NotImplementedError(f"{self.name} has no exported-folder drafter in the reference decoder")
 
+    def trtllm_tensor_renames(self, cfg) -> dict[str, str]:
+        """Tensor-name prefixes to rewrite in the bundle's copy of the exported drafter so that every TensorRT-LLM
+        release loads it (docs/trtllm_compat.md, "Weights"); {}: ship the export as it is."""
+        return {}
+
+    def trtllm_refusal(self, cfg, profile: str) -> str | None:
+        """Why TensorRT-LLM ``profile`` cannot load this drafter configuration, for ``build`` to refuse before it
+        writes anything (train / measure / plan still run); None when it can."""
+        return None
+
     def trtllm_extras(self, drafter_dir: Path | None) -> dict:
         """Values of an exported drafter folder that go into ``speculative_config`` (see
         ``trtllm_speculative_config``'s ``extra``)."""
