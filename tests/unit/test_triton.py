@@ -31,7 +31,7 @@ COMMON = dict(tp=1, pp=1, ep=1, max_seq_len=4096, free_gpu_memory_fraction=0.85,
 def eagle_options(tp: int = 1) -> dict:
     return make_llm_api_options(**{**COMMON, "tp": tp}, profile="1.2", drafter_type="eagle3",
                                 drafter_config=Eagle3Drafter(), speculative_model="drafter", max_draft_len=4,
-                                draft_len_schedule={1: 4, 32: 2}, max_batch_size=64, batch_sizes=[1, 8, 32, 64])
+                                draft_len_schedule=None, max_batch_size=64, batch_sizes=[1, 8, 32, 64])  # 1.2: no schedule
 
 
 def draft_target_options() -> dict:

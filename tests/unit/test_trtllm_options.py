@@ -39,7 +39,7 @@ BASE = dict(tp=1, pp=1, ep=1, max_batch_size=64, max_seq_len=4096, batch_sizes=[
 
 CASES = {
     "eagle3_1.2": dict(profile="1.2", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
-                       speculative_model="drafter", max_draft_len=4, draft_len_schedule={1: 4, 32: 2}, tp=2,
+                       speculative_model="drafter", max_draft_len=4, tp=2,  # no schedule: 1.2 ignores it
                        eagle3_layers_to_capture=[1, 15, 28]),
     "eagle3_1.3": dict(profile="1.3", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
                        speculative_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", max_draft_len=4,
@@ -79,10 +79,9 @@ CASES = {
     "dflash_1.4": dict(profile="1.4", drafter_type="dflash", drafter_config=DFlashDrafter(), speculative_model="drafter",
                        max_draft_len=15, dflash_mask_token_id=151669, dflash_target_layer_ids=[1, 9, 17, 25, 33],
                        draft_len_schedule={8: 15, 32: 7, 64: 3}),
-    "dspark_1.4": dict(profile="1.4", drafter_type="dspark",  # the plan's cut-off, never a schedule
+    "dspark_1.4": dict(profile="1.4", drafter_type="dspark",  # one D: no schedule, no max_concurrency (ignored)
                        drafter_config=DSparkDrafter(block_size=8, target_layer_ids=[2, 18, 34]),
-                       speculative_model="drafter", max_draft_len=8, dflash_mask_token_id=151669,
-                       max_concurrency=32),
+                       speculative_model="drafter", max_draft_len=8, dflash_mask_token_id=151669),
     "no_speculation_1.2": dict(profile="1.2", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
                                speculative_model=None, max_draft_len=0, draft_len_schedule={1: 4, 8: 0},
                                max_seq_len=None),
@@ -171,8 +170,6 @@ def test_dflash_needs_13():
 
 
 @pytest.mark.parametrize("profile,schedule,match", [
-    ("1.2", {4: 4, 32: 2}, "must include batch size 1"),
-    ("1.2", {1: 3, 32: 2}, r"draft_len_schedule\[1\] = 3 must equal max_draft_len = 4"),
     ("1.3", {8: 4, 32: 5}, r"draft_len_schedule\[32\] = 5 exceeds max_draft_len = 4"),
     ("1.3", {8: 2, 32: 1}, r"draft_len_schedule\[8\] = 2 must equal max_draft_len"),
     ("1.3", {0: 4}, "must be a batch size >= 1"),
@@ -181,6 +178,31 @@ def test_schedule_violations(profile, schedule, match):
     case = {**BASE, **CASES[f"eagle3_{profile}"], "draft_len_schedule": schedule}
     with pytest.raises(UserError, match=match):
         make_llm_api_options(**case)
+
+
+@pytest.mark.parametrize("schedule,match", [
+    ({4: 4, 32: 2}, "must include batch size 1"),
+    ({1: 3, 32: 2}, r"draft_len_schedule\[1\] = 3 must equal max_draft_len = 4"),
+])
+def test_mirror_keeps_the_12_schedule_rules(schedule, match):
+    # a hand-written 1.2 options file (replan input, Triton's model.yaml) is still checked by 1.2's validator
+    spec = {"decoding_type": "Eagle", "max_draft_len": 4, "speculative_model_dir": "d", "draft_len_schedule": schedule}
+    with pytest.raises(UserError, match=match):
+        validate_options({"speculative_config": spec}, "1.2")
+
+
+@pytest.mark.parametrize("case,gate", [
+    ("eagle3_1.2", {"draft_len_schedule": {1: 4, 32: 2}}),  # one-model EAGLE-3 gained it after 1.2 (PR #10860)
+    ("ngram_1.3", {"draft_len_schedule": {8: 5, 64: 2}}),  # NGram: never (support_dynamic_draft_len)
+    ("ngram_1.4", {"max_concurrency": 16}),
+    ("dspark_1.3", {"max_concurrency": 16}),  # DSpark: never
+    ("mtp_1.2", {"draft_len_schedule": {1: 3, 64: 1}}),
+])
+def test_options_never_carry_a_gate_the_engine_ignores(case, gate):
+    """Issue 22 item 4: where support_dynamic_draft_len() is false for the mechanism in that release, a schedule or
+    max_concurrency would be silently ignored by TensorRT-LLM: refused, naming the release and the alternative."""
+    with pytest.raises(UserError, match=r"applies no draft_len_schedule or max_concurrency to .*would be ignored"):
+        make_llm_api_options(**{**BASE, **CASES[case], **gate})
 
 
 def test_mechanism_validators():

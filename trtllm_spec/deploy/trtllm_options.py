@@ -85,6 +85,13 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
 
     if max_draft_len > 0:
         mechanism = registry.get(drafter_type)
+        from trtllm_spec.core.trtllm_gates import engine_schedule
+
+        applies, _, why = engine_schedule(mechanism, profile)
+        if not applies and (schedule or max_concurrency is not None):
+            what = f"draft_len_schedule {schedule}" if schedule else f"max_concurrency = {max_concurrency}"
+            raise UserError(f"{what}: {why}, so it would be ignored; give one max_draft_len (or a separate "
+                            "deployment without speculation above the batch size where it stops paying)")
         _check_one_draft_len(mechanism, drafter_config, max_draft_len, schedule)
         if max_concurrency is not None and schedule:
             raise UserError(f"max_concurrency = {max_concurrency} and draft_len_schedule {schedule} are mutually "
@@ -115,7 +122,7 @@ def _check_one_draft_len(mechanism, cfg, max_draft_len: int, schedule: dict | No
                         f"max_draft_len = block_size = {only}; use {only}, or 0 for no speculation")
     if schedule:
         raise UserError(f"draft_len_schedule {schedule}: TensorRT-LLM runs {mechanism.title} only at D = {only}, so "
-                        "no schedule; end speculation above a batch size with max_concurrency instead")
+                        "no schedule")
 
 
 def render_yaml(options: dict, *, profile: str | None = None) -> str:

@@ -29,6 +29,9 @@ class Mechanism:
     shares_target_hidden: ClassVar[bool] = True
     # decoding_type tags TensorRT-LLM's LLM API accepts for it (the first is what we write)
     decoding_types: ClassVar[tuple[str, ...]] = ()
+    # TensorRT-LLM releases whose engine applies draft_len_schedule / max_concurrency to it (support_dynamic_draft_len;
+    # core.trtllm_gates.engine_schedule, docs/trtllm_compat.md); () = none: one D at every batch size
+    trtllm_dynamic_draft_len: ClassVar[tuple[str, ...]] = ()
     summary: ClassVar[str] = ""
 
     @property

@@ -36,6 +36,7 @@ class Eagle3(Mechanism):
     modelopt_mode, modelopt_preset = "eagle", "EAGLE3_DEFAULT_CFG"
     trtllm_first_layer = True
     decoding_types = ("Eagle3", "Eagle")  # "Eagle": EAGLE-3 on the PyTorch backend; what 1.2 bundles write
+    trtllm_dynamic_draft_len = ("1.3", "1.4")  # one-model path: PR #10860, after the 1.2 branch
     summary = "1+ decoder layer + fc over 3 captured target hidden states; D sequential draft steps"
 
     def default_config(self) -> Eagle3Drafter:
