@@ -231,7 +231,7 @@ def test_acceptance_fields_renamed_between_releases():
                                              "acceptance_length_threshold": 1.3}}, "1.2")
     validate_options({"speculative_config": {**ngram, "acceptance_rate_window_size": 100,
                                              "acceptance_rate_threshold": 0.2}}, "1.3")
-    with pytest.raises(UserError, match="did you mean 'acceptance_rate_window_size'"):
+    with pytest.raises(UserError, match="reads acceptance_rate_window_size .*PR #12905"):
         validate_options({"speculative_config": {**ngram, "acceptance_window": 100}}, "1.3")
     with pytest.raises(UserError, match="acceptance_rate_threshold"):
         validate_options({"speculative_config": {**ngram, "acceptance_rate_threshold": 1.5}}, "1.3")

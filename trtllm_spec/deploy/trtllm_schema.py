@@ -415,12 +415,41 @@ def _check_decoding_type(options: dict, profile: str) -> str | None:
                     f"{hint}; valid: {valid}")
 
 
+# What a release no longer runs, and what it renamed: refused naming the release and the change (issue 22 item 5;
+# docs/trtllm_compat.md, "Release 1.4"). PR #18721 (2026-09-04) removed the two-model path: these flags set to
+# false raise ValueError; PR #12905 renamed the acceptance gate (window over iterations, threshold on the rate).
+REMOVED_IN = {
+    "1.3": {},
+    "1.4": {("eagle3_one_model", False): "TensorRT-LLM 1.4 removed the two-model EAGLE-3 path (PR #18721); drop "
+                                         "eagle3_one_model (one-model is the only path)",
+            ("mtp_eagle_one_model", False): "TensorRT-LLM 1.4 removed the two-model MTP-Eagle path (PR #18721); "
+                                            "drop mtp_eagle_one_model"},
+}
+RENAMED_AFTER_12 = {"acceptance_window": "acceptance_rate_window_size (a window over speculation iterations)",
+                    "acceptance_length_threshold": "acceptance_rate_threshold (on accepted/drafted, in [0, 1])"}
+
+
+def _check_release_changes(options: dict, profile: str) -> None:
+    spec = options.get("speculative_config")
+    if not isinstance(spec, dict):
+        return
+    for (key, value), why in REMOVED_IN.get(profile, {}).items():
+        if key in spec and spec[key] is value:
+            raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{key}: {value}: {why}")
+    if profile != "1.2":
+        for key, new in RENAMED_AFTER_12.items():
+            if key in spec:
+                raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{key} is the 1.2 name; TensorRT-LLM "
+                                f"{profile} reads {new} instead (PR #12905)")
+
+
 def validate_options(options: dict, profile: str) -> None:
     """Raise ``UserError`` naming the key path if ``options`` would not validate in TensorRT-LLM ``profile``."""
     if profile not in PROFILES:
         raise UserError(f"unknown TensorRT-LLM profile {profile!r}; valid: {', '.join(PROFILES)}")
     if not isinstance(options, dict):
         raise UserError(f"TensorRT-LLM {profile} options must be a mapping, got {type(options).__name__}")
+    _check_release_changes(options, profile)
     tag = _check_decoding_type(options, profile)
     model = _options_model(profile, tag)
     try:
