@@ -7,7 +7,8 @@ validated against this mirror instead: unknown keys fail (upstream's ``StrictBas
 restated. Only fields we emit are mirrored. Where ``tensorrt_llm`` imports (NVIDIA's container),
 ``validate_with_tensorrt_llm`` also checks against the real classes.
 
-Sources (see /work/notes/research_trtllm_triton.md §0-§1):
+Every field, tag and name we emit, per profile, with the upstream source that reads it and the test that pins it:
+docs/trtllm_compat.md (keep it and these classes in step). Sources (see also /work/notes/research_trtllm_triton.md):
 - R12: a 1.2-era ``tensorrt_llm/llmapi/llm_args.py`` (late 2025, TRT backend still present; index id
   7019226376): the "1.2" profile (TensorRT-LLM 1.2.1, nvcr.io/nvidia/tensorrt-llm/release:1.2.1).
 - MAIN: ``NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py`` @0004396720054fd8e205cbf616f21f0b57c6b412
@@ -220,7 +221,9 @@ class _BlockFields(StrictModel):
 # ---- 1.2 ---------------------------------------------------------------------------------------------
 
 class Eagle12(_Base12, _EagleFields):
-    decoding_type: Literal["Eagle"] = "Eagle"  # legacy tag; PyTorch converts it to Eagle3 with a warning
+    # what 1.2 bundles write: parser A's only EAGLE tag, and R12's EagleDecodingConfig run as EAGLE-3 on PyTorch
+    # (spec_dec_mode EAGLE3_ONE_MODEL / EAGLE3); main deprecates it (PR #10124). docs/trtllm_compat.md
+    decoding_type: Literal["Eagle"] = "Eagle"
 
 
 class Eagle3_12(_Base12, _EagleFields):
