@@ -44,7 +44,11 @@ def parse(spec: dict) -> str:
 
 
 def main() -> None:
-    import tensorrt_llm
+    try:
+        import tensorrt_llm
+    except Exception as exc:  # ImportError, or CUDA/driver errors raised while importing
+        raise SystemExit(f"trtllm_forms.py: tensorrt_llm does not import here ({type(exc).__name__}); run it inside "
+                         "NVIDIA's TensorRT-LLM container (docs/docker.md)") from None
 
     out: dict = {"tensorrt_llm": tensorrt_llm.__version__, "forms": {k: parse(v) for k, v in FORMS.items()}}
     from tensorrt_llm._torch.speculative.interface import SpeculativeDecodingMode
