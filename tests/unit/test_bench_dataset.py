@@ -127,6 +127,13 @@ def test_built_bundle_dataset_fits_max_seq_len(cli, tmp_path, tiny_target, tiny_
         assert row["input_ids"] == prompt_ids(tok, [{"role": "user", "content": row["prompt"]}])
         assert len(row["input_ids"]) + row["output_tokens"] <= opts["max_seq_len"]
     assert opts["max_seq_len"] > 2 + 32 + 3 + 1
+    # issue 22 item 4: the options file and the overhead report say what the engine does at each batch size
+    if "speculative_config" in opts:
+        rule = "applies no draft_len_schedule or max_concurrency to n-gram"
+        assert rule in " ".join(x.lstrip("# ") for x in (out / "llm_api_options.yaml").read_text().splitlines()
+                                if x.startswith("#"))
+        assert rule in (out / "report" / "overhead.md").read_text()
+        assert "draft_len_schedule" not in opts["speculative_config"]
     # an explicit max_seq_len the dataset does not fit is refused before anything is written
     recipe = _recipe(tmp_path, tiny_target, {"type": "ngram"}, draft_len=3, engine={"max_seq_len": 20})
     r = cli("build", recipe, "--out", tmp_path / "b2")

@@ -84,7 +84,8 @@ def engine(ctx: BuildContext) -> StageResult:
         extra = extra | {"max_concurrency": rec.max_concurrency}
     ctx.options = _options(ctx, spec_model, rec.max_draft_len, rec.schedule(), extra)
     b = ctx.bundle
-    write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile))
+    write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile,
+                                                       note=_engine_note(ctx.options, rec)))
     write_text_atomic(b / "serve.sh", sc.serve_sh(model=model))
     write_text_atomic(b / "bench.sh", sc.bench_sh(model=ctx.recipe.target.hf_id or model, model_path=model
                                                   if model == "target" else None, concurrency=batches))
@@ -104,6 +105,21 @@ def engine(ctx: BuildContext) -> StageResult:
     return StageResult("engine", "done", detail=f"{', '.join(files)}; model {model}"
                        + (f", drafter {spec_model}" if spec_model else "")
                        + f"; dataset.jsonl: {ctx.bench_dataset.summary()}, max_seq_len {ctx.options['max_seq_len']}")
+
+
+def _engine_note(options: dict, rec) -> str:
+    """What the engine will do at each batch size with these options (the plan's rule where it has one)."""
+    spec = options.get("speculative_config")
+    if not spec:
+        return "No speculation: the plan predicts none pays at the planned batch sizes (report/overhead.md)."
+    if rec.draft_len_rule:
+        return f"Speculation: {rec.draft_len_rule}."
+    if spec.get("draft_len_schedule"):
+        return (f"Speculation: D by batch size as draft_len_schedule {spec['draft_len_schedule']} (TensorRT-LLM "
+                f"{rec.trtllm_profile} rules; docs/trtllm_compat.md).")
+    if spec.get("max_concurrency"):
+        return f"Speculation: D = {spec['max_draft_len']} up to batch {spec['max_concurrency']}, off above it."
+    return f"Speculation: D = {spec['max_draft_len']} at every batch size."
 
 
 ALT_OPTIONS_FILE = "llm_api_options.speculative.yaml"
