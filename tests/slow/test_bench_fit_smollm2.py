@@ -22,13 +22,12 @@ def assets():
     return fetch_model("smollm2-135m")
 
 
-def test_ngram_cpu_bundle_dataset_fits_its_max_seq_len(cli, assets, tmp_path, monkeypatch):
+def test_ngram_cpu_bundle_dataset_fits_its_max_seq_len(cli, assets, tmp_path):
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
     from trtllm_spec.stages.bench_dataset import byte_bound
 
-    monkeypatch.setenv("TRTLLM_SPEC_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "bundle"
-    r = cli("build", RECIPES / "smollm2-135m-ngram-cpu.yaml", "--out", out)
+    r = cli("build", RECIPES / "smollm2-135m-ngram-cpu.yaml", "--out", out, "--cache", tmp_path / "stages")
     assert r.exit_code == 0, r.output
     opts = yaml.safe_load((out / "llm_api_options.yaml").read_text())
     tok = load_tokenizer(out / "target")
