@@ -82,3 +82,11 @@ def test_14_never_relies_on_a_tier_switching_speculation_off():
     assert "may not switch EAGLE-3 speculation off" in rec["draft_len_rule"]
     sched = rec["draft_len_schedule"]
     assert sched is None or max(int(k) for k in sched) >= max(BATCHES)
+
+
+def test_limit_note_names_only_a_gate_the_engine_applies():
+    al = {1: 1.35, 2: 1.45, 3: 1.5}  # a weak drafter: stops paying within the searched batches
+    note13 = make_plan(request(al, "1.3"))["recommendation"]["speculation_limit"]["note"]
+    note12 = make_plan(request(al, "1.2"))["recommendation"]["speculation_limit"]["note"]
+    assert "stops paying" in note13 and "max_concurrency, or the draft_len_schedule" in note13
+    assert "no schedule or max_concurrency applies" in note12 and "deployment without speculative_config" in note12

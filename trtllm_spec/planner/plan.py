@@ -197,7 +197,7 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
         out["latency_target"] = {"tpot_ms": req.latency_target_ms,
                                  "largest_batch_meeting_it": max((r["batch_size"] for r in meets), default=None)}
     limit = speculation_limit(ctx, main)
-    out["speculation_limit"] = limit | {"note": limit_note(limit)}
+    out["speculation_limit"] = limit | {"note": limit_note(limit, (applies, switches_off, why))}
     out["speculation_pays_up_to"] = limit["pays_up_to"]
     if infeasible:
         out["memory"] = memory_budget(ctx) | {"note": infeasible_note(ctx, infeasible)}
