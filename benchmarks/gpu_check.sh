@@ -6,4 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# --trtllm-forms: inside NVIDIA's TensorRT-LLM container, which bundle forms the installed release reads
+# (docs/trtllm_compat.md, "Not settled here"); needs no model and no network
+if [ "${1:-}" = "--trtllm-forms" ]; then exec timeout 300 "$PY" benchmarks/trtllm_forms.py; fi
 exec timeout 600 "$PY" benchmarks/gpu_check.py --device cuda "$@"

@@ -474,9 +474,14 @@ def test_build_bundles_the_converted_drafter(tmp_path, cli):
     assert r.exit_code == 0, r.output
     _, got = read(tmp_path / "bundle" / "drafter")
     assert torch.equal(got["fc.weight"], t["fc.weight"])
+    # the bundle ships the layer as midlayer.*, the name every TensorRT-LLM release loads (issue 22 item 3)
+    assert not any(k.startswith("layers.0.") for k in got)
+    for k, v in t.items():
+        if k.startswith("layers.0."):
+            assert torch.equal(got["midlayer." + k[len("layers.0."):]], v)
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert manifest["drafter"]["kind"] == "converted"
-    assert "speculative_model: drafter" in (tmp_path / "bundle" / "llm_api_options.yaml").read_text()
+    assert "speculative_model_dir: drafter" in (tmp_path / "bundle" / "llm_api_options.yaml").read_text()
 
 
 def test_convert_from_bad_inputs(tmp_path, cli):

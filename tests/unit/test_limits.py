@@ -16,10 +16,11 @@ LLAMA8, H100 = resolve_shape("llama-3.1-8b-instruct"), load_hardware("h100")
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-def request(al: dict[int, float]) -> PlanRequest:
+def request(al: dict[int, float], profile: str = "1.3") -> PlanRequest:
+    # 1.3: the first profile whose engine applies a draft_len_schedule to one-model EAGLE-3 (PR #10860)
     return PlanRequest(mechanisms=MECHANISMS, target=LLAMA8, hardware=H100, drafter=Eagle3Drafter(draft_vocab_size=32000),
                        workload=Workload(BATCHES, 512, 512), acceptance=table(al, "test", measured=True),
-                       max_draft_len=max(al), compare=False)
+                       max_draft_len=max(al), compare=False, trtllm_profile=profile)
 
 
 def test_weak_drafter_stops_paying_at_a_batch_and_says_so():
@@ -43,3 +44,49 @@ def test_schedule_follows_the_curve_and_never_lengthens_with_batch():
     sched = {int(k): v for k, v in rec["draft_len_schedule"].items()}
     for r in rec["by_batch"]:  # the rendered thresholds give back the D chosen at every planned batch
         assert draft_len_at(sched, rec["max_draft_len"], rec["trtllm_profile"], r["batch_size"]) == r["draft_len"]
+
+
+def test_12_eagle3_plan_is_the_single_d_curve_the_engine_runs():
+    """Issue 22 item 4: TensorRT-LLM 1.2 applies no schedule to one-model EAGLE-3, so the 1.2 plan keeps the best D
+    of the smallest batch at every batch size, reports that curve, says where it stops paying and the alternatives."""
+    al = {1: 1.78, 2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54}
+    rec13 = make_plan(request(al, "1.3"))["recommendation"]
+    plan = make_plan(request(al, "1.2"))
+    rec = plan["recommendation"]
+    assert rec["draft_len_schedule"] is None and rec["max_concurrency"] is None
+    assert rec["max_draft_len"] == rec13["max_draft_len"]
+    assert {r["draft_len"] for r in rec["by_batch"]} == {rec["max_draft_len"]}
+    rule = rec["draft_len_rule"]
+    assert "TensorRT-LLM 1.2 applies no draft_len_schedule or max_concurrency to EAGLE-3" in rule
+    assert "TensorRT-LLM 1.3 does" in rule
+    assert len({r["draft_len"] for r in rec13["by_batch"]}) > 1  # 1.3 does vary D with the batch size
+    by12 = {r["batch_size"]: r["speedup"] for r in rec["by_batch"]}
+    d = rec["max_draft_len"]
+    for c in plan["candidates"]:  # the reported curve is the candidates' at that one D
+        if c["mechanism"] == "eagle3" and c["draft_len"] == d and c["batch_size"] in by12:
+            assert abs(c["speedup"] - by12[c["batch_size"]]) < 1e-3
+    if any(v < 1 for v in by12.values()):
+        assert "separate deployment without speculative_config" in rule
+
+
+def test_14_never_relies_on_a_tier_switching_speculation_off():
+    """1.4 (main floors one-engine modes at D = 1): where the 1.3 plan would draft 0 tokens, the 1.4 plan drafts 1
+    and the schedule reaches the engine's max batch size (no implicit tier above its largest key)."""
+    al = {1: 1.35, 2: 1.45, 3: 1.5}
+    rec13 = make_plan(request(al, "1.3"))["recommendation"]
+    rec = make_plan(request(al, "1.4"))["recommendation"]
+    if rec13["max_draft_len"] == 0:
+        return
+    assert 0 in {r["draft_len"] for r in rec13["by_batch"]}  # the weak drafter stops paying within the batches
+    assert min(r["draft_len"] for r in rec["by_batch"]) == 1
+    assert "may not switch EAGLE-3 speculation off" in rec["draft_len_rule"]
+    sched = rec["draft_len_schedule"]
+    assert sched is None or max(int(k) for k in sched) >= max(BATCHES)
+
+
+def test_limit_note_names_only_a_gate_the_engine_applies():
+    al = {1: 1.35, 2: 1.45, 3: 1.5}  # a weak drafter: stops paying within the searched batches
+    note13 = make_plan(request(al, "1.3"))["recommendation"]["speculation_limit"]["note"]
+    note12 = make_plan(request(al, "1.2"))["recommendation"]["speculation_limit"]["note"]
+    assert "stops paying" in note13 and "max_concurrency, or the draft_len_schedule" in note13
+    assert "no schedule or max_concurrency applies" in note12 and "deployment without speculative_config" in note12

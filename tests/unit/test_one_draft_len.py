@@ -1,6 +1,8 @@
 """Mechanisms TensorRT-LLM runs at one D only (DSpark: max_draft_len == block_size, cited on
-``drafters.dflash.DSpark``): the planner offers that D or none, never a draft_len_schedule, ends speculation above a
-batch size with ``max_concurrency``, and the emitted options agree. Pure Python (no torch)."""
+``drafters.dflash.DSpark``): the planner offers that D or none and never a draft_len_schedule; and since
+``support_dynamic_draft_len()`` is false for DSpark in every release (issue 22 item 4), no ``max_concurrency``
+either: the plan shows D = block_size at every batch size, says where it stops paying and what to do instead, and
+the options builder refuses a gate the engine would ignore. Pure Python (no torch)."""
 
 import pytest
 
@@ -39,20 +41,18 @@ def test_dspark_plan_has_one_draft_len_and_no_schedule():
     ds = {c["draft_len"] for c in plan["candidates"] if c["mechanism"] == "dspark"}
     assert ds == {0, 6}
     rec = plan["recommendation"]
-    assert rec["max_draft_len"] == 6 and rec["draft_len_schedule"] is None
-    assert {r["draft_len"] for r in rec["by_batch"]} <= {0, 6}
-    assert "only at D = 6" in rec["draft_len_rule"]
-    by = {r["batch_size"]: r["draft_len"] for r in rec["by_batch"]}
-    assert by[1] == 6 and by[256] == 0
-    k = rec["max_concurrency"]
-    assert k is not None and all(d == (6 if b <= k else 0) for b, d in by.items())
-    assert f"max_concurrency: {k} turns speculation off" in rec["draft_len_rule"]
-    assert "plain decoding is predicted faster" in rec["draft_len_rule"]
-    # the emitted TensorRT-LLM options: D = block_size, the cut-off as max_concurrency, no schedule
+    assert rec["max_draft_len"] == 6 and rec["draft_len_schedule"] is None and rec["max_concurrency"] is None
+    by = {r["batch_size"]: (r["draft_len"], r["speedup"]) for r in rec["by_batch"]}
+    assert all(d == 6 for d, _ in by.values())  # what the engine runs: the single-D curve
+    assert by[1][1] > 1.0 and by[256][1] < 1.0
+    rule = rec["draft_len_rule"]
+    assert "applies no draft_len_schedule or max_concurrency to DSpark" in rule
+    assert "predicted slower than plain decoding" in rule and "separate deployment without speculative_config" in rule
+    # the emitted TensorRT-LLM options: D = block_size, no schedule, no max_concurrency
     spec = _options(drafter, rec["max_draft_len"], rec["draft_len_schedule"], rec["max_concurrency"])[
         "speculative_config"]
     assert spec["decoding_type"] == "DSpark" and spec["max_draft_len"] == 6
-    assert spec["max_concurrency"] == k and "draft_len_schedule" not in spec
+    assert "max_concurrency" not in spec and "draft_len_schedule" not in spec
 
 
 def test_dflash_still_gets_a_schedule_where_d_should_shrink():
@@ -70,7 +70,7 @@ def test_one_draft_len_rule():
 
 def test_the_rule_names_memory_when_the_drafter_does_not_fit():
     rec = _plan(DSparkDrafter(block_size=6), (1, 64, 384))["recommendation"]  # 384 fits only without the drafter
-    assert rec["max_concurrency"] == 64 and "384 sequences with the drafter's KV cache do not fit" in \
+    assert rec["max_concurrency"] is None and "at batch 384 the drafter's KV cache does not fit" in \
         rec["draft_len_rule"]
 
 
@@ -79,8 +79,10 @@ def test_options_refuse_another_d_or_a_schedule_for_dspark():
     with pytest.raises(UserError, match="max_draft_len = 4: TensorRT-LLM runs DSpark only at max_draft_len = "
                                         "block_size = 6"):
         _options(drafter, 4)
-    with pytest.raises(UserError, match="no schedule; end speculation above a batch size with max_concurrency"):
+    with pytest.raises(UserError, match="applies no draft_len_schedule or max_concurrency to DSpark"):
         _options(drafter, 6, schedule={64: 6})
+    with pytest.raises(UserError, match="max_concurrency = 32: .*would be ignored"):
+        _options(drafter, 6, max_concurrency=32)
     assert "speculative_config" not in _options(drafter, 0)  # speculation off is always allowed
     with pytest.raises(UserError, match="mutually exclusive"):  # both gates at once: refused by the schema
         _options(DFlashDrafter(block_size=9), 8, schedule={64: 8}, max_concurrency=32)

@@ -31,7 +31,7 @@ COMMON = dict(tp=1, pp=1, ep=1, max_seq_len=4096, free_gpu_memory_fraction=0.85,
 def eagle_options(tp: int = 1) -> dict:
     return make_llm_api_options(**{**COMMON, "tp": tp}, profile="1.2", drafter_type="eagle3",
                                 drafter_config=Eagle3Drafter(), speculative_model="drafter", max_draft_len=4,
-                                draft_len_schedule={1: 4, 32: 2}, max_batch_size=64, batch_sizes=[1, 8, 32, 64])
+                                draft_len_schedule=None, max_batch_size=64, batch_sizes=[1, 8, 32, 64])  # 1.2: no schedule
 
 
 def draft_target_options() -> dict:
@@ -78,13 +78,15 @@ def test_llmapi_layout(tmp_path):
     compare_golden(repo, "llmapi")
     mc = parse(repo / "tensorrt_llm" / "config.pbtxt")
     assert (mc.name, mc.backend, mc.max_batch_size) == ("tensorrt_llm", "python", 0)
+    # streaming: the launcher disables auto-complete, so the policy must be in config.pbtxt itself (issue 22)
+    assert mc.HasField("model_transaction_policy") and mc.model_transaction_policy.decoupled is True
     assert mc.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
     outputs = {t.name for t in mc.output}
     assert {"text_output", "acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens"} <= outputs
     doc = yaml.safe_load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text())
     assert doc["model"] == "target" and doc["backend"] == "pytorch"
     assert doc["triton_config"] == {"max_batch_size": 0, "decoupled": True}
-    assert doc["speculative_config"]["decoding_type"] == "Eagle3"
+    assert doc["speculative_config"]["decoding_type"] == "Eagle"  # the 1.2 form (docs/trtllm_compat.md)
     assert check_triton_repo(repo, profile="1.2") == []
     assert not (repo / "tensorrt_llm" / "1" / "model.py").exists()  # NVIDIA's model.py is not shipped
     assert "/app/all_models/llmapi/tensorrt_llm/1/" in (repo / "README.md").read_text()
@@ -242,3 +244,23 @@ def test_launch_script_copies_model_py_and_runs_from_bundle_root(tmp_path, layou
         assert "--multi-model" in args and "--world_size=1" in args
         assert all((repo / m / "1" / "model.py").exists()
                    for m in ("preprocessing", "postprocessing", "tensorrt_llm_bls"))
+
+
+@pytest.mark.parametrize("decoupled", [True, False])
+def test_llmapi_transaction_policy_in_config_pbtxt(tmp_path, decoupled):
+    """Triton's launcher (launch_triton_server.py) passes --disable-auto-complete-config, so model.py's
+    auto_complete_config never copies triton_config.decoupled into the model config: config.pbtxt must hold it,
+    and the checker refuses a repository where the two disagree."""
+    repo = tmp_path / "r"
+    write_llmapi(repo, decoupled=decoupled)
+    mc = parse(repo / "tensorrt_llm" / "config.pbtxt")
+    assert mc.HasField("model_transaction_policy")
+    assert mc.model_transaction_policy.decoupled is decoupled
+    doc = yaml.safe_load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text())
+    assert doc["triton_config"]["decoupled"] is decoupled
+    assert check_triton_repo(repo, profile="1.2") == []
+    cfg = repo / "tensorrt_llm" / "config.pbtxt"
+    cfg.write_text(cfg.read_text().replace(f"decoupled: {str(decoupled).lower()}",
+                                           f"decoupled: {str(not decoupled).lower()}"))
+    problems = check_triton_repo(repo, profile="1.2")
+    assert len(problems) == 1 and "model_transaction_policy.decoupled" in problems[0]

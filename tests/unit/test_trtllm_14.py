@@ -105,3 +105,49 @@ def test_plan_cli_with_14(cli):
               "llama-3.2-1b-instruct", "--gpu", "h100", "--trtllm-version", "1.4", "--set", "engine.backend=tensorrt",
               "--json")
     assert res.exit_code == 2 and "tensorrt-backend-removal.md" in res.output
+
+
+@pytest.mark.parametrize("key,tag", [("eagle3_one_model", "Eagle3"), ("mtp_eagle_one_model", "MTP")])
+def test_14_refuses_the_removed_two_model_path_naming_the_release(key, tag):
+    """Issue 22 item 5: PR #18721 removed the two-model path; 1.4 raises on these flags set to false."""
+    spec = {"decoding_type": tag, "max_draft_len": 3, key: False}
+    if tag == "Eagle3":
+        spec["speculative_model"] = "drafter"
+    with pytest.raises(UserError, match=rf"TensorRT-LLM 1.4 options: speculative_config.{key}: False: TensorRT-LLM "
+                                        r"1.4 removed the two-model .*PR #18721"):
+        validate_options({"speculative_config": spec}, "1.4")
+
+
+@pytest.mark.parametrize("profile", ["1.3", "1.4"])
+@pytest.mark.parametrize("old,new", [("acceptance_window", "acceptance_rate_window_size"),
+                                     ("acceptance_length_threshold", "acceptance_rate_threshold")])
+def test_renamed_acceptance_gate_names_the_new_field(profile, old, new):
+    spec = {"decoding_type": "NGram", "max_draft_len": 3, old: 8}
+    with pytest.raises(UserError, match=rf"speculative_config.{old} is the 1.2 name; TensorRT-LLM {profile} reads "
+                                        rf"{new} .*PR #12905"):
+        validate_options({"speculative_config": spec}, profile)
+    spec12 = {"decoding_type": "NGram", "max_draft_len": 3, old: 8}
+    validate_options({"speculative_config": spec12}, "1.2")  # the 1.2 names are 1.2's own
+
+
+def test_every_14_options_file_and_script_of_a_built_plan_level_recipe(cli, tmp_path, monkeypatch):
+    """Every file a 1.4 bundle writes validates against 1.4, and its scripts pass the options with
+    --extra_llm_api_options (read by every release; 1.4's --config is only an alias of it, PR #9104)."""
+    import yaml
+
+    from tests.conftest import RECIPES
+
+    monkeypatch.setenv("TRTLLM_SPEC_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "b"
+    r = cli("build", RECIPES / "qwen3-8b-ngram-h100.yaml", "--out", out, "--set", "engine.trtllm_version='1.4'")
+    assert r.exit_code == 0, r.output
+    opts = list(out.glob("llm_api_options*.yaml")) + list(out.glob("triton/*/1/model.yaml"))
+    assert opts
+    for f in opts:
+        doc = yaml.safe_load(f.read_text())
+        validate_options({k: v for k, v in doc.items() if k != "triton_config"}, "1.4")
+    calls = [line for script in out.glob("*.sh") for line in script.read_text().replace("\\\n", " ").splitlines()
+             if line.strip().removeprefix("exec ").split(" ")[0] in ("trtllm-serve", "trtllm-bench")]
+    assert any("trtllm-bench" in c for c in calls) and any("trtllm-serve" in c for c in calls)
+    for line in calls:
+        assert "--config " not in line and "--extra_llm_api_options" in line, line

@@ -39,7 +39,7 @@ BASE = dict(tp=1, pp=1, ep=1, max_batch_size=64, max_seq_len=4096, batch_sizes=[
 
 CASES = {
     "eagle3_1.2": dict(profile="1.2", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
-                       speculative_model="drafter", max_draft_len=4, draft_len_schedule={1: 4, 32: 2}, tp=2,
+                       speculative_model="drafter", max_draft_len=4, tp=2,  # no schedule: 1.2 ignores it
                        eagle3_layers_to_capture=[1, 15, 28]),
     "eagle3_1.3": dict(profile="1.3", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
                        speculative_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", max_draft_len=4,
@@ -79,10 +79,9 @@ CASES = {
     "dflash_1.4": dict(profile="1.4", drafter_type="dflash", drafter_config=DFlashDrafter(), speculative_model="drafter",
                        max_draft_len=15, dflash_mask_token_id=151669, dflash_target_layer_ids=[1, 9, 17, 25, 33],
                        draft_len_schedule={8: 15, 32: 7, 64: 3}),
-    "dspark_1.4": dict(profile="1.4", drafter_type="dspark",  # the plan's cut-off, never a schedule
+    "dspark_1.4": dict(profile="1.4", drafter_type="dspark",  # one D: no schedule, no max_concurrency (ignored)
                        drafter_config=DSparkDrafter(block_size=8, target_layer_ids=[2, 18, 34]),
-                       speculative_model="drafter", max_draft_len=8, dflash_mask_token_id=151669,
-                       max_concurrency=32),
+                       speculative_model="drafter", max_draft_len=8, dflash_mask_token_id=151669),
     "no_speculation_1.2": dict(profile="1.2", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
                                speculative_model=None, max_draft_len=0, draft_len_schedule={1: 4, 8: 0},
                                max_seq_len=None),
@@ -141,7 +140,7 @@ def test_schedule_keys_become_cuda_graph_sizes():
 
 def test_speculative_config_comes_from_the_descriptor():
     spec = MECHANISMS["eagle3"].trtllm_speculative_config(
-        Eagle3Drafter(layers_to_capture=[28, 1, 15]), profile="1.2", max_draft_len=3, speculative_model="d")
+        Eagle3Drafter(layers_to_capture=[28, 1, 15]), profile="1.3", max_draft_len=3, speculative_model="d")
     assert spec == {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": "d",
                     "eagle3_layers_to_capture": [1, 15, 28]}
     spec = MECHANISMS["dflash"].trtllm_speculative_config(
@@ -171,8 +170,6 @@ def test_dflash_needs_13():
 
 
 @pytest.mark.parametrize("profile,schedule,match", [
-    ("1.2", {4: 4, 32: 2}, "must include batch size 1"),
-    ("1.2", {1: 3, 32: 2}, r"draft_len_schedule\[1\] = 3 must equal max_draft_len = 4"),
     ("1.3", {8: 4, 32: 5}, r"draft_len_schedule\[32\] = 5 exceeds max_draft_len = 4"),
     ("1.3", {8: 2, 32: 1}, r"draft_len_schedule\[8\] = 2 must equal max_draft_len"),
     ("1.3", {0: 4}, "must be a batch size >= 1"),
@@ -181,6 +178,31 @@ def test_schedule_violations(profile, schedule, match):
     case = {**BASE, **CASES[f"eagle3_{profile}"], "draft_len_schedule": schedule}
     with pytest.raises(UserError, match=match):
         make_llm_api_options(**case)
+
+
+@pytest.mark.parametrize("schedule,match", [
+    ({4: 4, 32: 2}, "must include batch size 1"),
+    ({1: 3, 32: 2}, r"draft_len_schedule\[1\] = 3 must equal max_draft_len = 4"),
+])
+def test_mirror_keeps_the_12_schedule_rules(schedule, match):
+    # a hand-written 1.2 options file (replan input, Triton's model.yaml) is still checked by 1.2's validator
+    spec = {"decoding_type": "Eagle", "max_draft_len": 4, "speculative_model_dir": "d", "draft_len_schedule": schedule}
+    with pytest.raises(UserError, match=match):
+        validate_options({"speculative_config": spec}, "1.2")
+
+
+@pytest.mark.parametrize("case,gate", [
+    ("eagle3_1.2", {"draft_len_schedule": {1: 4, 32: 2}}),  # one-model EAGLE-3 gained it after 1.2 (PR #10860)
+    ("ngram_1.3", {"draft_len_schedule": {8: 5, 64: 2}}),  # NGram: never (support_dynamic_draft_len)
+    ("ngram_1.4", {"max_concurrency": 16}),
+    ("dspark_1.3", {"max_concurrency": 16}),  # DSpark: never
+    ("mtp_1.2", {"draft_len_schedule": {1: 3, 64: 1}}),
+])
+def test_options_never_carry_a_gate_the_engine_ignores(case, gate):
+    """Issue 22 item 4: where support_dynamic_draft_len() is false for the mechanism in that release, a schedule or
+    max_concurrency would be silently ignored by TensorRT-LLM: refused, naming the release and the alternative."""
+    with pytest.raises(UserError, match=r"applies no draft_len_schedule or max_concurrency to .*would be ignored"):
+        make_llm_api_options(**{**BASE, **CASES[case], **gate})
 
 
 def test_mechanism_validators():
@@ -209,7 +231,7 @@ def test_acceptance_fields_renamed_between_releases():
                                              "acceptance_length_threshold": 1.3}}, "1.2")
     validate_options({"speculative_config": {**ngram, "acceptance_rate_window_size": 100,
                                              "acceptance_rate_threshold": 0.2}}, "1.3")
-    with pytest.raises(UserError, match="did you mean 'acceptance_rate_window_size'"):
+    with pytest.raises(UserError, match="reads acceptance_rate_window_size .*PR #12905"):
         validate_options({"speculative_config": {**ngram, "acceptance_window": 100}}, "1.3")
     with pytest.raises(UserError, match="acceptance_rate_threshold"):
         validate_options({"speculative_config": {**ngram, "acceptance_rate_threshold": 1.5}}, "1.3")
@@ -253,3 +275,19 @@ def test_validate_with_tensorrt_llm_uses_the_real_classes(monkeypatch):
         validate_with_tensorrt_llm({"enable_magic": True})
     with pytest.raises(UserError, match="kv_cache_config.free_gpu_memory_fraction"):
         validate_with_tensorrt_llm({"kv_cache_config": {"free_gpu_memory_fraction": 2}})
+
+
+@pytest.mark.parametrize("profile", ["1.2", "1.3", "1.4"])
+def test_eagle3_names_per_release(profile):
+    """Issue 22 item 3. 1.2: the form every 1.2-era llm_args.py reads -- the from_dict parser (decoding_type keys
+    Eagle/NGram/MTP/..., field speculative_model_dir) and the later union (EagleDecodingConfig Literal "Eagle" run as
+    EAGLE-3, speculative_model with the alias speculative_model_dir). 1.3 / 1.4: Eagle3 + speculative_model, as the
+    versioned Eagle3DecodingConfig pages list (docs/trtllm_compat.md)."""
+    spec = build(f"eagle3_{profile}")["speculative_config"]
+    if profile == "1.2":
+        assert spec["decoding_type"] == "Eagle" and "speculative_model" not in spec
+        assert spec["speculative_model_dir"]
+    else:
+        assert spec["decoding_type"] == "Eagle3" and "speculative_model_dir" not in spec
+        assert spec["speculative_model"]
+    validate_options(build(f"eagle3_{profile}"), profile)

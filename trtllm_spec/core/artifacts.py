@@ -53,7 +53,7 @@ class Recommendation(_Artifact):
     max_draft_len: int
     draft_len_schedule: dict[str, int] | None
     max_concurrency: int | None = None  # speculation off above this batch (mechanisms with one D, e.g. DSpark)
-    draft_len_rule: str | None = None  # why D is what it is when the mechanism allows only one
+    draft_len_rule: str | None = None  # what the engine does at each batch size when it is not a plain schedule
     trtllm_profile: str
     speculation_recommended: bool
     by_batch: list[dict[str, Any]]

@@ -13,7 +13,17 @@
   runs at, which differs from request to request; ``replan.sh`` with the engine's own report is the correction
   the bundle offers instead.
 
-Pure Python (no pydantic): the options builder and the reports use it.
+Where a schedule takes effect (``engine_schedule``; docs/trtllm_compat.md, "Where a schedule takes effect"): the
+engine applies ``draft_len_schedule`` / ``max_concurrency`` only in modes where ``SpeculativeDecodingMode.
+support_dynamic_draft_len()`` is true (``_torch/speculative/interface.py``: one stored version lists EAGLE-3
+one-model only, main adds MTP, MTP-Eagle, PARD, DFlash, draft-target one-model and SA, PR #12262; NGram and
+DSpark never). The one-model path gained dynamic draft length in PR #10860 (merged 2026-03-13), after the 1.2
+branch: a 1.2 bundle never carries a schedule. Main's ``get_draft_len_for_batch_size`` floors one-engine modes at
+``min_runtime_draft_len = 1`` (zero tiers and batches above the largest key draft 1 token, not 0); the 1.4.0rc1 /
+rc4 pages do not settle whether 1.4 has that floor, so a 1.4 plan never relies on a tier switching speculation off.
+Each descriptor lists the releases that apply a schedule to it (``Mechanism.trtllm_dynamic_draft_len``).
+
+Pure Python (no pydantic): the planner, the options builder and the reports use it.
 """
 
 from __future__ import annotations
@@ -42,3 +52,24 @@ def gate_reasons(options: dict | None, profile: str) -> list[str]:
                                    profile)
         out.append(reason or f"max_concurrency: {spec['max_concurrency']}")
     return out
+
+
+# can a schedule tier (value 0, or above the largest key) switch speculation off in this release?
+SCHEDULE_SWITCHES_OFF = {"1.2": True, "1.3": True, "1.4": False}
+
+
+def engine_schedule(mechanism, profile: str) -> tuple[bool, bool, str | None]:
+    """(the engine applies a draft_len_schedule / max_concurrency to ``mechanism`` in ``profile``, a tier can switch
+    speculation off, why not -- None when both hold)."""
+    title = getattr(mechanism, "title", getattr(mechanism, "name", "this drafter"))
+    releases = tuple(getattr(mechanism, "trtllm_dynamic_draft_len", ()))
+    if profile not in releases:
+        since = next((r for r in releases if r > profile), None)
+        later = f"; TensorRT-LLM {since} does (engine.trtllm_version: '{since}')" if since else ""
+        return False, False, (f"TensorRT-LLM {profile} applies no draft_len_schedule or max_concurrency to {title} "
+                              f"(support_dynamic_draft_len() is false for it{later})")
+    if not SCHEDULE_SWITCHES_OFF.get(profile, False):
+        return True, False, (f"TensorRT-LLM {profile} may not switch {title} speculation off at a batch size (main "
+                             "floors one-engine modes at D = 1 above the largest key and on zero tiers); the plan "
+                             "drafts at least 1 token wherever it drafts at all")
+    return True, True, None

@@ -73,20 +73,30 @@ def serve_sh(*, model: str, options_file: str = OPTIONS_FILE, host: str = "0.0.0
         '    --host "$HOST" --port "$PORT" "$@"\n')
 
 
-def bench_dataset_jsonl(prompts: Sequence[str], output_tokens: int | Sequence[int]) -> str:
-    """trtllm-bench's dataset: one JSON request per line, ``{"task_id", "prompt", "output_tokens"}``
-    (``InferenceRequest`` in ``tensorrt_llm/bench/dataclasses/general.py``)."""
+def bench_dataset_jsonl(prompts: Sequence[str], output_tokens: int | Sequence[int],
+                        input_ids: Sequence[Sequence[int] | None] | None = None) -> str:
+    """trtllm-bench's dataset: one JSON request per line, ``{"task_id", "prompt", "output_tokens"}`` plus
+    ``input_ids`` where given (``InferenceRequest`` in ``tensorrt_llm/bench/dataclasses/general.py``;
+    ``bench/utils/data.py`` sends ``input_ids`` as they are and tokenizes ``prompt`` only without them)."""
     if not prompts:
         raise UserError("the benchmark dataset needs at least one prompt")
     lengths = [output_tokens] * len(prompts) if isinstance(output_tokens, int) else list(output_tokens)
     if len(lengths) != len(prompts):
         raise UserError(f"{len(prompts)} prompts but {len(lengths)} output lengths")
+    ids = [None] * len(prompts) if input_ids is None else list(input_ids)
+    if len(ids) != len(prompts):
+        raise UserError(f"{len(prompts)} prompts but {len(ids)} token lists")
     lines = []
-    for i, (prompt, n) in enumerate(zip(prompts, lengths, strict=True)):
+    for i, (prompt, n, toks) in enumerate(zip(prompts, lengths, ids, strict=True)):
         if not isinstance(prompt, str) or not prompt.strip():
             raise UserError(f"benchmark prompt {i} is empty")
         _positive(n, f"output_tokens of prompt {i}")
-        lines.append(json.dumps({"task_id": i, "prompt": prompt, "output_tokens": n}, ensure_ascii=False))
+        row = {"task_id": i, "prompt": prompt, "output_tokens": n}
+        if toks is not None:
+            if not toks or any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in toks):
+                raise UserError(f"input_ids of benchmark prompt {i} must be a non-empty list of token ids")
+            row["input_ids"] = list(toks)
+        lines.append(json.dumps(row, ensure_ascii=False))
     return "\n".join(lines) + "\n"
 
 

@@ -115,9 +115,14 @@ def _llmapi_repo(out: Path, options: dict, model: str | None, model_name: str, d
     # Triton-side batching (JIRA-4496); in-flight batching is the LLM API's max_batch_size above
     doc = {"model": _relative(model, "model"), "backend": "pytorch", **body,
            "triton_config": {"max_batch_size": 0, "decoupled": decoupled}}
-    config = (_HEADER.format(what="TensorRT-LLM LLM API model; batching and transaction policy are in "
-                                  "1/model.yaml triton_config")
-              + f"name: {_q(model_name)}\nbackend: \"python\"\n" + _instances(max(1, len(groups)))
+    # The transaction policy is written here as well as in model.yaml: upstream's model.py applies
+    # triton_config.decoupled only in auto_complete_config, and launch_triton_server.py always passes
+    # --disable-auto-complete-config, so without it the model loads non-decoupled and a streaming request fails
+    # (docs/trtllm_compat.md, "Triton"). max_batch_size stays Triton's default 0, as triton_config says.
+    policy = f"model_transaction_policy {{\n  decoupled: {str(decoupled).lower()}\n}}\n"
+    config = (_HEADER.format(what="TensorRT-LLM LLM API model; the transaction policy is also in 1/model.yaml "
+                                  "triton_config, which model.py reads")
+              + f"name: {_q(model_name)}\nbackend: \"python\"\n" + policy + _instances(max(1, len(groups)))
               + _tensors("input", T.LLMAPI_INPUTS, "TYPE_FP32") + _tensors("output", T.LLMAPI_OUTPUTS, "TYPE_FP32")
               + _parameters({"gpu_device_ids": device_ids} if device_ids else {}))
     yaml_text = ("# TensorRT-LLM LLM API options for Triton's llmapi model (read by NVIDIA's model.py); generated "
@@ -354,7 +359,7 @@ def check_triton_repo(path: Path, profile: str | None = None) -> list[str]:
         if unknown:
             problems.append(f"{rel}: parameter keys {unknown} are not read by the {kind} model")
         if kind == "llmapi":
-            problems += _check_model_yaml(cfg.parent / "1" / "model.yaml", profile)
+            problems += _check_model_yaml(cfg.parent / "1" / "model.yaml", profile, mc)
         models[mc.name] = mc
     for mc in models.values():
         refs = [s.model_name for s in mc.ensemble_scheduling.step]
@@ -365,7 +370,7 @@ def check_triton_repo(path: Path, profile: str | None = None) -> list[str]:
     return problems
 
 
-def _check_model_yaml(path: Path, profile: str | None) -> list[str]:
+def _check_model_yaml(path: Path, profile: str | None, mc=None) -> list[str]:
     import yaml
 
     rel = f"{path.parent.parent.name}/1/model.yaml"
@@ -377,6 +382,15 @@ def _check_model_yaml(path: Path, profile: str | None) -> list[str]:
         return [f"{rel}: not valid YAML: {exc}"]
     if not isinstance(doc, dict) or not isinstance(doc.get("triton_config"), dict) or not doc.get("model"):
         return [f"{rel}: needs 'model' and a 'triton_config' mapping"]
+    if mc is not None:
+        # launch_triton_server.py passes --disable-auto-complete-config, so config.pbtxt's policy is the one
+        # Triton uses, while model.py sends responses according to triton_config.decoupled: they must agree
+        want = bool(doc["triton_config"].get("decoupled"))
+        has = mc.HasField("model_transaction_policy") and mc.model_transaction_policy.decoupled
+        if want != has:
+            return [f"{path.parent.parent.name}/config.pbtxt: model_transaction_policy.decoupled is "
+                    f"{str(has).lower()} but {rel} triton_config.decoupled is {str(want).lower()}; Triton runs "
+                    "config.pbtxt's policy (auto-complete is disabled by launch_triton_server.py): make them equal"]
     if profile:
         from trtllm_spec.deploy.trtllm_schema import validate_options
 

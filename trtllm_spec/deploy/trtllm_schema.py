@@ -7,7 +7,8 @@ validated against this mirror instead: unknown keys fail (upstream's ``StrictBas
 restated. Only fields we emit are mirrored. Where ``tensorrt_llm`` imports (NVIDIA's container),
 ``validate_with_tensorrt_llm`` also checks against the real classes.
 
-Sources (see /work/notes/research_trtllm_triton.md §0-§1):
+Every field, tag and name we emit, per profile, with the upstream source that reads it and the test that pins it:
+docs/trtllm_compat.md (keep it and these classes in step). Sources (see also /work/notes/research_trtllm_triton.md):
 - R12: a 1.2-era ``tensorrt_llm/llmapi/llm_args.py`` (late 2025, TRT backend still present; index id
   7019226376): the "1.2" profile (TensorRT-LLM 1.2.1, nvcr.io/nvidia/tensorrt-llm/release:1.2.1).
 - MAIN: ``NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py`` @0004396720054fd8e205cbf616f21f0b57c6b412
@@ -220,7 +221,9 @@ class _BlockFields(StrictModel):
 # ---- 1.2 ---------------------------------------------------------------------------------------------
 
 class Eagle12(_Base12, _EagleFields):
-    decoding_type: Literal["Eagle"] = "Eagle"  # legacy tag; PyTorch converts it to Eagle3 with a warning
+    # what 1.2 bundles write: parser A's only EAGLE tag, and R12's EagleDecodingConfig run as EAGLE-3 on PyTorch
+    # (spec_dec_mode EAGLE3_ONE_MODEL / EAGLE3); main deprecates it (PR #10124). docs/trtllm_compat.md
+    decoding_type: Literal["Eagle"] = "Eagle"
 
 
 class Eagle3_12(_Base12, _EagleFields):
@@ -415,12 +418,41 @@ def _check_decoding_type(options: dict, profile: str) -> str | None:
                     f"{hint}; valid: {valid}")
 
 
+# What a release no longer runs, and what it renamed: refused naming the release and the change (issue 22 item 5;
+# docs/trtllm_compat.md, "Release 1.4"). PR #18721 (2026-09-04) removed the two-model path: these flags set to
+# false raise ValueError; PR #12905 renamed the acceptance gate (window over iterations, threshold on the rate).
+REMOVED_IN = {
+    "1.3": {},
+    "1.4": {("eagle3_one_model", False): "TensorRT-LLM 1.4 removed the two-model EAGLE-3 path (PR #18721); drop "
+                                         "eagle3_one_model (one-model is the only path)",
+            ("mtp_eagle_one_model", False): "TensorRT-LLM 1.4 removed the two-model MTP-Eagle path (PR #18721); "
+                                            "drop mtp_eagle_one_model"},
+}
+RENAMED_AFTER_12 = {"acceptance_window": "acceptance_rate_window_size (a window over speculation iterations)",
+                    "acceptance_length_threshold": "acceptance_rate_threshold (on accepted/drafted, in [0, 1])"}
+
+
+def _check_release_changes(options: dict, profile: str) -> None:
+    spec = options.get("speculative_config")
+    if not isinstance(spec, dict):
+        return
+    for (key, value), why in REMOVED_IN.get(profile, {}).items():
+        if key in spec and spec[key] is value:
+            raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{key}: {value}: {why}")
+    if profile != "1.2":
+        for key, new in RENAMED_AFTER_12.items():
+            if key in spec:
+                raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{key} is the 1.2 name; TensorRT-LLM "
+                                f"{profile} reads {new} instead (PR #12905)")
+
+
 def validate_options(options: dict, profile: str) -> None:
     """Raise ``UserError`` naming the key path if ``options`` would not validate in TensorRT-LLM ``profile``."""
     if profile not in PROFILES:
         raise UserError(f"unknown TensorRT-LLM profile {profile!r}; valid: {', '.join(PROFILES)}")
     if not isinstance(options, dict):
         raise UserError(f"TensorRT-LLM {profile} options must be a mapping, got {type(options).__name__}")
+    _check_release_changes(options, profile)
     tag = _check_decoding_type(options, profile)
     model = _options_model(profile, tag)
     try:

@@ -29,6 +29,9 @@ class Mechanism:
     shares_target_hidden: ClassVar[bool] = True
     # decoding_type tags TensorRT-LLM's LLM API accepts for it (the first is what we write)
     decoding_types: ClassVar[tuple[str, ...]] = ()
+    # TensorRT-LLM releases whose engine applies draft_len_schedule / max_concurrency to it (support_dynamic_draft_len;
+    # core.trtllm_gates.engine_schedule, docs/trtllm_compat.md); () = none: one D at every batch size
+    trtllm_dynamic_draft_len: ClassVar[tuple[str, ...]] = ()
     summary: ClassVar[str] = ""
 
     @property
@@ -83,6 +86,16 @@ class Mechanism:
     def load_runtime(self, folder: Path, target, max_len: int):
         """The reference decoder's drafter for an exported folder (imports torch: called by ``runtime``)."""
         raise NotImplementedError(f"{self.name} has no exported-folder drafter in the reference decoder")
+
+    def trtllm_tensor_renames(self, cfg) -> dict[str, str]:
+        """Tensor-name prefixes to rewrite in the bundle's copy of the exported drafter so that every TensorRT-LLM
+        release loads it (docs/trtllm_compat.md, "Weights"); {}: ship the export as it is."""
+        return {}
+
+    def trtllm_refusal(self, cfg, profile: str) -> str | None:
+        """Why TensorRT-LLM ``profile`` cannot load this drafter configuration, for ``build`` to refuse before it
+        writes anything (train / measure / plan still run); None when it can."""
+        return None
 
     def trtllm_extras(self, drafter_dir: Path | None) -> dict:
         """Values of an exported drafter folder that go into ``speculative_config`` (see

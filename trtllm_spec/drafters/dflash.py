@@ -23,6 +23,7 @@ class DFlash(Mechanism):
     needs_training = True
     modelopt_mode = "dflash"
     decoding_types = ("DFlash",)
+    trtllm_dynamic_draft_len = ("1.3", "1.4")  # PR #12262 (DFlash)
     summary = "decoder layers fused with target hidden states denoise a block of mask tokens in one pass"
 
     def default_config(self) -> DFlashDrafter:
@@ -114,6 +115,7 @@ class DSpark(DFlash):
         return DSparkDrafter()
 
     decoding_types = ("DSpark",)
+    trtllm_dynamic_draft_len = ()  # support_dynamic_draft_len() never lists DSpark: one D, no max_concurrency
 
     def only_draft_len(self, cfg: DSparkDrafter) -> int:
         # TensorRT-LLM's DSparkWorker._lazy_init (cited above) refuses any max_draft_len but the checkpoint's

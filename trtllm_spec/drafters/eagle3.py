@@ -35,7 +35,8 @@ class Eagle3(Mechanism):
     needs_training = True
     modelopt_mode, modelopt_preset = "eagle", "EAGLE3_DEFAULT_CFG"
     trtllm_first_layer = True
-    decoding_types = ("Eagle3", "Eagle")  # "Eagle": a legacy alias on the PyTorch backend
+    decoding_types = ("Eagle3", "Eagle")  # "Eagle": EAGLE-3 on the PyTorch backend; what 1.2 bundles write
+    trtllm_dynamic_draft_len = ("1.3", "1.4")  # one-model path: PR #10860, after the 1.2 branch
     summary = "1+ decoder layer + fc over 3 captured target hidden states; D sequential draft steps"
 
     def default_config(self) -> Eagle3Drafter:
@@ -69,12 +70,33 @@ class Eagle3(Mechanism):
             kv_shape=layers,
         )
 
+    def trtllm_tensor_renames(self, cfg: Eagle3Drafter) -> dict[str, str]:
+        # TensorRT-LLM's Eagle3DraftModel names its one layer ``midlayer``; loaders before PR #11010 (Jan 2026)
+        # load only that name, later ones also remap ``layers.0.`` (modeling_speculative.py Eagle3ForCausalLM.
+        # load_weights, main @00679c66c3e38f6d2651ad0a5bef0f94d862e36c): ``midlayer.*`` is what every release reads
+        return {"layers.0.": "midlayer."} if cfg.num_layers == 1 else {}
+
+    def trtllm_refusal(self, cfg: Eagle3Drafter, profile: str) -> str | None:
+        if cfg.num_layers == 1:
+            return None
+        return (f"drafter.num_layers: {cfg.num_layers} -- TensorRT-LLM {profile} cannot load a multi-layer EAGLE-3 "
+                "head trained here: its Eagle3DraftModel builds every layer as an Eagle3DecoderLayer (hidden_norm and "
+                "a 2H-wide q/k/v over [embedding; hidden]; only newer main makes later layers plain through "
+                "eagle_config.next_layer_regular) while ModelOpt's layers after the first are plain Llama layers, so "
+                "the shapes do not match (docs/trtllm_compat.md, 'Multi-layer EAGLE-3'). Use drafter.num_layers: 1 "
+                "for a TensorRT-LLM bundle (train / measure / plan still run with more layers)")
+
     def trtllm_speculative_config(self, cfg: Eagle3Drafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, eagle3_layers_to_capture=None, **extra) -> dict:
-        # decoding_type "Eagle3" is a Literal in both the 1.2-era and main llm_args.py (NVIDIA/TensorRT-LLM
-        # tensorrt_llm/llmapi/llm_args.py, Eagle3DecodingConfig); "Eagle" is only a legacy alias on PyTorch.
-        out: dict = {"decoding_type": "Eagle3", "max_draft_len": max_draft_len,
-                     "speculative_model": speculative_model}
+        # 1.2: the form every 1.2-era llm_args.py reads (docs/trtllm_compat.md, "Release 1.2"): the older
+        # from_dict parser knows only "Eagle" and speculative_model_dir; the later union keeps EagleDecodingConfig
+        # (Literal "Eagle", run as EAGLE-3 on PyTorch) and the alias speculative_model_dir. 1.3 / 1.4: the tags
+        # and key of the versioned API pages (1.3.0rc27, 1.4.0rc1 / rc4 Eagle3DecodingConfig).
+        if profile == "1.2":
+            out: dict = {"decoding_type": "Eagle", "max_draft_len": max_draft_len,
+                         "speculative_model_dir": speculative_model}
+        else:
+            out = {"decoding_type": "Eagle3", "max_draft_len": max_draft_len, "speculative_model": speculative_model}
         layers = eagle3_layers_to_capture or cfg.layers_to_capture
         if layers:
             out["eagle3_layers_to_capture"] = sorted(int(i) for i in layers)

@@ -26,6 +26,7 @@ class MTP(Mechanism):
     acceptance_kind = "chain"
     modelopt_mode, modelopt_preset = "eagle", "EAGLE_MTP_DEFAULT_CFG"  # the head for targets without MTP layers
     decoding_types = ("MTP",)
+    trtllm_dynamic_draft_len = ("1.3", "1.4")  # PR #12262 (MTP, MTP-Eagle)
     summary = "native multi-token-prediction layer(s) over the target's last hidden state; sequential"
 
     def default_config(self) -> MTPDrafter:

@@ -20,6 +20,7 @@ class NGram(Mechanism):
     title = "n-gram"
     acceptance_kind = "chain"
     decoding_types = ("NGram",)
+    trtllm_dynamic_draft_len = ()  # support_dynamic_draft_len() never lists NGram: one D at every batch size
     summary = "prompt lookup: drafts the continuation of the last matching n-gram; no model, ~free"
 
     def default_config(self) -> NGramDrafter:

@@ -231,10 +231,12 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
     from trtllm_spec.core.artifacts import SpeculationProfile
     from trtllm_spec.measure.profile import acceptance_kind
 
-    kind = DECODING_TYPES[options["speculative_config"]["decoding_type"]]
+    spec = options["speculative_config"]
+    kind = DECODING_TYPES[spec["decoding_type"]]
     return SpeculationProfile.build(
         engine="trtllm",
-        drafter={"type": kind, "path": options["speculative_config"].get("speculative_model"), "draft_len": d,
+        drafter={"type": kind, "path": spec.get("speculative_model") or spec.get("speculative_model_dir"),
+                 "draft_len": d,
                  "acceptance_kind": acceptance_kind(kind),
                  "al_method": "measured_at_bundle_draft_len", "bundle": str(Path(bundle).resolve())},
         target=target_summary(target_dir, target_path, target_cfg),

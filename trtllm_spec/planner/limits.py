@@ -42,7 +42,9 @@ def speculation_limit(ctx: CostContext, mp: MechanismPlan) -> dict:
             "best_by_batch": {str(b): {"draft_len": d, "speedup": x} for b, (d, x) in best.items()}}
 
 
-def limit_note(limit: dict) -> str:
+def limit_note(limit: dict, engine: tuple[bool, bool, str | None] = (True, True, None)) -> str:
+    """The limit in words; ``engine`` = ``core.trtllm_gates.engine_schedule`` for the plan's mechanism and release,
+    so the advice names only a gate the engine applies."""
     if limit["searched_up_to"] <= 0:
         return "no batch size fits in memory"
     if limit["pays_up_to"] is None:
@@ -50,6 +52,12 @@ def limit_note(limit: dict) -> str:
     if limit["stops_paying_at"] is None:
         return (f"speculation pays at every batch size that fits (up to {limit['searched_up_to']}); no concurrency "
                 "limit is needed")
-    return (f"speculation pays up to batch {limit['pays_up_to']} and stops paying at {limit['stops_paying_at']}: "
-            f"serve speculation only up to a concurrency of {limit['pays_up_to']} (TensorRT-LLM max_concurrency, or "
-            "the draft_len_schedule's largest key on 1.3)")
+    head = f"speculation pays up to batch {limit['pays_up_to']} and stops paying at {limit['stops_paying_at']}: "
+    applies, switches_off, _ = engine
+    if applies and switches_off:
+        return head + (f"serve speculation only up to a concurrency of {limit['pays_up_to']} (TensorRT-LLM "
+                       "max_concurrency, or the draft_len_schedule's largest key)")
+    why_not = "it floors D at 1" if applies else "no schedule or max_concurrency applies"
+    return head + (f"this release cannot switch it off at a batch size ({why_not}; "
+                   f"docs/trtllm_compat.md): serve batches above {limit['pays_up_to']} from a deployment without "
+                   "speculative_config")

@@ -42,6 +42,7 @@ class MechanismModel(Protocol):
     acceptance_kind: str
     min_trtllm: str
     needs_training: bool
+    trtllm_dynamic_draft_len: tuple[str, ...]  # releases that apply a draft_len_schedule to it
 
     def default_config(self): ...
 

@@ -9,6 +9,7 @@ from trtllm_spec import __version__
 from trtllm_spec.core.artifacts import PLAN_SCHEMA
 from trtllm_spec.core.hardware import Hardware
 from trtllm_spec.core.shape import ModelShape
+from trtllm_spec.core.trtllm_gates import engine_schedule
 from trtllm_spec.planner import guidelines as gl
 from trtllm_spec.planner.acceptance import AcceptanceModel
 from trtllm_spec.planner.cost import Parallelism, Precision, kv_bytes_per_token_per_gpu
@@ -165,7 +166,8 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
     infeasible = [b for b in req.workload.batch_sizes if b not in best]
     max_batch = req.max_batch_size or max(req.workload.batch_sizes)
     max_concurrency, rule = None, None
-    if main.only_draft_len:
+    applies, switches_off, why = engine_schedule(main.mechanism, req.trtllm_profile)
+    if main.only_draft_len and applies and switches_off:
         max_d, max_concurrency, off = one_draft_len(draft_by_batch, main.only_draft_len)
         rule = _one_draft_len_rule(cands, main, max_d, max_concurrency, off)
         if req.max_draft_len < main.only_draft_len:  # named, never silently exceeded (the recipe refuses a set one)
@@ -174,7 +176,15 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
         schedule = None
         best = {b: _candidate(cands, main, b, max_d if max_concurrency is None or b <= max_concurrency else 0)
                 for b in best}
+    elif not applies:  # the engine runs one D at every batch size: plan (and report) exactly that curve
+        max_d = draft_by_batch[min(draft_by_batch)] if draft_by_batch else 0
+        schedule = None
+        best, rule = _single_draft_len(cands, main, best, max_d, why)
     else:
+        if not switches_off and draft_by_batch and draft_by_batch[min(draft_by_batch)] > 0:
+            draft_by_batch = {b: max(d, 1) for b, d in draft_by_batch.items()}  # the engine's floor
+            best = {b: _candidate(cands, main, b, draft_by_batch[b], best[b]) for b in best}
+            rule = why
         max_d, schedule = render_schedule(draft_by_batch, req.trtllm_profile, max_batch)
     check_schedule(schedule, max_d, req.trtllm_profile)
     rows = [{"batch_size": b, "draft_len": c.draft_len, "speedup": round(c.speedup, 4),
@@ -200,7 +210,7 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
         out["latency_target"] = {"tpot_ms": req.latency_target_ms,
                                  "largest_batch_meeting_it": max((r["batch_size"] for r in meets), default=None)}
     limit = speculation_limit(ctx, main)
-    out["speculation_limit"] = limit | {"note": limit_note(limit)}
+    out["speculation_limit"] = limit | {"note": limit_note(limit, (applies, switches_off, why))}
     out["speculation_pays_up_to"] = limit["pays_up_to"]
     if infeasible:
         out["memory"] = memory_budget(ctx) | {"note": infeasible_note(ctx, infeasible)}
@@ -212,9 +222,40 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
     return out
 
 
-def _candidate(cands: list[Candidate], main: MechanismPlan, batch: int, draft_len: int) -> Candidate:
-    return next(c for c in cands if c.mechanism == main.mechanism.name and c.batch_size == batch
-                and c.draft_len == draft_len)
+def _candidate(cands: list[Candidate], main: MechanismPlan, batch: int, draft_len: int,
+               default: Candidate | None = None) -> Candidate:
+    found = next((c for c in cands if c.mechanism == main.mechanism.name and c.batch_size == batch
+                  and c.draft_len == draft_len), default)
+    if found is None:
+        raise LookupError(f"no candidate for {main.mechanism.name} at batch {batch}, D = {draft_len}")
+    return found
+
+
+def _single_draft_len(cands: list[Candidate], main: MechanismPlan, best: dict[int, Candidate], d: int, why: str
+                      ) -> tuple[dict[int, Candidate], str]:
+    """The engine applies no schedule: D = ``d`` (the best D at the smallest batch) at every batch size, the curve
+    it predicts, where it stops paying, and the alternatives the engine does offer."""
+    rows = {b: _candidate(cands, main, b, d, c) for b, c in best.items()}
+    if d == 0:
+        return rows, why + ": speculation does not pay at the smallest planned batch, so none is planned"
+    text = f"{why}: D = {d} at every batch size"
+    no_fit = sorted(b for b, c in rows.items() if not c.feasible)
+    if no_fit:
+        text += ("; at batch " + ", ".join(map(str, no_fit)) + " the drafter's KV cache does not fit (plain decoding "
+                 "does): cap max_batch_size below it, or serve those batches from a deployment without speculation")
+    losing = sorted(b for b, c in rows.items() if c.speedup < 1.0 and c.feasible)
+    if not losing:
+        return rows, text + ("" if no_fit else " (predicted to pay at each planned one)")
+    cross = losing[0]
+    smaller = {b: max((c for c in cands if c.mechanism == main.mechanism.name and c.batch_size == b
+                       and 0 < c.draft_len < d and c.feasible), key=lambda c: c.speedup, default=None)
+               for b in losing}
+    alt = [f"D = {c.draft_len} at batch {b} ({c.speedup:.2f}x)" for b, c in smaller.items()
+           if c is not None and c.speedup > rows[b].speedup]
+    return rows, (text + f"; from batch {cross} it is predicted slower than plain decoding ("
+                  + ", ".join(f"batch {b}: {rows[b].speedup:.2f}x" for b in losing) + "). Alternatives: a smaller "
+                  "max_draft_len" + (f" ({'; '.join(alt)})" if alt else "") + ", or a separate deployment without "
+                  f"speculative_config for batches of {cross} and more")
 
 
 def target_summary(req: PlanRequest) -> dict:

@@ -50,7 +50,7 @@ def overhead_markdown(report: dict, plan: dict) -> str:
         for reason in rec.get("speculation_gates") or []:
             lines.append(f"\n**Speculation off above a batch size:** {reason}.")
         if rec.get("draft_len_rule"):
-            lines.append(f"\n**One draft length:** {rec['draft_len_rule']}.")
+            lines.append(f"\n**What the engine does at each batch size:** {rec['draft_len_rule']}.")
     else:
         lines.append(f"**No speculation recommended.** {rec.get('note', '')}")
         alt = rec.get("speculative_alternative")

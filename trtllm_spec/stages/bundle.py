@@ -9,7 +9,6 @@ import yaml
 
 from trtllm_spec.core.files import write_text_atomic
 from trtllm_spec.deploy import scripts as sc
-from trtllm_spec.errors import UserError
 from trtllm_spec.stages.context import BuildContext, StageResult, copy_tree
 
 INCLUDE_TARGET_MAX_BYTES = 2 * 1024**3
@@ -31,7 +30,11 @@ def _speculative_model(ctx: BuildContext) -> str | None:
     kind = ctx.drafter_kind
     if kind in ("trained", "reused", "converted", "deferred"):
         if ctx.drafter_dir is not None:
+            from trtllm_spec.deploy.trtllm_drafter import rename_tensors
+
             copy_tree(ctx.drafter_dir, ctx.bundle / "drafter")
+            # the tensor names every TensorRT-LLM release loads (EAGLE-3: midlayer.*; docs/trtllm_compat.md)
+            rename_tensors(ctx.bundle / "drafter", ctx.mechanism.trtllm_tensor_renames(ctx.recipe.drafter))
         return "drafter"
     if kind == "draft_model":
         if ctx.drafter_dir is not None and ctx.drafter_dir.is_dir():
@@ -50,6 +53,7 @@ def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, sche
              extra: dict) -> dict:
     """The LLM API options of the recipe with this D and schedule."""
     from trtllm_spec.deploy.trtllm_options import make_llm_api_options
+    from trtllm_spec.stages.bench_dataset import required_max_seq_len
 
     r = ctx.recipe
     batches = r.workload.all_batch_sizes()
@@ -57,7 +61,8 @@ def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, sche
         profile=r.trtllm_profile, drafter_type=r.drafter.type, drafter_config=r.drafter,
         speculative_model=spec_model, max_draft_len=max_draft_len, draft_len_schedule=schedule,
         tp=r.hardware.tp, pp=r.hardware.pp, ep=r.hardware.ep, max_batch_size=r.engine.max_batch_size or max(batches),
-        max_seq_len=r.engine.max_seq_len or (r.workload.isl + r.workload.osl + max_draft_len + 1),
+        max_seq_len=required_max_seq_len(ctx.bench_dataset, isl=r.workload.isl, osl=r.workload.osl,
+                                         max_draft_len=max_draft_len, configured=r.engine.max_seq_len),
         batch_sizes=batches, free_gpu_memory_fraction=r.engine.free_gpu_memory_fraction,
         enable_block_reuse=r.engine.enable_block_reuse, kv_cache_dtype=r.quantization.kv_cache_dtype,
         cuda_graphs=r.engine.cuda_graphs, trust_remote_code=r.target.trust_remote_code, **extra)
@@ -69,6 +74,9 @@ def engine(ctx: BuildContext) -> StageResult:
     r, rec = ctx.recipe, ctx.plan.recommendation
     model = ctx.model_ref = _model_ref(ctx)
     spec_model = _speculative_model(ctx)
+    from trtllm_spec.stages.bench_dataset import recipe_dataset
+
+    ctx.bench_dataset = recipe_dataset(ctx)  # before the options: max_seq_len must hold every request
     extra = ctx.mechanism.trtllm_extras(ctx.drafter_dir)
     batches = r.workload.all_batch_sizes()
     max_bs = r.engine.max_batch_size or max(batches)
@@ -76,11 +84,12 @@ def engine(ctx: BuildContext) -> StageResult:
         extra = extra | {"max_concurrency": rec.max_concurrency}
     ctx.options = _options(ctx, spec_model, rec.max_draft_len, rec.schedule(), extra)
     b = ctx.bundle
-    write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile))
+    write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile,
+                                                       note=_engine_note(ctx.options, rec)))
     write_text_atomic(b / "serve.sh", sc.serve_sh(model=model))
     write_text_atomic(b / "bench.sh", sc.bench_sh(model=ctx.recipe.target.hf_id or model, model_path=model
                                                   if model == "target" else None, concurrency=batches))
-    write_text_atomic(b / "dataset.jsonl", _bench_dataset(ctx))
+    write_text_atomic(b / "dataset.jsonl", ctx.bench_dataset.jsonl())
     files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "replan.sh", "dataset.jsonl"]
     if rec.max_draft_len == 0:
         files += _speculative_alternative(ctx, model, spec_model, extra)
@@ -96,7 +105,23 @@ def engine(ctx: BuildContext) -> StageResult:
     if r.engine.backend == "tensorrt":
         files += _legacy_engines(ctx, model, spec_model, max_bs)
     return StageResult("engine", "done", detail=f"{', '.join(files)}; model {model}"
-                       + (f", drafter {spec_model}" if spec_model else ""))
+                       + (f", drafter {spec_model}" if spec_model else "")
+                       + f"; dataset.jsonl: {ctx.bench_dataset.summary()}, max_seq_len {ctx.options['max_seq_len']}")
+
+
+def _engine_note(options: dict, rec) -> str:
+    """What the engine will do at each batch size with these options (the plan's rule where it has one)."""
+    spec = options.get("speculative_config")
+    if not spec:
+        return "No speculation: the plan predicts none pays at the planned batch sizes (report/overhead.md)."
+    if rec.draft_len_rule:
+        return f"Speculation: {rec.draft_len_rule}."
+    if spec.get("draft_len_schedule"):
+        return (f"Speculation: D by batch size as draft_len_schedule {spec['draft_len_schedule']} (TensorRT-LLM "
+                f"{rec.trtllm_profile} rules; docs/trtllm_compat.md).")
+    if spec.get("max_concurrency"):
+        return f"Speculation: D = {spec['max_draft_len']} up to batch {spec['max_concurrency']}, off above it."
+    return f"Speculation: D = {spec['max_draft_len']} at every batch size."
 
 
 ALT_OPTIONS_FILE = "llm_api_options.speculative.yaml"
@@ -158,21 +183,6 @@ def _plain_alternative(ctx: BuildContext, model: str) -> list[str]:
     return [PLAIN_OPTIONS_FILE, "bench_plain.sh"]
 
 
-def _bench_dataset(ctx: BuildContext) -> str:
-    """trtllm-bench's dataset from the recipe's suite (your own prompts when measure.suite is a file)."""
-    from trtllm_spec.data.user_suite import is_builtin, recipe_suite, select_suite
-
-    m = ctx.recipe.measure
-    try:
-        items, _ = select_suite(recipe_suite(ctx.recipe), m.categories, m.num_prompts, m.seed)
-        prompts = [it.messages[-1]["content"] for it in items]
-    except UserError:
-        if not is_builtin(m.suite):
-            raise  # the user's own suite must be readable
-        prompts = ["Explain speculative decoding in three sentences."]
-    return sc.bench_dataset_jsonl(prompts, ctx.recipe.workload.osl)
-
-
 def _multinode(ctx: BuildContext, model: str) -> list[str]:
     h, out = ctx.recipe.hardware, []
     world = h.tp * h.pp
@@ -200,7 +210,8 @@ def _legacy_engines(ctx: BuildContext, model: str, draft: str | None, max_bs: in
     w = ctx.recipe.workload
     cmds = sc.legacy_engine_commands(target_model=model, draft_model=draft or "draft_model",
                                      max_draft_len=max(1, ctx.plan.recommendation.max_draft_len),
-                                     max_batch_size=max_bs, max_input_len=w.isl, max_seq_len=w.isl + w.osl,
+                                     max_batch_size=max_bs, max_seq_len=ctx.options["max_seq_len"],
+                                     max_input_len=max([w.isl] + [q.prompt_tokens for q in ctx.bench_dataset.requests]),
                                      tp=ctx.recipe.hardware.tp, pp=ctx.recipe.hardware.pp)
     write_text_atomic(ctx.bundle / "engines.sh", sc.engines_sh(cmds))
     (ctx.bundle / "engines.sh").chmod(0o755)

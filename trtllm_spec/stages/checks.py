@@ -19,6 +19,11 @@ def check_recipe_inputs(recipe: Recipe) -> list[str]:
     refusal = build_refusal(recipe, t.shape)
     if refusal:
         notes.append(f"drafter.type {recipe.drafter.type} on a target without {refusal[0]}: {refusal[1]}")
+    from trtllm_spec.drafters.registry import get
+
+    why = get(recipe.drafter.type).trtllm_refusal(recipe.drafter, recipe.trtllm_profile)
+    if why:
+        notes.append(f"build refuses this recipe: {why}")
     if recipe.target.trust_remote_code:
         notes.append(f"target.trust_remote_code is true: TensorRT-LLM will import and run Python code shipped with "
                      f"{recipe.target.hf_id or recipe.target.model!r} (llm_api_options.yaml sets trust_remote_code); "
@@ -35,6 +40,7 @@ def build_refusal(recipe: Recipe, shape) -> tuple[str, str] | None:
 def check_buildable(recipe: Recipe) -> None:
     """What ``build`` refuses before it writes anything (the other stages check their own inputs)."""
     from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.drafters.registry import get
     from trtllm_spec.errors import UserError
 
     target = resolve_target(recipe.target.model, recipe.base_dir)
@@ -42,3 +48,6 @@ def check_buildable(recipe: Recipe) -> None:
     if refusal:
         raise UserError(f"drafter.type: {recipe.drafter.type} -- target {recipe.target.model} has no {refusal[0]}. "
                         + refusal[1])
+    why = get(recipe.drafter.type).trtllm_refusal(recipe.drafter, recipe.trtllm_profile)
+    if why:
+        raise UserError(why)

@@ -49,6 +49,7 @@ class BuildContext:
     plan: Plan | None = None
     options: dict | None = None
     model_ref: str = ""  # what serve.sh / Triton serve: "target" (copied) or an HF id
+    bench_dataset: object = None  # stages.bench_dataset.BenchDataset (dataset.jsonl; sizes max_seq_len)
     results: list[StageResult] = field(default_factory=list)
 
     @property

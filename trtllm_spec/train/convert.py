@@ -235,7 +235,11 @@ def vocab_map(d2t: torch.Tensor | None, t2d: torch.Tensor | None, vocab: int, dr
 
 
 def check_drafter(cfg: dict, tensors: dict[str, torch.Tensor], where: str) -> None:
-    """Our layout's invariants: one layer, shapes implied by config.json, fc width, d2t. Raises UserError."""
+    """Our layout's invariants: one layer, shapes implied by config.json, fc width, d2t. Raises UserError. The
+    one layer may be named ``midlayer.`` (what a bundle ships for TensorRT-LLM) as well as ``layers.0.``."""
+    if any(k.startswith("midlayer.") for k in tensors) and not any(k.startswith("layers.0.") for k in tensors):
+        tensors = {("layers.0." + k[len("midlayer."):] if k.startswith("midlayer.") else k): v
+                   for k, v in tensors.items()}
     c = {**cfg, **_dims(cfg, where)}
     h, inter, hd, dv, vocab = (c["hidden_size"], c["intermediate_size"], c["head_dim"],
                                c.get("draft_vocab_size"), c["vocab_size"])
