@@ -222,9 +222,10 @@ def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bu
     # the plain run of another options file is refused, naming it
     opts = yaml.safe_load((bundle / "llm_api_options.plain.yaml").read_text())
     opts["kv_cache_config"]["free_gpu_memory_fraction"] = 0.5
-    (bundle / "other.yaml").write_text(yaml.safe_dump(opts))
+    other_opts = bundle.parent / "other.yaml"  # outside the bundle: an extra file inside is refused before
+    other_opts.write_text(yaml.safe_dump(opts))
     other = bundle / "bench_results_plain" / "other.json"
-    subprocess.run([str(bundle.parent / "bin" / "trtllm-bench"), "--extra_llm_api_options", str(bundle / "other.yaml"),
+    subprocess.run([str(bundle.parent / "bin" / "trtllm-bench"), "--extra_llm_api_options", str(other_opts),
                     "--concurrency", "1", "--report_json", str(other)], check=True, env=calibration_tools)
     rep = json.loads(other.read_text())
     rep["world_info"]["kv_cache_percentage"] = 0.5
