@@ -100,6 +100,7 @@ def make_plan(req: PlanRequest) -> dict:
     plans, skipped = build_plans(req)
     cands = evaluate(ctx, plans)
     main = plans[0]
+    rec = recommend(req, ctx, main, cands)
     guides = [gl.g1_compute_bound(ctx, main, cands), gl.g2_attention(ctx, main), gl.g3_tiles(ctx, main),
               gl.g4_low_latency(ctx, main), gl.g5_mechanism(ctx, plans, cands)]
     return {
@@ -118,12 +119,11 @@ def make_plan(req: PlanRequest) -> dict:
                     "rho": main.cost.drafter_layers / req.target.num_layers, "max_draft_len": main.max_draft_len},
         "guidelines": [g.as_dict() for g in guides],
         "candidates": [c.as_dict() for c in cands],
-        "recommendation": recommend(req, ctx, main, cands),
+        "recommendation": rec,
         "frontier": [{k: v for k, v in c.as_dict().items() if k != "breakdown"} for c in pareto_frontier(cands)],
         "assumptions": assumptions(req, plans, skipped),
         "host_costs": req.host_costs or {"name": "the GPU's overheads", "terms_s": host_terms(req.hardware)},
-        "robustness": robustness(ctx, main, cands, fixed_draft_len=req.fixed_draft_len, profile=req.trtllm_profile,
-                                 max_batch=req.max_batch_size or max(req.workload.batch_sizes)),
+        "robustness": robustness(ctx, main, cands, rec, lambda c2, cands2: recommend(req, c2, main, cands2)),
     }
 
 
@@ -170,9 +170,6 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
     if main.only_draft_len and applies and switches_off:
         max_d, max_concurrency, off = one_draft_len(draft_by_batch, main.only_draft_len)
         rule = _one_draft_len_rule(cands, main, max_d, max_concurrency, off)
-        if req.max_draft_len < main.only_draft_len:  # named, never silently exceeded (the recipe refuses a set one)
-            rule += (f"; the planner's default max_draft_len {req.max_draft_len} does not limit it (D is "
-                     "drafter.block_size)")
         schedule = None
         best = {b: _candidate(cands, main, b, max_d if max_concurrency is None or b <= max_concurrency else 0)
                 for b in best}
@@ -186,6 +183,9 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
             best = {b: _candidate(cands, main, b, draft_by_batch[b], best[b]) for b in best}
             rule = why
         max_d, schedule = render_schedule(draft_by_batch, req.trtllm_profile, max_batch)
+    if main.only_draft_len and req.max_draft_len < main.only_draft_len:  # named, never silently exceeded (the
+        note = f"the planner's default max_draft_len {req.max_draft_len} does not limit it (D is drafter.block_size)"
+        rule = f"{rule}; {note}" if rule else note  # recipe refuses a max_draft_len it set below the block)
     check_schedule(schedule, max_d, req.trtllm_profile)
     rows = [{"batch_size": b, "draft_len": c.draft_len, "speedup": round(c.speedup, 4),
              "acceptance_length": round(c.acceptance_length, 4), "tpot_s": c.tpot_s,

@@ -3,17 +3,18 @@
 For each of iteration_s, spec_iteration_s and draft_step_s (core/host_costs.py) and each factor in FACTORS, the
 recipe's mechanism is evaluated again with that one term scaled (search.evaluate), and
 
-- the pick is made again the way the plan makes it (search.best_by_batch per batch size, then max_draft_len and
-  draft_len_schedule by the release's rules, or the one-D rule): ``pick_changes`` says whether it differs;
+- the pick is made again by the plan's own recommend (max_draft_len, draft_len_schedule or max_concurrency by the
+  release's rules for the mechanism): ``pick_changes`` says whether it differs;
 - the planned pick (the D the plan chose at each batch size) is priced under the scaled costs: how far its
   predicted speedup moves from the plan's (``speedup_change``, per batch and the largest in absolute value).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from trtllm_spec.planner.search import CostContext, MechanismPlan, best_by_batch, evaluate
+from trtllm_spec.planner.search import CostContext, MechanismPlan, evaluate
 
 TERMS = ("iteration_s", "spec_iteration_s", "draft_step_s")
 FACTORS = (0.5, 2.0)
@@ -25,21 +26,11 @@ def scaled_context(ctx: CostContext, term: str, factor: float) -> CostContext:
     return replace(ctx, hw=hw)
 
 
-def pick(cands, main: MechanismPlan, fixed_draft_len: int | None, profile: str, max_batch: int) -> dict:
-    """max_draft_len, draft_len_schedule and D per batch, as plan.recommend makes them."""
-    from trtllm_spec.planner.plan import one_draft_len
-    from trtllm_spec.planner.schedule import render_schedule
-
-    best = best_by_batch(cands, main.mechanism.name, fixed_draft_len or main.only_draft_len)
-    by_batch = {b: c.draft_len for b, c in best.items()}
-    if fixed_draft_len is not None and by_batch:
-        by_batch[min(by_batch)] = fixed_draft_len
-    if main.only_draft_len:
-        max_d, cut, _off = one_draft_len(by_batch, main.only_draft_len)
-        return {"max_draft_len": max_d, "draft_len_schedule": None, "max_concurrency": cut, "by_batch": by_batch}
-    max_d, schedule = render_schedule(by_batch, profile, max_batch)
-    return {"max_draft_len": max_d, "draft_len_schedule": {str(k): v for k, v in schedule.items()} if schedule
-            else None, "max_concurrency": None, "by_batch": by_batch}
+def pick(rec: dict) -> dict:
+    """max_draft_len, draft_len_schedule, max_concurrency and D per batch of a recommendation (plan.recommend)."""
+    return {"max_draft_len": rec["max_draft_len"], "draft_len_schedule": rec["draft_len_schedule"],
+            "max_concurrency": rec["max_concurrency"],
+            "by_batch": {r["batch_size"]: r["draft_len"] for r in rec["by_batch"]}}
 
 
 def _speedups(cands, mechanism: str, by_batch: dict[int, int]) -> dict[int, float]:
@@ -47,18 +38,19 @@ def _speedups(cands, mechanism: str, by_batch: dict[int, int]) -> dict[int, floa
             and c.draft_len == by_batch[c.batch_size]}
 
 
-def robustness(ctx: CostContext, main: MechanismPlan, base_cands, *, fixed_draft_len: int | None, profile: str,
-               max_batch: int) -> dict:
-    """The robustness table of plan.json (``robustness``)."""
+def robustness(ctx: CostContext, main: MechanismPlan, base_cands, base_rec: dict,
+               recommend_with: Callable[[CostContext, list], dict]) -> dict:
+    """The robustness table of plan.json (``robustness``): ``recommend_with(ctx, cands)`` makes the pick exactly as
+    the plan does (plan.recommend, with the release's schedule rules), so a scaled term changes only the costs."""
     name = main.mechanism.name
-    base = pick(base_cands, main, fixed_draft_len, profile, max_batch)
+    base = pick(base_rec)
     base_speed = _speedups(base_cands, name, base["by_batch"])
     rows = []
     for term in TERMS:
         for factor in FACTORS:
             c2 = scaled_context(ctx, term, factor)
             cands = evaluate(c2, [main])
-            new = pick(cands, main, fixed_draft_len, profile, max_batch)
+            new = pick(recommend_with(c2, cands))
             moved = _speedups(cands, name, base["by_batch"])
             change = {b: moved[b] - base_speed[b] for b in base_speed if b in moved}
             rows.append({
