@@ -14,5 +14,9 @@ PY=${PYTHON:-python3}
 extras="train,triton"
 # --dev adds the test tools and the llama.cpp server (serve extra) the openai backend's tests run for real
 if [ "${1:-}" = "--dev" ]; then extras="$extras,dev,serve"; fi
+# llama-cpp-python compiles llama.cpp from its sdist. Not with -march=native: on a VM whose CPU reports AMX but
+# traps its instructions (seen here: SIGILL at tileloadd in libggml-cpu on the first prompt of several tokens) a
+# native build crashes, so build for x86-64-v3 (AVX2/FMA/F16C, what both CPU kinds here run); CMAKE_ARGS overrides.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
 .venv/bin/python -m pip install -q -e ".[$extras]"
 echo "trtllm-spec installed in .venv ($(.venv/bin/trtllm-spec --version))"
