@@ -29,6 +29,8 @@ class Mechanism:
     shares_target_hidden: ClassVar[bool] = True
     # decoding_type tags TensorRT-LLM's LLM API accepts for it (the first is what we write)
     decoding_types: ClassVar[tuple[str, ...]] = ()
+    # no exported folder: the reference decoder builds it from options (``measure --drafter NAME``)
+    folderless: ClassVar[bool] = False
     summary: ClassVar[str] = ""
 
     @property
@@ -79,6 +81,20 @@ class Mechanism:
         """(the largest D an exported drafter can propose, how it follows from its config.json); None: no limit
         of its own. ``where`` names the file in errors."""
         return None
+
+    def runtime_options(self, cfg, max_batch_size: int = 1) -> dict:
+        """The recipe section's settings the reference decoder's drafter reads (JSON-able: they key the measure
+        stage's cache and go into the speculation profile); ``max_batch_size``: the largest planned batch."""
+        enhancer = getattr(cfg, "sa_enhancer", None)
+        if enhancer is None:
+            return {}
+        return {"sa_enhancer": {"threshold": enhancer.threshold, "enable_global_pool": enhancer.enable_global_pool,
+                                "pool_slots": max(64, max_batch_size) if enhancer.enable_global_pool else None}}
+
+    def load_builtin(self, options: dict):
+        """The reference decoder's drafter of a folderless mechanism, from ``runtime_options``' dict (imports
+        torch: called by ``runtime``)."""
+        raise NotImplementedError(f"{self.name} is read from an exported folder, not built from options")
 
     def load_runtime(self, folder: Path, target, max_len: int):
         """The reference decoder's drafter for an exported folder (imports torch: called by ``runtime``)."""

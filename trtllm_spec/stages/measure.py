@@ -18,7 +18,8 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
                     max_new_tokens: int, temperature: float, seed: int, dtype: str = "fp32", device: str = "auto",
                     chat_template: Path | None = None, block_sweep: Sequence[int] | None = None,
                     out: Path | None = None, progress: Callable[[str], None] | None = None,
-                    suite_check: Callable[[list], dict] | None = None, reference_engine: str = "auto") -> dict:
+                    suite_check: Callable[[list], dict] | None = None, reference_engine: str = "auto",
+                    drafter_options: dict | None = None) -> dict:
     """The speculation profile of ``drafter`` ('ngram' or a folder) at D = ``draft_len``: on the PyTorch
     reference decoder here, or (``engine='trtllm'``) on TensorRT-LLM with the bundle's options. ``suite`` is
     'speed-lite' or a suite file/folder (data/user_suite.py); ``suite_check(items)`` (the overlap check) runs
@@ -30,10 +31,55 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
         from trtllm_spec.measure.run import measure
 
         return measure(target, drafter, draft_len, dtype=dtype, block_sweep=block_sweep, device=device,
-                       reference_engine=reference_engine, **common)
+                       reference_engine=reference_engine, drafter_options=drafter_options, **common)
+    if drafter_options:
+        raise UserError("drafter options (the suffix automaton's settings, --sa-enhancer-threshold) apply to "
+                        "--engine pytorch; with --engine trtllm the bundle's options decide")
     from trtllm_spec.measure.trtllm_engine import measure_trtllm
 
     return measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
+
+
+def cli_drafter_options(drafter: str | None, *, max_matching_ngram_size: int | None, global_pool: bool,
+                        global_pool_size: int | None, sa_enhancer_threshold: int | None) -> dict | None:
+    """``measure``'s drafter flags as the descriptor's ``runtime_options``, validated by the recipe section they
+    stand for (a suffix drafter's rules, the enhancer's threshold), or refused naming the flag where they do not
+    apply."""
+    from pydantic import ValidationError
+
+    from trtllm_spec.core.recipe import NGramDrafter, SAEnhancerConfig, SuffixDrafter
+    from trtllm_spec.core.schema import format_validation_error
+    from trtllm_spec.drafters.registry import get
+
+    given = {"--max-matching-ngram-size": max_matching_ngram_size is not None, "--global-pool": global_pool,
+             "--global-pool-size": global_pool_size is not None,
+             "--sa-enhancer-threshold": sa_enhancer_threshold is not None}
+    allowed = {"suffix": ("--max-matching-ngram-size", "--global-pool", "--global-pool-size"),
+               "ngram": ("--max-matching-ngram-size",)}.get(drafter or "")
+    if allowed is None:  # an exported folder: only the enhancer
+        allowed = ("--sa-enhancer-threshold", "--global-pool") if sa_enhancer_threshold is not None else \
+            ("--sa-enhancer-threshold",)
+    bad = [flag for flag, on in given.items() if on and flag not in allowed]
+    if bad:
+        raise UserError(f"{', '.join(bad)}: not read for --drafter {drafter} (suffix: --max-matching-ngram-size, "
+                        "--global-pool, --global-pool-size; ngram: --max-matching-ngram-size; an EAGLE-3 / MTP folder: "
+                        "--sa-enhancer-threshold [--global-pool])")
+    try:
+        if drafter == "suffix":
+            cfg = SuffixDrafter(**({"max_matching_ngram_size": max_matching_ngram_size}
+                                   if max_matching_ngram_size is not None else {}),
+                                enable_global_pool=global_pool, global_pool_size=global_pool_size)
+            return get("suffix").runtime_options(cfg, cfg.global_pool_size or 1)
+        if drafter == "ngram":
+            return get("ngram").runtime_options(NGramDrafter(**({"max_matching_ngram_size": max_matching_ngram_size}
+                                                                 if max_matching_ngram_size is not None else {})))
+        if sa_enhancer_threshold is not None:
+            enh = SAEnhancerConfig(threshold=sa_enhancer_threshold, enable_global_pool=global_pool)
+            return {"sa_enhancer": {"threshold": enh.threshold, "enable_global_pool": enh.enable_global_pool,
+                                    "pool_slots": 64 if global_pool else None}}
+    except ValidationError as exc:
+        raise UserError(format_validation_error(exc, SuffixDrafter, "measure drafter flags")) from None
+    return None
 
 
 def check_measure_args(engine: str, drafter: str | None, draft_len: int | None, bundle: Path | None,
@@ -42,7 +88,7 @@ def check_measure_args(engine: str, drafter: str | None, draft_len: int | None, 
         if bundle is not None:
             raise UserError("--bundle is read by --engine trtllm only; drop it or add --engine trtllm")
         if drafter is None or draft_len is None:
-            raise UserError("--engine pytorch needs --drafter (folder or 'ngram') and --draft-len D")
+            raise UserError("--engine pytorch needs --drafter (folder, 'ngram' or 'suffix') and --draft-len D")
     elif bundle is None:
         raise UserError("--engine trtllm needs --bundle DIR (a 'trtllm-spec build' folder with llm_api_options.yaml)")
     elif drafter is not None or sweep:
@@ -120,7 +166,8 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
                 "dtype": settings["dtype"], "seed": settings["seed"], "device": settings["device"],
                 "reference_engine": settings.get("reference_engine", "auto"),
                 "chat_template": str(ct) if ct else None, "block_sweep": block_sweep,
-                "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap}
+                "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap,
+                "drafter_options": settings.get("drafter_options")}
         write_profile(profile, out, force, {"measure": args}, _input_files(target_path, drafter), inputs)
     return profile
 
@@ -170,9 +217,12 @@ def measure(ctx: BuildContext) -> StageResult:
         return StageResult("measure", "deferred", detail="needs the target's weights and the drafter",
                            command="trtllm-spec measure --engine trtllm --bundle <bundle> --out <dir> (GPU node)")
     draft_len = measure_draft_len(ctx)
+    options = ctx.mechanism.runtime_options(ctx.recipe.drafter, max(ctx.recipe.workload.all_batch_sizes()))
     inputs = {"target": target_hash(ctx.target), "served": str(ctx.served_target.name),
               "drafter": tree_hash(Path(spec)),  # a folder's content hash, else the spec itself
               "draft_len": draft_len, "measure": recipe_to_dict(ctx.recipe)["measure"]}
+    if options:  # keyed only when there are some: caches of drafters without options stay valid
+        inputs["drafter_options"] = options
     settings = recipe_settings(ctx)
     if not is_builtin(m.suite):  # the user's prompts: keyed by their content, not their path
         inputs["suite"] = suite_fingerprint(settings["suite"])
@@ -183,7 +233,7 @@ def measure(ctx: BuildContext) -> StageResult:
 
     def work(folder: Path) -> dict:
         result["profile"] = measure_profile(ctx.served_target, spec, draft_len, dtype=m.dtype, device=m.device,
-                                            reference_engine=m.reference_engine,
+                                            reference_engine=m.reference_engine, drafter_options=options or None,
                                             progress=lambda msg: ctx.log(f"measure: {msg}"),
                                             suite_check=recipe_suite_check(ctx.recipe, ctx.log), **settings)
         write_json_atomic(folder / "speculation_profile.json", result["profile"])
