@@ -44,6 +44,15 @@ def apply_flags(data: dict, flags: dict) -> dict:
         set_path(data, ["target", "dtype"], dtype, "--dtype")
     if flags.get("no_compare"):
         set_path(data, ["planner", "compare_mechanisms"], False, "--no-compare")
+    for item in flags.get("compare_acceptance") or ():
+        name, sep, file = item.partition("=")
+        if not sep or not name or not file:
+            from trtllm_spec.errors import UserError
+
+            raise UserError(f"--compare-acceptance {item!r}: expected NAME=FILE (a drafter type and its measured "
+                            "acceptance), e.g. --compare-acceptance suffix=measured/speculation_profile.json")
+        value = str(Path(file).resolve()) if Path(file).exists() else file
+        set_path(data, ["planner", "compare_acceptance", name], value, "--compare-acceptance")
     return data
 
 
@@ -75,6 +84,9 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--trtllm-version", type=click.Choice(field_choices(EngineConfig, "trtllm_version")),
               help="Schedule rules of this release.")
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
+@click.option("--compare-acceptance", multiple=True, metavar="NAME=FILE", help="Guideline 5: compare drafter type "
+              "NAME on this measured acceptance (a speculation profile) instead of its published default; repeat "
+              "per mechanism.")
 @set_option
 @click.option("--out", type=click.Path(path_type=Path), help="Write plan.json, plan.md and plots here.")
 @click.option("--force", is_flag=True, help="Replace a non-empty --out folder.")

@@ -431,6 +431,18 @@ class PlannerConfig(StrictModel):
                                "drafter TensorRT-LLM runs at one D only, DSpark, is planned at that D: block_size)")
     acceptance: str | None = Field(None, description="acceptance / speculation_profile.json to plan with")
     compare_mechanisms: bool = Field(True, description="also evaluate the other mechanisms (guideline 5)")
+    compare_acceptance: dict[str, str] = Field(default_factory=dict, description="measured acceptance of the "
+                                               "other mechanisms guideline 5 compares: {drafter type: acceptance / "
+                                               "speculation_profile.json}; the rest use their published defaults")
+
+    @field_validator("compare_acceptance")
+    @classmethod
+    def _compared(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = sorted(set(v) - set(DRAFTER_TYPES))
+        if bad:
+            raise ValueError(f"compare_acceptance names {', '.join(bad)}: not a drafter type; valid: "
+                             f"{', '.join(DRAFTER_TYPES)}")
+        return v
 
 
 class MeasureConfig(StrictModel):
@@ -489,6 +501,9 @@ class Recipe(StrictModel):
         if isinstance(self.draft_len, int) and self.draft_len > self.planner.max_draft_len:
             raise ValueError(f"draft_len = {self.draft_len} exceeds planner.max_draft_len = "
                              f"{self.planner.max_draft_len}; raise planner.max_draft_len")
+        if d.type in self.planner.compare_acceptance:
+            raise ValueError(f"planner.compare_acceptance.{d.type}: the recipe's own drafter is planned with "
+                             "planner.acceptance (or the measure stage); move the file there")
         m = self.measure.draft_len
         if m is not None and self.measure.profile:
             raise ValueError("measure.draft_len and measure.profile: a supplied profile is not measured again; "

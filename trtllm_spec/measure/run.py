@@ -82,7 +82,8 @@ def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
         return DrafterInfo(spec, None, {}, None)
     folder = Path(spec).expanduser()
     if not folder.is_dir():
-        raise UserError(f"--drafter {spec!r} is neither one of {', '.join(FOLDERLESS)} nor an existing folder")
+        raise UserError(f"--drafter {spec!r} is neither {' nor '.join(repr(n) for n in FOLDERLESS)} nor an "
+                        "existing folder")
     from trtllm_spec.runtime.drafters.load import folder_kind
 
     cfg, kind = _read_config(folder), folder_kind(folder)

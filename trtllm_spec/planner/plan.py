@@ -47,6 +47,8 @@ class PlanRequest:
     target_id: str = ""
     # the drafting mechanisms by name (drafters.registry.MECHANISMS): passed in, so the planner imports none
     mechanisms: Mapping[str, MechanismModel] = field(default_factory=dict)
+    # measured acceptance of the other mechanisms guideline 5 compares (the rest use their defaults)
+    compare_acceptance: Mapping[str, AcceptanceModel] = field(default_factory=dict)
 
     def mechanism(self, name: str) -> MechanismModel:
         if name not in self.mechanisms:
@@ -87,7 +89,7 @@ def build_plans(req: PlanRequest) -> tuple[list[MechanismPlan], list[str]]:
             if why:
                 skipped.append(f"{name}: {why}")
                 continue
-            plans.append(mechanism_plan(req, name, cfg, None))
+            plans.append(mechanism_plan(req, name, cfg, req.compare_acceptance.get(name)))
     return plans, skipped
 
 

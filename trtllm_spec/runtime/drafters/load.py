@@ -40,7 +40,8 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
         return spec, get(spec).load_builtin(options)
     folder = Path(spec)
     if not folder.is_dir():
-        raise UserError(f"drafter {spec!r} is neither one of {', '.join(FOLDERLESS)} nor an existing folder")
+        raise UserError(f"drafter {spec!r} is neither {' nor '.join(repr(n) for n in FOLDERLESS)} nor an "
+                        "existing folder")
     kind = folder_kind(folder)
     if expect and expect != kind:
         raise UserError(f"drafter folder {folder} holds a {kind} drafter, not {expect}")
