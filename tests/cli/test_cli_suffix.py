@@ -88,3 +88,28 @@ def test_plan_compares_suffix_on_measured_acceptance(cli, tmp_path):
     assert r.exit_code == 2 and "nosuch" in r.output
     r = cli(*base, "--compare-acceptance", "suffix")
     assert r.exit_code == 2 and "NAME=FILE" in r.output
+
+
+def test_build_eagle3_with_the_sa_enhancer(cli, tmp_path, tiny_target, tiny_suite, cache):
+    """The enhancer end to end: sa_config in the 1.3 options, per-source counts in the profile and the overhead
+    report's enhancer section."""
+    from tests.tiny import write_conversations
+
+    data = write_conversations(tmp_path / "c.jsonl", 16)
+    drafter = {"type": "eagle3", "draft_vocab_size": 64, "sa_enhancer": {"threshold": 2}, "training": {
+        "max_steps": 2, "batch_size": 2, "seq_len": 64, "precision": "fp32", "checkpoint_every": 2,
+        "data": {"path": str(data), "eval_fraction": 0.25}}}
+    out = tmp_path / "bundle"
+    r = cli("build", _recipe(tmp_path, tiny_target, drafter, draft_len=2), "--out", out)
+    assert r.exit_code == 0, r.output
+    text = (out / "llm_api_options.yaml").read_text()
+    spec = yaml.safe_load(text)["speculative_config"]
+    assert text.startswith("# TensorRT-LLM 1.3") and spec["decoding_type"] == "Eagle3"
+    assert spec["sa_config"] == {"threshold": 2, "enable_global_pool": False}
+    profile = json.loads((out / "report/measured/speculation_profile.json").read_text())
+    sources = profile["overall"]["sources"]
+    assert sum(v["iterations"] for v in sources.values()) == profile["overall"]["iterations"]
+    assert profile["overall"]["identical_outputs"] == profile["overall"]["num_prompts"]
+    report = json.loads((out / "report/overhead.json").read_text())
+    assert report["measured_acceptance"]["sources"] == sources
+    assert "## SA enhancer" in (out / "report/overhead.md").read_text()
