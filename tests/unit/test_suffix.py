@@ -207,3 +207,28 @@ def test_recipe_rules():
         recipe_from_dict({**BASE, "drafter": {"type": "dflash", "sa_enhancer": {}}})
     assert SuffixSection(enable_global_pool=True).pool_slots(8) == 64
     assert SuffixSection(enable_global_pool=True, global_pool_size=256).pool_slots(8) == 256
+
+
+def test_planner_charges_the_automaton_not_a_model():
+    """SA's draft cost: no forward pass, one step per iteration; its slots are held out of the KV budget (per
+    sequence, or a fixed pool)."""
+    from trtllm_spec.core.hardware import load_hardware
+    from trtllm_spec.core.targets import resolve_target
+    from trtllm_spec.drafters.registry import get
+    from trtllm_spec.drafters.suffix import SA_BYTES_PER_TOKEN
+    from trtllm_spec.planner.cost import Parallelism, Precision
+    from trtllm_spec.planner.search import CostContext, Workload, draft_step, max_feasible_batch
+
+    shape = resolve_target("llama-3.1-8b-instruct").shape
+    mech = get("suffix")
+    cost = mech.cost(shape, SuffixSection())
+    assert cost.passes == () and cost.weight_params == 0 and cost.kv_shape is None and not cost.sequential
+    assert cost.state_bytes_per_token == SA_BYTES_PER_TOKEN and cost.state_pool_slots == 0
+    ctx = CostContext(shape, load_hardware("h100-sxm"), Parallelism(), Precision(), Workload((1, 8), 32768, 32768))
+    step = draft_step(ctx, cost, 8, 4)
+    assert step.total_s == pytest.approx(ctx.hw.overheads.draft_step_s)  # one host step, whatever D
+    ngram = get("ngram").cost(shape, get("ngram").default_config())
+    plain, own, pooled = (max_feasible_batch(ctx, c, 4) for c in (ngram, cost, mech.cost(
+        shape, SuffixSection(enable_global_pool=True, global_pool_size=512))))
+    assert own <= plain and pooled < plain  # charged: ~228 B per token per slot (a KV token of 8B is 128 KiB)
+    assert max_feasible_batch(ctx, cost, 0) == max_feasible_batch(ctx, None, 0)  # D = 0: no automaton
