@@ -40,45 +40,48 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
     return measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
 
 
+# measure's drafter flags -> the recipe fields they stand for (the drafter section of a folderless mechanism)
+DRAFTER_FLAGS = {"--max-matching-ngram-size": "max_matching_ngram_size", "--global-pool": "enable_global_pool",
+                 "--global-pool-size": "global_pool_size"}
+
+
 def cli_drafter_options(drafter: str | None, *, max_matching_ngram_size: int | None, global_pool: bool,
                         global_pool_size: int | None, sa_enhancer_threshold: int | None) -> dict | None:
-    """``measure``'s drafter flags as the descriptor's ``runtime_options``, validated by the recipe section they
-    stand for (a suffix drafter's rules, the enhancer's threshold), or refused naming the flag where they do not
-    apply."""
+    """``measure``'s drafter flags as the descriptor's ``runtime_options``: for a folderless mechanism they fill its
+    recipe section (validated by it), for an exported EAGLE-3 / MTP folder ``--sa-enhancer-threshold`` (with
+    ``--global-pool``) is the section's ``sa_enhancer``; a flag the drafter does not read is refused naming it."""
     from pydantic import ValidationError
 
-    from trtllm_spec.core.recipe import NGramDrafter, SAEnhancerConfig, SuffixDrafter
+    from trtllm_spec.core.recipe import DRAFTER_CLASS, SAEnhancerConfig
     from trtllm_spec.core.schema import format_validation_error
-    from trtllm_spec.drafters.registry import get
+    from trtllm_spec.drafters.registry import FOLDERLESS, get
 
-    given = {"--max-matching-ngram-size": max_matching_ngram_size is not None, "--global-pool": global_pool,
-             "--global-pool-size": global_pool_size is not None,
-             "--sa-enhancer-threshold": sa_enhancer_threshold is not None}
-    allowed = {"suffix": ("--max-matching-ngram-size", "--global-pool", "--global-pool-size"),
-               "ngram": ("--max-matching-ngram-size",)}.get(drafter or "")
-    if allowed is None:  # an exported folder: only the enhancer
-        allowed = ("--sa-enhancer-threshold", "--global-pool") if sa_enhancer_threshold is not None else \
-            ("--sa-enhancer-threshold",)
-    bad = [flag for flag, on in given.items() if on and flag not in allowed]
+    values = {"--max-matching-ngram-size": max_matching_ngram_size, "--global-pool": global_pool or None,
+              "--global-pool-size": global_pool_size, "--sa-enhancer-threshold": sa_enhancer_threshold}
+    given = {flag: v for flag, v in values.items() if v is not None}
+    if drafter in FOLDERLESS:
+        section = DRAFTER_CLASS[drafter]
+        fields = {flag: DRAFTER_FLAGS.get(flag) for flag in given}
+        bad = [flag for flag, name in fields.items() if name not in section.model_fields]
+        readable = [flag for flag, name in DRAFTER_FLAGS.items() if name in section.model_fields]
+    else:  # an exported folder: TensorRT-LLM's SA enhancer (sa_config) is the only drafter setting
+        readable = ["--sa-enhancer-threshold", "--global-pool"]
+        bad = [flag for flag in given if flag not in readable or (flag == "--global-pool"
+                                                                   and sa_enhancer_threshold is None)]
     if bad:
-        raise UserError(f"{', '.join(bad)}: not read for --drafter {drafter} (suffix: --max-matching-ngram-size, "
-                        "--global-pool, --global-pool-size; ngram: --max-matching-ngram-size; an EAGLE-3 / MTP folder: "
-                        "--sa-enhancer-threshold [--global-pool])")
+        raise UserError(f"{', '.join(bad)}: not read for --drafter {drafter} (it reads "
+                        f"{', '.join(readable) or 'no drafter flag'})")
     try:
-        if drafter == "suffix":
-            cfg = SuffixDrafter(**({"max_matching_ngram_size": max_matching_ngram_size}
-                                   if max_matching_ngram_size is not None else {}),
-                                enable_global_pool=global_pool, global_pool_size=global_pool_size)
-            return get("suffix").runtime_options(cfg, cfg.global_pool_size or 1)
-        if drafter == "ngram":
-            return get("ngram").runtime_options(NGramDrafter(**({"max_matching_ngram_size": max_matching_ngram_size}
-                                                                 if max_matching_ngram_size is not None else {})))
+        if drafter in FOLDERLESS:
+            cfg = section(**{DRAFTER_FLAGS[flag]: v for flag, v in given.items()})
+            return get(drafter).runtime_options(cfg, getattr(cfg, "global_pool_size", None) or 1) or None
         if sa_enhancer_threshold is not None:
             enh = SAEnhancerConfig(threshold=sa_enhancer_threshold, enable_global_pool=global_pool)
             return {"sa_enhancer": {"threshold": enh.threshold, "enable_global_pool": enh.enable_global_pool,
                                     "pool_slots": 64 if global_pool else None}}
     except ValidationError as exc:
-        raise UserError(format_validation_error(exc, SuffixDrafter, "measure drafter flags")) from None
+        raise UserError(format_validation_error(exc, DRAFTER_CLASS.get(drafter, SAEnhancerConfig),
+                                                "measure drafter flags")) from None
     return None
 
 
