@@ -102,12 +102,13 @@ def run(args) -> dict:
         rows = multi_turn_suite(target_dir, suite_file, args.tasks, args.reply_tokens)
         results["multi_turn_rows"] = len(rows)
         results["multi_turn_build_s"] = round(time.perf_counter() - t0, 1)
-        suites = {"speed-lite": ("speed-lite", args.num_prompts), "multi-turn": (str(suite_file), args.tasks)}
-        for suite_name, (suite, n) in suites.items():
+        suites = {"speed-lite": ("speed-lite", args.num_prompts, args.categories),
+                  "multi-turn": (str(suite_file), args.tasks, None)}
+        for suite_name, (suite, n, cats) in suites.items():
             per: dict = {}
             for name, (spec, options) in configs(args).items():
                 t0 = time.perf_counter()
-                p = measure(target_dir, spec, args.draft_len, suite=suite, num_prompts=n,
+                p = measure(target_dir, spec, args.draft_len, suite=suite, num_prompts=n, categories=cats,
                             max_new_tokens=args.max_new_tokens, dtype="fp32", device="cpu", drafter_options=options)
                 o = p["overall"]
                 if o["identical_outputs"] != o["num_prompts"]:
@@ -164,6 +165,7 @@ def main() -> None:
     ap.add_argument("--draft-len", type=int, default=4)
     ap.add_argument("--threshold", type=int, default=4, help="the SA enhancer's sa_config.threshold")
     ap.add_argument("--num-prompts", type=int, default=2, help="speed-lite prompts per category")
+    ap.add_argument("--categories", type=lambda v: v.split(","), help="speed-lite categories (default: all)")
     ap.add_argument("--tasks", type=int, default=4, help="coding tasks of the multi-turn suite (3 prompts each)")
     ap.add_argument("--reply-tokens", type=int, default=96, help="the turn-1 reply the follow-up quotes")
     ap.add_argument("--max-new-tokens", type=int, default=64)

@@ -220,7 +220,8 @@ def measure(ctx: BuildContext) -> StageResult:
         return StageResult("measure", "deferred", detail="needs the target's weights and the drafter",
                            command="trtllm-spec measure --engine trtllm --bundle <bundle> --out <dir> (GPU node)")
     draft_len = measure_draft_len(ctx)
-    options = ctx.mechanism.runtime_options(ctx.recipe.drafter, max(ctx.recipe.workload.all_batch_sizes()))
+    options = ctx.mechanism.runtime_options(ctx.recipe.drafter, ctx.recipe.engine.max_batch_size
+                                            or max(ctx.recipe.workload.all_batch_sizes()))
     inputs = {"target": target_hash(ctx.target), "served": str(ctx.served_target.name),
               "drafter": tree_hash(Path(spec)),  # a folder's content hash, else the spec itself
               "draft_len": draft_len, "measure": recipe_to_dict(ctx.recipe)["measure"]}
