@@ -213,7 +213,9 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
             _, sd = speculative_generate(target, drafter, ids, max_new_tokens, d, params, eos, gen(i))
             run.sweep[d] = (sum(sd.accepted) + sd.iterations, sd.iterations)
         runs.append(run)
-        drafter.end_request(ids, out)  # after the sweep: a prompt never matches its own finished text
+        end_request = getattr(drafter, "end_request", None)  # the suffix automaton's pool takes the finished text
+        if end_request is not None:
+            end_request(ids, out)  # after the sweep: a prompt never matches its own finished text
     return build_profile(
         runs, engine="pytorch",
         drafter={"type": kind, "path": str(info.path.resolve()) if info.path else None, "draft_len": draft_len,
