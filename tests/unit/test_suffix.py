@@ -232,3 +232,31 @@ def test_planner_charges_the_automaton_not_a_model():
         shape, SuffixSection(enable_global_pool=True, global_pool_size=512))))
     assert own <= plain and pooled < plain  # charged: ~228 B per token per slot (a KV token of 8B is 128 KiB)
     assert max_feasible_batch(ctx, cost, 0) == max_feasible_batch(ctx, None, 0)  # D = 0: no automaton
+
+
+def test_measure_pool_follows_suite_order_not_batching(tiny_target, monkeypatch):
+    """In measure the pool holds the suite's earlier prompts and outputs, in suite order: a task asked again later
+    drafts the earlier reply from the pool, and the result is the same whatever the reference batching."""
+    import trtllm_spec.data.suite as suite
+    import trtllm_spec.measure.run as run
+    from trtllm_spec.data.suite import SuiteItem
+
+    def item(i, cat, text):
+        return SuiteItem(f"{cat}/mt_bench/{i}", cat, [{"role": "user", "content": text}], "mt_bench", "CC-BY-4.0", str(i))
+
+    a = "w5 w9 w3 w7 w1 w8 w2 w6"
+    items = [item(0, "coding", a), item(1, "math", "w4 w4 w2 w9"), item(2, "math", a)]
+    monkeypatch.setattr(suite, "build_suite", lambda *a, **k: items)
+    kw = dict(suite="speed-lite", num_prompts=3, max_new_tokens=16, device="cpu")
+    pool = {"max_matching_ngram_size": -1, "enable_global_pool": True, "pool_slots": 64}
+    alone = run.measure(tiny_target, "suffix", 4, drafter_options={**pool, "enable_global_pool": False}, **kw)
+    pooled = run.measure(tiny_target, "suffix", 4, drafter_options=pool, **kw)
+    monkeypatch.setattr(run, "REFERENCE_BATCH", 1)
+    rebatched = run.measure(tiny_target, "suffix", 4, drafter_options=pool, **kw)
+    al = {p["id"]: p["acceptance_length"] for p in pooled["prompts"]}
+    assert al == {p["id"]: p["acceptance_length"] for p in rebatched["prompts"]}
+    base = {p["id"]: p["acceptance_length"] for p in alone["prompts"]}
+    assert al["math/mt_bench/2"] > base["math/mt_bench/2"]  # the repeat drafts the first reply from the pool
+    assert al["coding/mt_bench/0"] == base["coding/mt_bench/0"]  # the first prompt has an empty pool
+    assert pooled["drafter"]["options"] == pool
+    assert pooled["overall"]["identical_outputs"] == 3
