@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from trtllm_spec.core.files import parse_yaml, read_structured
+from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_SINCE, SAEnhancerConfig, enhancer_release
 from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
 
@@ -155,27 +156,6 @@ class _Drafter(StrictModel):
         return self.min_trtllm
 
 
-class SAEnhancerConfig(StrictModel):
-    """``drafter.sa_enhancer``: TensorRT-LLM's suffix-automaton draft enhancer (``SAEnhancerConfig``, passed as
-    ``sa_config`` on Eagle3 / MTP decoding configs; 1.3.0rc27 and 1.4.0rc4 API pages): where the request's
-    longest suffix match reaches ``threshold`` tokens, the automaton's drafts replace the neural ones
-    (``_torch/speculative/sa_enhancer.py`` ``maybe_override_all_draft_tokens``: match_len >= threshold)."""
-
-    threshold: int = Field(4, ge=1, le=1_000_000, description="minimum suffix match length (tokens) for the "
-                           "suffix drafts to replace the neural drafts")
-    enable_global_pool: bool = Field(False, description="also match against the other requests' token streams "
-                                     "(measure: the suite's earlier prompts and outputs, in suite order)")
-
-
-SA_SINCE = "1.3"  # SADecodingConfig / SAEnhancerConfig: absent from the 1.2 llm_args.py, present in 1.3.0rc27
-
-
-def _enhancer_release(enhancer: SAEnhancerConfig | None, own: str) -> str:
-    if enhancer is None:
-        return own
-    return max(own, SA_SINCE, key=TRTLLM_PROFILES.index)
-
-
 class _Trained(_Drafter):
     num_layers: int = Field(1, ge=1, le=64)
     training: TrainingConfig = TrainingConfig()
@@ -204,7 +184,7 @@ class Eagle3Drafter(_Trained):
         return self.training.data.offline_features
 
     def required_trtllm(self) -> str:
-        return _enhancer_release(self.sa_enhancer, self.min_trtllm)
+        return enhancer_release(self.sa_enhancer, self.min_trtllm)
 
     @model_validator(mode="after")
     def _one_source(self) -> Eagle3Drafter:
@@ -224,7 +204,7 @@ class MTPDrafter(_Trained):
                                                  "drafts where the match reaches the threshold (TensorRT-LLM 1.3+)")
 
     def required_trtllm(self) -> str:
-        return _enhancer_release(self.sa_enhancer, self.min_trtllm)
+        return enhancer_release(self.sa_enhancer, self.min_trtllm)
 
     def check(self, recipe: Recipe) -> None:
         if self.training.init_from_target == "last_layer":
@@ -290,9 +270,6 @@ class NGramDrafter(_Drafter):
     is_keep_all: bool = True
     is_use_oldest: bool = True
     is_public_pool: bool = True
-
-
-SA_POOL_MATCH_CAP = 64  # SADecodingConfig.enable_global_pool: "suffix matching is capped at 64 tokens per request"
 
 
 class SuffixDrafter(_Drafter):
