@@ -84,6 +84,7 @@ def configs(args) -> dict[str, tuple[str, dict | None]]:
         out[f"EAGLE-3 + SA (threshold {args.threshold})"] = (
             str(args.eagle), {"sa_enhancer": {"threshold": args.threshold, "enable_global_pool": False,
                                               "pool_slots": None}})
+    if args.eagle and args.enhancer_pool:
         out[f"EAGLE-3 + SA (threshold {args.threshold}) + pool"] = (
             str(args.eagle), {"sa_enhancer": {"threshold": args.threshold, "enable_global_pool": True,
                                               "pool_slots": 64}})
@@ -102,10 +103,11 @@ def run(args) -> dict:
         rows = multi_turn_suite(target_dir, suite_file, args.tasks, args.reply_tokens)
         results["multi_turn_rows"] = len(rows)
         results["multi_turn_build_s"] = round(time.perf_counter() - t0, 1)
-        suites = {"speed-lite": ("speed-lite", args.num_prompts, args.categories),
-                  "multi-turn": (str(suite_file), args.tasks, None)}
+        # the multi-turn suite first (small, where repetition shows); the JSON is rewritten after every configuration
+        suites = {"multi-turn": (str(suite_file), args.tasks, None),
+                  "speed-lite": ("speed-lite", args.num_prompts, args.categories)}
         for suite_name, (suite, n, cats) in suites.items():
-            per: dict = {}
+            per = results["suites"][suite_name] = {}
             for name, (spec, options) in configs(args).items():
                 t0 = time.perf_counter()
                 p = measure(target_dir, spec, args.draft_len, suite=suite, num_prompts=n, categories=cats,
@@ -117,7 +119,8 @@ def run(args) -> dict:
                 per[name] = {"overall": _row(o), "categories": {c: _row(s) for c, s in p["categories"].items()},
                              "wall_s": round(time.perf_counter() - t0, 1)}
                 print(f"{suite_name} / {name}: AL {o['mean_acceptance_length']:.2f}, speedup {o['speedup']}", flush=True)
-            results["suites"][suite_name] = per
+                if args.json:
+                    args.json.write_text(json.dumps(results, indent=1) + "\n")
     return results
 
 
@@ -164,6 +167,7 @@ def main() -> None:
     ap.add_argument("--eagle", type=Path, help="an exported EAGLE-3 folder for the target (trtllm-spec train)")
     ap.add_argument("--draft-len", type=int, default=4)
     ap.add_argument("--threshold", type=int, default=4, help="the SA enhancer's sa_config.threshold")
+    ap.add_argument("--enhancer-pool", action="store_true", help="also EAGLE-3 + SA with the global pool")
     ap.add_argument("--num-prompts", type=int, default=2, help="speed-lite prompts per category")
     ap.add_argument("--categories", type=lambda v: v.split(","), help="speed-lite categories (default: all)")
     ap.add_argument("--tasks", type=int, default=4, help="coding tasks of the multi-turn suite (3 prompts each)")
