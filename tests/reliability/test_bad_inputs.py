@@ -768,7 +768,8 @@ def _(c):
     return _measure(c.target, d="0")
 
 
-@case("measure-no-drafter", "measure", "drafter folder does not exist", "neither 'ngram' nor an existing folder")
+@case("measure-no-drafter", "measure", "drafter folder does not exist", "neither 'ngram' nor 'suffix' nor an existing "
+      "folder")
 def _(c):
     return _measure(c.target, drafter=str(c.w / "nodrafter"))
 

@@ -283,7 +283,7 @@ def bad_inputs(tmp_path, target):
     ("other_target", ["--drafter", "{other_target}"], "hidden_size 128, the target 64"),
     ("other_vocab", ["--drafter", "{other_vocab}"], "vocab_size 32000, the target 256"),
     ("wrong_type", ["--drafter", "{wrong_type}"], "not an EAGLE-3, EAGLE-MTP, DFlash/DSpark"),
-    ("missing_drafter", ["--drafter", "{missing}"], "neither 'ngram' nor an existing folder"),
+    ("missing_drafter", ["--drafter", "{missing}"], "neither 'ngram' nor 'suffix' nor an existing folder"),
     ("dflash_d", ["--drafter", "{dflash}", "--draft-len", "5"], r"block_size - 1 = 3"),
     ("no_template", ["--drafter", "ngram", "--target", "{no_template}"], "no chat template"),
     ("missing_target", ["--drafter", "ngram", "--target", "/nonexistent/model"], "does not exist"),

@@ -20,6 +20,8 @@ from trtllm_spec.core.recipe import (
     Eagle3Drafter,
     MTPDrafter,
     NGramDrafter,
+    SAEnhancerConfig,
+    SuffixDrafter,
 )
 from trtllm_spec.deploy.trtllm_options import make_llm_api_options, render_yaml
 from trtllm_spec.deploy.trtllm_schema import (
@@ -82,6 +84,24 @@ CASES = {
     "dspark_1.4": dict(profile="1.4", drafter_type="dspark",  # one D: no schedule, no max_concurrency (ignored)
                        drafter_config=DSparkDrafter(block_size=8, target_layer_ids=[2, 18, 34]),
                        speculative_model="drafter", max_draft_len=8, dflash_mask_token_id=151669),
+    "suffix_1.3": dict(profile="1.3", drafter_type="suffix", drafter_config=SuffixDrafter(), speculative_model=None,
+                       max_draft_len=4, draft_len_schedule={8: 4, 64: 2}),
+    "suffix_1.4": dict(profile="1.4", drafter_type="suffix",  # the pool, sized explicitly
+                       drafter_config=SuffixDrafter(enable_global_pool=True, global_pool_size=128,
+                                                    max_matching_ngram_size=8),
+                       speculative_model=None, max_draft_len=6),
+    "eagle3_sa_1.3": dict(profile="1.3", drafter_type="eagle3",
+                          drafter_config=Eagle3Drafter(sa_enhancer=SAEnhancerConfig(threshold=4)),
+                          speculative_model="drafter", max_draft_len=3),
+    "eagle3_sa_1.4": dict(profile="1.4", drafter_type="eagle3",
+                          drafter_config=Eagle3Drafter(sa_enhancer=SAEnhancerConfig(threshold=6, enable_global_pool=True)),
+                          speculative_model="drafter", max_draft_len=3, draft_len_schedule={16: 3}),
+    "mtp_sa_1.3": dict(profile="1.3", drafter_type="mtp", drafter_config=MTPDrafter(sa_enhancer=SAEnhancerConfig()),
+                       speculative_model=None, max_draft_len=3, tp=8, ep=8, max_batch_size=256,
+                       batch_sizes=[1, 16, 64, 256], kv_cache_dtype="fp8"),
+    "mtp_sa_1.4": dict(profile="1.4", drafter_type="mtp", drafter_config=MTPDrafter(sa_enhancer=SAEnhancerConfig()),
+                       speculative_model=None, max_draft_len=3, tp=8, ep=8, max_batch_size=256,
+                       batch_sizes=[1, 16, 64, 256], kv_cache_dtype="fp8"),
     "no_speculation_1.2": dict(profile="1.2", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
                                speculative_model=None, max_draft_len=0, draft_len_schedule={1: 4, 8: 0},
                                max_seq_len=None),
@@ -291,3 +311,33 @@ def test_eagle3_names_per_release(profile):
         assert spec["decoding_type"] == "Eagle3" and "speculative_model_dir" not in spec
         assert spec["speculative_model"]
     validate_options(build(f"eagle3_{profile}"), profile)
+
+
+def test_suffix_automaton_options_per_release():
+    """SA: decoding_type SA and sa_config exist from 1.3 (1.3.0rc27 / 1.4.0rc4 pages); 1.2 has neither and both are
+    refused naming the release."""
+    assert build("suffix_1.3")["speculative_config"] == {
+        "decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": -1, "enable_global_pool": False,
+        "draft_len_schedule": {8: 4, 64: 2}}
+    assert build("suffix_1.4")["speculative_config"]["global_pool_size"] == 128
+    assert build("eagle3_sa_1.3")["speculative_config"]["sa_config"] == {"threshold": 4, "enable_global_pool": False}
+    assert build("mtp_sa_1.4")["speculative_config"]["sa_config"]["threshold"] == 4
+    with pytest.raises(UserError, match="TensorRT-LLM 1.2 has no SADecodingConfig"):
+        make_llm_api_options(**{**BASE, **CASES["suffix_1.3"], "profile": "1.2", "draft_len_schedule": None})
+    with pytest.raises(UserError, match="TensorRT-LLM 1.2 has no sa_config"):
+        make_llm_api_options(**{**BASE, **CASES["eagle3_sa_1.3"], "profile": "1.2"})
+    opts = build("eagle3_1.2")
+    with pytest.raises(UserError, match="sa_config"):  # the 1.2 mirror refuses the key itself
+        validate_options({**opts, "speculative_config": {**opts["speculative_config"], "sa_config": {}}}, "1.2")
+    with pytest.raises(UserError, match="'SA' is not in TensorRT-LLM 1.2; it arrives in TensorRT-LLM 1.3"):
+        validate_options({"speculative_config": {"decoding_type": "SA", "max_draft_len": 3}}, "1.2")
+    for spec, match in (({"max_matching_ngram_size": 0}, "max_matching_ngram_size"),
+                        ({"global_pool_size": 8}, "requires enable_global_pool"),
+                        ({"enable_global_pool": True, "max_matching_ngram_size": 65}, r"\[1, 64\]"),
+                        ({"max_draft_len": 0}, "max_draft_len must be > 0 for SA"),
+                        ({"sa_threshold": 3}, "sa_threshold")):
+        with pytest.raises(UserError, match=match):
+            validate_options({"speculative_config": {"decoding_type": "SA", "max_draft_len": 3, **spec}}, "1.3")
+    with pytest.raises(UserError, match="threshold"):
+        validate_options({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3,
+                                                 "speculative_model": "d", "sa_config": {"threshold": 0}}}, "1.4")

@@ -8,6 +8,7 @@ import click
 
 from trtllm_spec.cli.common import echo_json, field_choices, field_default, main, parse_int_list
 from trtllm_spec.core.recipe import MeasureConfig as M
+from trtllm_spec.drafters.registry import FOLDERLESS
 
 
 def _log(msg: str) -> None:
@@ -26,7 +27,7 @@ ENGINE_REPORT_PARAMS = ("bench_report", "metrics", "bundle", "draft_len", "tempe
 # the options only --engine openai reads, and those of a measurement here that it does not
 SERVED_ONLY = ("server_url", "server_model", "concurrency", "request_timeout", "recipe_file", "gpu")
 NOT_SERVED = ("drafter", "draft_len", "dtype", "device", "reference_engine", "block_sweep", "bundle", "bench_report",
-              "metrics")
+              "metrics", "max_matching_ngram_size", "global_pool", "global_pool_size", "sa_enhancer_threshold")
 
 
 def _given(names) -> list[str]:
@@ -40,7 +41,16 @@ def _given(names) -> list[str]:
 @click.option("--target", help="Target HF checkpoint folder or fetched asset (e.g. smollm2-135m); required except "
               "with --from-trtllm-bench / --from-trtllm-metrics.")
 @click.option("--drafter", help="Exported drafter folder (EAGLE-3, EAGLE-1/MTP head, DFlash/DSpark), a draft model "
-              "folder, or 'ngram'. With --engine trtllm the bundle's drafter is used.")
+              "folder, or a model-free mechanism: " + ", ".join(repr(n) for n in FOLDERLESS) + ". With --engine "
+              "trtllm the bundle's drafter is used.")
+@click.option("--max-matching-ngram-size", type=int, help="ngram: longest n-gram matched (default 3); suffix: -1 = "
+              "the longest suffix match (default), k > 0 = sizes k down to 1.")
+@click.option("--global-pool", is_flag=True, help="suffix, or with --sa-enhancer-threshold: match across the suite's "
+              "earlier prompts and outputs too (TensorRT-LLM enable_global_pool), in suite order.")
+@click.option("--global-pool-size", type=int, help="suffix --global-pool: automaton slots (default 64); the oldest "
+              "finished prompt leaves first.")
+@click.option("--sa-enhancer-threshold", type=int, help="EAGLE-3 / MTP folder: TensorRT-LLM's SA enhancer; suffix "
+              "drafts replace the head's where the match is at least this long (sa_config.threshold).")
 @click.option("--draft-len", type=int, help="D: drafts per target iteration (required with --engine pytorch).")
 @click.option("--suite", default=field_default(M, "suite"), show_default=True, metavar="speed-lite|FILE|DIR",
               help="Prompt suite: the built-in speed-lite, or your own JSONL file (or a folder of them, one per "
@@ -97,7 +107,8 @@ def _given(names) -> list[str]:
 @click.option("--allow-long", is_flag=True, help="Start a measurement above the budget limit (200,000 generated "
               "tokens: requests x --max-new-tokens; the budget is printed first either way).")
 @click.option("--json", "as_json", is_flag=True, help="Print speculation_profile.json to stdout.")
-def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, suite: str,
+def measure_cmd(target: str | None, drafter: str | None, max_matching_ngram_size: int | None, global_pool: bool,
+                global_pool_size: int | None, sa_enhancer_threshold: int | None, draft_len: int | None, suite: str,
                 training_data: Path | None, allow_overlap: bool, categories: str | None,
                 num_prompts: int, max_new_tokens: int, temperature: float, dtype: str, seed: int, device: str,
                 reference_engine: str, chat_template: Path | None, block_sweep: str | None, engine: str,
@@ -143,7 +154,12 @@ def measure_cmd(target: str | None, drafter: str | None, draft_len: int | None, 
     if target is None:
         raise UserError("measure needs --target (checkpoint folder or fetched asset), or --from-trtllm-bench / "
                         "--from-trtllm-metrics to read the engine's own numbers")
+    from trtllm_spec.stages.measure import cli_drafter_options
+
+    options = cli_drafter_options(drafter, max_matching_ngram_size=max_matching_ngram_size, global_pool=global_pool,
+                                  global_pool_size=global_pool_size, sa_enhancer_threshold=sa_enhancer_threshold)
     profile = run_measure(target, drafter, draft_len, engine=engine, bundle=bundle, out=out, force=force,
+                          drafter_options=options,
                           training_data=training_data, allow_overlap=allow_overlap, allow_long=allow_long,
                           block_sweep=parse_int_list(block_sweep, "--block-sweep"), suite=suite,
                           categories=_categories(categories), num_prompts=num_prompts, max_new_tokens=max_new_tokens,

@@ -44,6 +44,15 @@ def apply_flags(data: dict, flags: dict) -> dict:
         set_path(data, ["target", "dtype"], dtype, "--dtype")
     if flags.get("no_compare"):
         set_path(data, ["planner", "compare_mechanisms"], False, "--no-compare")
+    for item in flags.get("compare_acceptance") or ():
+        name, sep, file = item.partition("=")
+        if not sep or not name or not file:
+            from trtllm_spec.errors import UserError
+
+            raise UserError(f"--compare-acceptance {item!r}: expected NAME=FILE (a drafter type and its measured "
+                            "acceptance), e.g. --compare-acceptance suffix=measured/speculation_profile.json")
+        value = str(Path(file).resolve()) if Path(file).exists() else file
+        set_path(data, ["planner", "compare_acceptance", name], value, "--compare-acceptance")
     return data
 
 
@@ -80,6 +89,9 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--calibrate", is_flag=True, help="Fit the host costs to the trtllm-bench REPORTS given after the "
               "options (a plain and a speculative run of the same bundle), then plan with them.")
 @click.argument("reports", nargs=-1, type=click.Path(path_type=Path), metavar="[REPORT ...]")
+@click.option("--compare-acceptance", multiple=True, metavar="NAME=FILE", help="Guideline 5: compare drafter type "
+              "NAME on this measured acceptance (a speculation profile) instead of its published default; repeat "
+              "per mechanism.")
 @set_option
 @click.option("--out", type=click.Path(path_type=Path), help="Write plan.json, plan.md and plots here.")
 @click.option("--force", is_flag=True, help="Replace a non-empty --out folder.")

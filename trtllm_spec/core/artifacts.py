@@ -104,6 +104,9 @@ class ProfileDrafter(_Artifact):
     acceptance_kind: Literal["chain", "block"]
     al_method: Literal["chain_analytic", "measured_per_draft_len", "measured_at_bundle_draft_len"]
     bundle: str | None = None
+    # the drafter's settings in the reference decoder (Mechanism.runtime_options: the suffix automaton's, the SA
+    # enhancer's); absent when it has none
+    options: dict[str, Any] | None = None
 
 
 class SpeculationProfile(_Artifact):

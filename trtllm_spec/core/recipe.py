@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from trtllm_spec.core.files import parse_yaml, read_structured
+from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_SINCE, SAEnhancerConfig, enhancer_release
 from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
 
@@ -151,6 +152,10 @@ class _Drafter(StrictModel):
         """Whether training reads the target's features from the features step (EAGLE-3 only)."""
         return False
 
+    def required_trtllm(self) -> str:
+        """The first TensorRT-LLM release whose LLM API has everything this section asks for."""
+        return self.min_trtllm
+
 
 class _Trained(_Drafter):
     num_layers: int = Field(1, ge=1, le=64)
@@ -173,9 +178,14 @@ class Eagle3Drafter(_Trained):
     layers_to_capture: list[int] | None = None
     convert_from: ConvertSource | None = Field(None, description="a SafeAILab EAGLE or speculators EAGLE-3 "
                                                "checkpoint to convert instead of training")
+    sa_enhancer: SAEnhancerConfig | None = Field(None, description="suffix-automaton drafts override the head's "
+                                                 "where the match reaches the threshold (TensorRT-LLM 1.3+)")
 
     def offline_features(self) -> bool:
         return self.training.data.offline_features
+
+    def required_trtllm(self) -> str:
+        return enhancer_release(self.sa_enhancer, self.min_trtllm)
 
     @model_validator(mode="after")
     def _one_source(self) -> Eagle3Drafter:
@@ -191,6 +201,11 @@ class MTPDrafter(_Trained):
     type: Literal["mtp"] = "mtp"
     num_layers: int | None = Field(None, ge=1, le=64, description="None: the target's native MTP layers, else 1")
     draft_vocab_size: int | None = Field(None, ge=1, description="trained head only; None = the full vocabulary")
+    sa_enhancer: SAEnhancerConfig | None = Field(None, description="suffix-automaton drafts override the MTP "
+                                                 "drafts where the match reaches the threshold (TensorRT-LLM 1.3+)")
+
+    def required_trtllm(self) -> str:
+        return enhancer_release(self.sa_enhancer, self.min_trtllm)
 
     def check(self, recipe: Recipe) -> None:
         if self.training.init_from_target == "last_layer":
@@ -265,9 +280,56 @@ class NGramDrafter(_Drafter):
     is_public_pool: bool = True
 
 
-DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter)
+class SuffixDrafter(_Drafter):
+    """Suffix decoding with TensorRT-LLM's suffix automaton (``decoding_type: SA``, ``SADecodingConfig``; 1.3.0rc27
+    and 1.4.0rc4 API pages; validators in ``tensorrt_llm/llmapi/llm_args.py`` @0004396): drafts the continuation
+    of the longest suffix of the request's tokens that occurred before, for up to D tokens. No model."""
+
+    min_trtllm: ClassVar[str] = SA_SINCE
+
+    type: Literal["suffix"] = "suffix"
+    max_matching_ngram_size: int = Field(-1, ge=-1, le=1_000_000, description="-1: the longest suffix match (the "
+                                         "automaton); k > 0: fixed-size matching, sizes k down to 1; 0 is invalid")
+    enable_global_pool: bool = Field(False, description="match across the other requests as well (measure: the "
+                                     "suite's earlier prompts and outputs, in suite order)")
+    global_pool_size: int | None = Field(None, ge=1, le=1_000_000, description="automaton slots in the global pool "
+                                         "(None: max(64, max batch size)); completed requests stay until it is full, "
+                                         "then the oldest is evicted; needs enable_global_pool")
+
+    @field_validator("max_matching_ngram_size")
+    @classmethod
+    def _not_zero(cls, v: int) -> int:
+        if v == 0:
+            raise ValueError("max_matching_ngram_size 0 is invalid: use -1 (longest match) or k > 0 (fixed size)")
+        return v
+
+    @model_validator(mode="after")
+    def _pool(self) -> SuffixDrafter:
+        # SADecodingConfig.validate_sa_config (llm_args.py @0004396)
+        if self.global_pool_size is not None and not self.enable_global_pool:
+            raise ValueError(f"drafter.global_pool_size = {self.global_pool_size} needs drafter.enable_global_pool: "
+                             "true (TensorRT-LLM refuses it otherwise); set it or drop global_pool_size")
+        if self.enable_global_pool and self.max_matching_ngram_size > SA_POOL_MATCH_CAP:
+            raise ValueError(f"drafter.max_matching_ngram_size = {self.max_matching_ngram_size}: with "
+                             f"enable_global_pool it must be -1 or in 1..{SA_POOL_MATCH_CAP} (TensorRT-LLM caps pool "
+                             "matching at 64 tokens)")
+        return self
+
+    def pool_slots(self, max_batch_size: int) -> int:
+        """Automaton slots of the global pool: global_pool_size, else max(64, max_batch_size) (SADecodingConfig)."""
+        return self.global_pool_size or max(SA_POOL_MATCH_CAP, max_batch_size)
+
+    def check(self, recipe: Recipe) -> None:
+        largest = recipe.engine.max_batch_size or max(recipe.workload.all_batch_sizes())
+        if self.global_pool_size is not None and self.global_pool_size < largest:
+            raise ValueError(f"drafter.global_pool_size = {self.global_pool_size} is below the largest batch size "
+                             f"{largest} (TensorRT-LLM: 'must be >= max_batch_size'); raise it to {largest} or more")
+
+
+DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter,
+                   SuffixDrafter)
 DrafterConfig = Annotated[
-    Eagle3Drafter | MTPDrafter | DFlashDrafter | DSparkDrafter | DraftModelDrafter | NGramDrafter,
+    Eagle3Drafter | MTPDrafter | DFlashDrafter | DSparkDrafter | DraftModelDrafter | NGramDrafter | SuffixDrafter,
     Field(discriminator="type"),
 ]
 # the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
@@ -369,6 +431,18 @@ class PlannerConfig(StrictModel):
     host_costs: str | None = Field(None, description="host_costs.json fitted from your engine's trtllm-bench reports "
                                    "(plan --calibrate, replan.sh) instead of the release's host-cost profile")
     compare_mechanisms: bool = Field(True, description="also evaluate the other mechanisms (guideline 5)")
+    compare_acceptance: dict[str, str] = Field(default_factory=dict, description="measured acceptance of the "
+                                               "other mechanisms guideline 5 compares: {drafter type: acceptance / "
+                                               "speculation_profile.json}; the rest use their published defaults")
+
+    @field_validator("compare_acceptance")
+    @classmethod
+    def _compared(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = sorted(set(v) - set(DRAFTER_TYPES))
+        if bad:
+            raise ValueError(f"compare_acceptance names {', '.join(bad)}: not a drafter type; valid: "
+                             f"{', '.join(DRAFTER_TYPES)}")
+        return v
 
 
 class MeasureConfig(StrictModel):
@@ -427,6 +501,9 @@ class Recipe(StrictModel):
         if isinstance(self.draft_len, int) and self.draft_len > self.planner.max_draft_len:
             raise ValueError(f"draft_len = {self.draft_len} exceeds planner.max_draft_len = "
                              f"{self.planner.max_draft_len}; raise planner.max_draft_len")
+        if d.type in self.planner.compare_acceptance:
+            raise ValueError(f"planner.compare_acceptance.{d.type}: the recipe's own drafter is planned with "
+                             "planner.acceptance (or the measure stage); move the file there")
         m = self.measure.draft_len
         if m is not None and self.measure.profile:
             raise ValueError("measure.draft_len and measure.profile: a supplied profile is not measured again; "
@@ -435,10 +512,14 @@ class Recipe(StrictModel):
             raise ValueError(f"measure.draft_len = {m} is below draft_len = {self.draft_len}: the bundle's D would "
                              "not be measured; raise measure.draft_len or drop it")
         d.check(self)
-        need, version = d.min_trtllm, self.engine.trtllm_version
+        need, version = d.required_trtllm(), self.engine.trtllm_version
         if version != "auto" and TRTLLM_PROFILES.index(version) < TRTLLM_PROFILES.index(need):
-            raise ValueError(f"drafter {d.type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}); "
-                             f"set engine.trtllm_version: '{need}'")
+            what = ("drafter.sa_enhancer needs TensorRT-LLM {need}+ (sa_config / SAEnhancerConfig is not in "
+                    "TensorRT-LLM {version})" if need != d.min_trtllm else
+                    "drafter {type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}; not in "
+                    "TensorRT-LLM {version})")
+            raise ValueError(what.format(need=need, version=version, type=d.type)
+                             + f"; set engine.trtllm_version: '{need}'")
         if self.engine.backend == "tensorrt" and not d.tensorrt_backend:
             raise ValueError(f"engine.backend 'tensorrt' does not run {d.type} (EAGLE-3, MTP, n-gram and DFlash are "
                              "PyTorch-backend only); use engine.backend: pytorch")
@@ -451,7 +532,7 @@ class Recipe(StrictModel):
     def trtllm_profile(self) -> str:
         if self.engine.trtllm_version != "auto":
             return self.engine.trtllm_version
-        return self.drafter.min_trtllm
+        return self.drafter.required_trtllm()
 
     @property
     def base_dir(self) -> Path:

@@ -49,11 +49,11 @@ PROFILES = ("1.2", "1.3", "1.4")
 # decoding_type Literal values per release (R12 / MAIN SpeculativeConfig unions; we emit a subset of them)
 DECODING_TAGS = {
     "1.2": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target"),
-    "1.3": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target", "DFlash", "DSpark"),
-    "1.4": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target", "DFlash", "DSpark"),
+    "1.3": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target", "DFlash", "DSpark", "SA"),
+    "1.4": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target", "DFlash", "DSpark", "SA"),
 }
-# first release whose union has the tag (DFlash/DSpark absent from R12, present in MAIN and 1.3.0rc27 docs)
-TAG_SINCE = {"DFlash": "1.3", "DSpark": "1.3"}
+# first release whose union has the tag (DFlash/DSpark/SA absent from R12, present in MAIN and 1.3.0rc27 docs)
+TAG_SINCE = {"DFlash": "1.3", "DSpark": "1.3", "SA": "1.3"}
 # spellings seen in docs that are not the pydantic Literal (docs/source/features/speculative-decoding.md)
 TAG_SPELLINGS = {"DraftTarget": "Draft_Target"}
 
@@ -218,6 +218,38 @@ class _BlockFields(StrictModel):
         return self
 
 
+class SAEnhancer(StrictModel):
+    # SAEnhancerConfig (MAIN; 1.3.0rc27 and 1.4.0rc4 pages): threshold PositiveInt = 4, enable_global_pool = False.
+    # Absent from R12: a 1.2 Eagle3/MTP config with sa_config is an unknown key.
+    threshold: PositiveInt = 4
+    enable_global_pool: bool = False
+
+
+class _SAConfigField(StrictModel):
+    # Eagle3DecodingConfig / MTPDecodingConfig.sa_config: Optional[SAEnhancerConfig] (status beta; MAIN, 1.3.0rc27,
+    # 1.4.0rc1/rc4 pages); not on the legacy EagleDecodingConfig ("Eagle" tag)
+    sa_config: SAEnhancer | None = None
+
+
+class _SAFields(StrictModel):
+    # SADecodingConfig (MAIN @0004396, 1.3.0rc27 and 1.4.0rc4 pages) and its validate_sa_config
+    max_matching_ngram_size: int = -1
+    enable_global_pool: bool = False
+    global_pool_size: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _sa(self) -> _SAFields:
+        if self.max_matching_ngram_size == 0 or self.max_matching_ngram_size < -1:
+            raise ValueError("max_matching_ngram_size must be > 0 (fixed ngram) or -1 (longest match)")
+        if self.enable_global_pool and self.max_matching_ngram_size > 64:
+            raise ValueError("max_matching_ngram_size must be -1 (longest match) or in [1, 64] when "
+                             "enable_global_pool is True")
+        _positive_draft_len(self, "SA")  # type: ignore[arg-type]
+        if self.global_pool_size is not None and not self.enable_global_pool:
+            raise ValueError("global_pool_size requires enable_global_pool=True")
+        return self
+
+
 # ---- 1.2 ---------------------------------------------------------------------------------------------
 
 class Eagle12(_Base12, _EagleFields):
@@ -260,11 +292,11 @@ class Eagle13(_Base13, _EagleFields):
     decoding_type: Literal["Eagle"] = "Eagle"
 
 
-class Eagle3_13(_Base13, _EagleFields):
+class Eagle3_13(_Base13, _EagleFields, _SAConfigField):
     decoding_type: Literal["Eagle3"] = "Eagle3"
 
 
-class MTP13(_Base13):
+class MTP13(_Base13, _SAConfigField):
     # MAIN: max_draft_len is the knob (None = from the checkpoint); num_nextn_predict_layers is init=False
     # (a YAML value is remapped with a deprecation warning), so we never emit it for 1.3
     decoding_type: Literal["MTP"] = "MTP"
@@ -286,6 +318,10 @@ class DSpark13(_Base13, _BlockFields):
     decoding_type: Literal["DSpark"] = "DSpark"
 
 
+class SA13(_Base13, _SAFields):
+    decoding_type: Literal["SA"] = "SA"
+
+
 # ---- 1.4 ---------------------------------------------------------------------------------------------
 
 def _tagged(name: str, bases: tuple[type, ...], tag: str) -> type[_Decoding]:
@@ -296,8 +332,9 @@ def _tagged(name: str, bases: tuple[type, ...], tag: str) -> type[_Decoding]:
 
 # R14 rc4 lists MTP num_nextn_predict_layers: int | None = None again; max_draft_len stays the knob we emit
 Eagle14 = _tagged("Eagle14", (_Base14, _EagleFields), "Eagle")
-Eagle3_14 = _tagged("Eagle3_14", (_Base14, _EagleFields), "Eagle3")
-MTP14 = _tagged("MTP14", (_Base14,), "MTP")
+Eagle3_14 = _tagged("Eagle3_14", (_Base14, _EagleFields, _SAConfigField), "Eagle3")
+MTP14 = _tagged("MTP14", (_Base14, _SAConfigField), "MTP")
+SA14 = _tagged("SA14", (_Base14, _SAFields), "SA")  # R14 rc4 SADecodingConfig: 1.3's fields + the base's
 NGram14 = _tagged("NGram14", (_Base14, _NGramFields), "NGram")
 DraftTarget14 = _tagged("DraftTarget14", (_Base14, _DraftTargetFields), "Draft_Target")
 
@@ -330,17 +367,17 @@ class DSpark14(_Base14, _BlockFields):
 DECODING_CLASSES: dict[str, dict[str, type[_Decoding]]] = {
     "1.2": {"Eagle": Eagle12, "Eagle3": Eagle3_12, "MTP": MTP12, "NGram": NGram12, "Draft_Target": DraftTarget12},
     "1.3": {"Eagle": Eagle13, "Eagle3": Eagle3_13, "MTP": MTP13, "NGram": NGram13, "Draft_Target": DraftTarget13,
-            "DFlash": DFlash13, "DSpark": DSpark13},
+            "DFlash": DFlash13, "DSpark": DSpark13, "SA": SA13},
     "1.4": {"Eagle": Eagle14, "Eagle3": Eagle3_14, "MTP": MTP14, "NGram": NGram14, "Draft_Target": DraftTarget14,
-            "DFlash": DFlash14, "DSpark": DSpark14},
+            "DFlash": DFlash14, "DSpark": DSpark14, "SA": SA14},
 }
 assert {p: tuple(c) for p, c in DECODING_CLASSES.items()} == DECODING_TAGS
 
 SpeculativeConfig12 = Annotated[Eagle12 | Eagle3_12 | MTP12 | NGram12 | DraftTarget12,
                                 Field(discriminator="decoding_type")]
-SpeculativeConfig13 = Annotated[Eagle13 | Eagle3_13 | MTP13 | NGram13 | DraftTarget13 | DFlash13 | DSpark13,
+SpeculativeConfig13 = Annotated[Eagle13 | Eagle3_13 | MTP13 | NGram13 | DraftTarget13 | DFlash13 | DSpark13 | SA13,
                                 Field(discriminator="decoding_type")]
-SpeculativeConfig14 = Annotated[Eagle14 | Eagle3_14 | MTP14 | NGram14 | DraftTarget14 | DFlash14 | DSpark14,
+SpeculativeConfig14 = Annotated[Eagle14 | Eagle3_14 | MTP14 | NGram14 | DraftTarget14 | DFlash14 | DSpark14 | SA14,
                                 Field(discriminator="decoding_type")]
 
 

@@ -32,6 +32,8 @@ class Mechanism:
     # TensorRT-LLM releases whose engine applies draft_len_schedule / max_concurrency to it (support_dynamic_draft_len;
     # core.trtllm_gates.engine_schedule, docs/trtllm_compat.md); () = none: one D at every batch size
     trtllm_dynamic_draft_len: ClassVar[tuple[str, ...]] = ()
+    # no exported folder: the reference decoder builds it from options (``measure --drafter NAME``)
+    folderless: ClassVar[bool] = False
     summary: ClassVar[str] = ""
 
     @property
@@ -82,6 +84,20 @@ class Mechanism:
         """(the largest D an exported drafter can propose, how it follows from its config.json); None: no limit
         of its own. ``where`` names the file in errors."""
         return None
+
+    def runtime_options(self, cfg, max_batch_size: int = 1) -> dict:
+        """The recipe section's settings the reference decoder's drafter reads (JSON-able: they key the measure
+        stage's cache and go into the speculation profile); ``max_batch_size``: the largest planned batch."""
+        enhancer = getattr(cfg, "sa_enhancer", None)
+        if enhancer is None:
+            return {}
+        return {"sa_enhancer": {"threshold": enhancer.threshold, "enable_global_pool": enhancer.enable_global_pool,
+                                "pool_slots": max(64, max_batch_size) if enhancer.enable_global_pool else None}}
+
+    def load_builtin(self, options: dict):
+        """The reference decoder's drafter of a folderless mechanism, from ``runtime_options``' dict (imports
+        torch: called by ``runtime``)."""
+        raise NotImplementedError(f"{self.name} is read from an exported folder, not built from options")
 
     def load_runtime(self, folder: Path, target, max_len: int):
         """The reference decoder's drafter for an exported folder (imports torch: called by ``runtime``)."""

@@ -100,4 +100,8 @@ class Eagle3(Mechanism):
         layers = eagle3_layers_to_capture or cfg.layers_to_capture
         if layers:
             out["eagle3_layers_to_capture"] = sorted(int(i) for i in layers)
+        if cfg.sa_enhancer is not None:  # Eagle3DecodingConfig.sa_config (1.3+; drafters/suffix.py)
+            from trtllm_spec.drafters.suffix import sa_config
+
+            out["sa_config"] = sa_config(cfg.sa_enhancer, profile, self.title)
         return out

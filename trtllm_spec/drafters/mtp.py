@@ -95,4 +95,8 @@ class MTP(Mechanism):
             out["max_draft_len"] = max_draft_len
         if speculative_model is not None:
             out["speculative_model"] = speculative_model  # a separately trained MTP head
+        if cfg.sa_enhancer is not None:  # MTPDecodingConfig.sa_config (1.3+; drafters/suffix.py)
+            from trtllm_spec.drafters.suffix import sa_config
+
+            out["sa_config"] = sa_config(cfg.sa_enhancer, profile, self.title)
         return out

@@ -21,6 +21,7 @@ class NGram(Mechanism):
     acceptance_kind = "chain"
     decoding_types = ("NGram",)
     trtllm_dynamic_draft_len = ()  # support_dynamic_draft_len() never lists NGram: one D at every batch size
+    folderless = True
     summary = "prompt lookup: drafts the continuation of the last matching n-gram; no model, ~free"
 
     def default_config(self) -> NGramDrafter:
@@ -31,6 +32,14 @@ class NGram(Mechanism):
 
     def measure_spec(self, drafter_dir) -> str:
         return "ngram"  # the reference decoder's prompt-lookup drafter
+
+    def runtime_options(self, cfg: NGramDrafter, max_batch_size: int = 1) -> dict:
+        return {"max_matching_ngram_size": cfg.max_matching_ngram_size, "is_use_oldest": cfg.is_use_oldest}
+
+    def load_builtin(self, options: dict):
+        from trtllm_spec.runtime.drafters.ngram import NGramDrafter as Runtime
+
+        return Runtime(options.get("max_matching_ngram_size", 3), options.get("is_use_oldest", True))
 
     def cost(self, target: ModelShape, cfg: NGramDrafter) -> DraftCost:
         # matching runs on the host once per iteration (TensorRT-LLM blog 7: "<15% of iteration latency")

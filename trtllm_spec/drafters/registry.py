@@ -9,8 +9,10 @@ from trtllm_spec.drafters.draft_model import DraftModel
 from trtllm_spec.drafters.eagle3 import Eagle3
 from trtllm_spec.drafters.mtp import MTP
 from trtllm_spec.drafters.ngram import NGram
+from trtllm_spec.drafters.suffix import Suffix
 
-MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (Eagle3(), MTP(), DFlash(), DSpark(), DraftModel(), NGram())}
+MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (Eagle3(), MTP(), DFlash(), DSpark(), DraftModel(), NGram(),
+                                                        Suffix())}
 assert tuple(MECHANISMS) == DRAFTER_TYPES, "recipe drafter types and the registry must list the same names"
 
 
@@ -24,6 +26,10 @@ def get(name: str) -> Mechanism:
 
 # TensorRT-LLM decoding_type tag -> our drafter type (reading a bundle's options back)
 DECODING_TYPES = {tag: name for name, m in MECHANISMS.items() for tag in m.decoding_types}
+
+
+# mechanisms the reference decoder builds without a folder: their names are ``measure --drafter`` spec tokens
+FOLDERLESS = tuple(name for name, m in MECHANISMS.items() if m.folderless)
 
 
 def exported_type(cfg: dict) -> str | None:

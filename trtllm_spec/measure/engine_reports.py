@@ -39,7 +39,7 @@ PERCENTILE_KEYS = ("num_draft_tokens_percentiles", "num_accepted_draft_tokens_pe
                    "draft_acceptance_rate_percentiles", "acceptance_length_percentiles")
 # decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend)
 MODES = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp", "NGram": "ngram", "Draft_Target": "draft_model",
-         "DraftTarget": "draft_model", "DFlash": "dflash", "DSpark": "dspark", "PARD": "draft_model"}
+         "DraftTarget": "draft_model", "DFlash": "dflash", "DSpark": "dspark", "PARD": "draft_model", "SA": "suffix"}
 METRICS_TIMEOUT_S = 10.0
 
 

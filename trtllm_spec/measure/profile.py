@@ -60,6 +60,8 @@ class PromptRun:
     verify_s: float = 0.0
     prefill_s: float = 0.0
     sweep: dict[int, tuple[int, int]] = field(default_factory=dict)  # d -> (tokens from iterations, iterations)
+    sources: list[str] = field(default_factory=list)  # per iteration, which source drafted (SA enhancer)
+    enhancer_s: float = 0.0  # time spent in the enhancer's automaton (part of draft_s)
 
 
 # ---- per-iteration math --------------------------------------------------------------------------------
@@ -173,6 +175,10 @@ def section(runs: Sequence[PromptRun], draft_len: int, kind: str, greedy: bool) 
               "verify": sum(r.verify_s for r in runs)}
     shares["other"] = max(0.0, spec_s - sum(shares.values()))
     agree = sum(common_prefix(r.reference, r.output) for r in runs)
+    extra = {}
+    if any(r.sources for r in runs):
+        extra["sources"] = source_counts(runs)
+        extra["time_shares"] = {"enhancer": _r(sum(r.enhancer_s for r in runs) / spec_s, 4) if spec_s > 0 else None}
     return {
         "num_prompts": len(runs),
         "generated_tokens": gen_tokens,
@@ -193,7 +199,25 @@ def section(runs: Sequence[PromptRun], draft_len: int, kind: str, greedy: bool) 
         "time_shares": {k: _r(v / spec_s, 4) if spec_s > 0 else None for k, v in shares.items()},
         "identical_outputs": sum(r.reference == r.output for r in runs) if greedy else None,
         "token_agreement": _r(agree / ref_tokens if ref_tokens else 1.0) if greedy else None,
+        **({"sources": extra["sources"]} if extra else {}),
+        **({"enhancer_time_share": extra["time_shares"]["enhancer"]} if extra else {}),
     }
+
+
+def source_counts(runs: Sequence[PromptRun]) -> dict:
+    """Per drafting source (the SA enhancer's "sa" / "neural"): iterations it drafted, draft tokens it proposed,
+    tokens accepted of them, and the acceptance rate accepted / proposed."""
+    out: dict[str, dict] = {}
+    for r in runs:
+        for src, k, p in zip(r.sources, r.accepted, r.proposed, strict=True):
+            row = out.setdefault(src, {"iterations": 0, "drafted_tokens": 0, "accepted_tokens": 0})
+            row["iterations"] += 1
+            row["drafted_tokens"] += p
+            row["accepted_tokens"] += k
+    for row in out.values():
+        row["acceptance_rate"] = _r(row["accepted_tokens"] / row["drafted_tokens"]) if row["drafted_tokens"] else None
+        row["mean_acceptance_length"] = _r(1 + row["accepted_tokens"] / row["iterations"]) if row["iterations"] else None
+    return dict(sorted(out.items()))
 
 
 def prompt_record(r: PromptRun, greedy: bool) -> dict:

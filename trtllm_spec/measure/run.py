@@ -64,7 +64,7 @@ def _read_config(folder: Path) -> dict:
     path = folder / "config.json"
     if not path.is_file():
         raise UserError(f"drafter folder {folder} has no config.json; give an exported drafter folder "
-                        "(EAGLE-3, DFlash/DSpark), a draft model checkpoint, or 'ngram'")
+                        "(EAGLE-3, DFlash/DSpark), a draft model checkpoint, or 'ngram' / 'suffix'")
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -76,11 +76,14 @@ def _read_config(folder: Path) -> dict:
 
 def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
     """Kind, target match and D limit from the drafter's config.json alone (before any weights load)."""
-    if spec == "ngram":  # drafter-type branch 2 of 3 outside drafters/: the folder-less spec token (see load.py)
-        return DrafterInfo("ngram", None, {}, None)
+    from trtllm_spec.drafters.registry import FOLDERLESS
+
+    if spec in FOLDERLESS:  # a mechanism the reference decoder builds from options (see load.py)
+        return DrafterInfo(spec, None, {}, None)
     folder = Path(spec).expanduser()
     if not folder.is_dir():
-        raise UserError(f"--drafter {spec!r} is neither 'ngram' nor an existing folder")
+        raise UserError(f"--drafter {spec!r} is neither {' nor '.join(repr(n) for n in FOLDERLESS)} nor an "
+                        "existing folder")
     from trtllm_spec.runtime.drafters.load import folder_kind
 
     cfg, kind = _read_config(folder), folder_kind(folder)
@@ -127,12 +130,15 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
             temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
             progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None,
             device: str = "auto", suite_check: Callable[[list], dict] | None = None,
-            reference_engine: str = "auto") -> dict:
+            reference_engine: str = "auto", drafter_options: dict | None = None) -> dict:
     """Measure acceptance of ``drafter_spec`` ('ngram' or a folder) against ``target_dir`` on the suite with
     the PyTorch reference decoder (on ``device``: auto = CUDA when visible); returns the speculation profile
     (see measure/profile.py). ``suite`` is 'speed-lite' or a suite file/folder (data/user_suite.py);
     ``suite_check(items)`` runs before any model loads (the overlap check) and its record joins the profile.
-    ``reference_engine``: ours | hf | auto (runtime/targets.py: ours for the Llama family, transformers else)."""
+    ``reference_engine``: ours | hf | auto (runtime/targets.py: ours for the Llama family, transformers else).
+    ``drafter_options``: the descriptor's ``runtime_options`` (a folderless drafter's settings, ``sa_enhancer``).
+    Prompts run in suite order and each finished one is handed to ``Drafter.end_request`` (the suffix
+    automaton's global pool), so a result never depends on batching."""
     log = progress or (lambda _m: None)
     check_settings(draft_len, max_new_tokens, temperature, dtype, block_sweep)
     from trtllm_spec.runtime.targets import load_target, resolve_reference_engine
@@ -166,7 +172,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     log(f"loading {target_path} ({where.describe()}) and the {info.kind} drafter")
     engine, target = load_target(target_path, target_cfg, reference_engine, where.torch_dtype(torch), dev)
     max_len = max(len(p) for p in prompts) + max_new_tokens + draft_len + 8
-    kind, drafter = load_runtime_drafter(drafter_spec, target, max_len=max_len)
+    kind, drafter = load_runtime_drafter(drafter_spec, target, options=drafter_options, max_len=max_len)
     limit = getattr(drafter, "max_draft_len", None)
     if limit is not None and draft_len > limit:
         raise UserError(f"--draft-len {draft_len} exceeds what this {kind} drafter supports ({limit})")
@@ -201,15 +207,20 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
             ref, rechecked = generate(target, ids, max_new_tokens, eos, params, gen(i)), rechecked + 1
         run = PromptRun(item.id, item.category, len(ids), ref, out, t_target, t_spec, list(st.accepted),
                         list(st.proposed), requested_drafts(st.accepted, draft_len, max_new_tokens),
-                        st.draft_s, st.verify_s, st.prefill_s)
+                        st.draft_s, st.verify_s, st.prefill_s, sources=list(st.sources),
+                        enhancer_s=float(getattr(drafter, "sa_s", 0.0)))
         for d in sweep:
             _, sd = speculative_generate(target, drafter, ids, max_new_tokens, d, params, eos, gen(i))
             run.sweep[d] = (sum(sd.accepted) + sd.iterations, sd.iterations)
         runs.append(run)
+        end_request = getattr(drafter, "end_request", None)  # the suffix automaton's pool takes the finished text
+        if end_request is not None:
+            end_request(ids, out)  # after the sweep: a prompt never matches its own finished text
     return build_profile(
         runs, engine="pytorch",
         drafter={"type": kind, "path": str(info.path.resolve()) if info.path else None, "draft_len": draft_len,
                  "max_draft_len": limit if limit is not None else info.max_draft_len,
+                 **({"options": drafter_options} if drafter_options else {}),
                  **({"block_sweep": [*sweep, draft_len]} if acceptance_kind(kind) == "block" else {})},
         target=target_summary(target_dir, target_path, target_cfg),
         suite={**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,

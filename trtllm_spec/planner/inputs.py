@@ -114,6 +114,11 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
     if acc_path is not None:
         acceptance = load_acceptance(acc_path, category)
         files.append(acc_path)
+    compared: dict[str, AcceptanceModel] = {}
+    for name, file in sorted(recipe.planner.compare_acceptance.items()):  # guideline 5's other mechanisms, measured
+        path = recipe.resolve_path(file)
+        compared[name] = load_acceptance(path, category)
+        files.append(path)
     h = recipe.hardware
     if h.tp > 1 and hw.interconnect_bytes_per_s <= 0:
         raise UserError(f"hardware.tp = {h.tp} needs an interconnect; {hw.name} has none; set hardware.tp: 1")
@@ -127,6 +132,6 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         free_gpu_memory_fraction=recipe.engine.free_gpu_memory_fraction,
         trtllm_profile=recipe.trtllm_profile, max_batch_size=recipe.engine.max_batch_size,
         latency_target_ms=recipe.workload.latency_target_ms, target_id=target.hf_id or recipe.target.model,
-        mechanisms=mechanisms, host_costs=host_record,
+        mechanisms=mechanisms, host_costs=host_record, compare_acceptance=compared,
     )
     return PlanInputs(req, target, files)

@@ -32,6 +32,10 @@ class DraftCost:
     weight_params: float  # resident drafter weights (elements), beside the target
     kv_shape: ModelShape | None  # the drafter's own KV cache per token, if any
     sequential: bool = True  # host bookkeeping once per draft token (chain) or once per iteration
+    # a model-free drafter's own device state (the suffix automaton): bytes per token of context in one slot,
+    # and the slots held whatever the batch (a cross-request pool; 0 = one slot per sequence)
+    state_bytes_per_token: float = 0.0
+    state_pool_slots: int = 0
 
 
 class MechanismModel(Protocol):

@@ -51,6 +51,8 @@ class PlanRequest:
     mechanisms: Mapping[str, MechanismModel] = field(default_factory=dict)
     # the host-cost profile the hardware's overheads come from (core/host_costs.HostProfile.summary())
     host_costs: dict | None = None
+    # measured acceptance of the other mechanisms guideline 5 compares (the rest use their defaults)
+    compare_acceptance: Mapping[str, AcceptanceModel] = field(default_factory=dict)
 
     def mechanism(self, name: str) -> MechanismModel:
         if name not in self.mechanisms:
@@ -91,7 +93,7 @@ def build_plans(req: PlanRequest) -> tuple[list[MechanismPlan], list[str]]:
             if why:
                 skipped.append(f"{name}: {why}")
                 continue
-            plans.append(mechanism_plan(req, name, cfg, None))
+            plans.append(mechanism_plan(req, name, cfg, req.compare_acceptance.get(name)))
     return plans, skipped
 
 

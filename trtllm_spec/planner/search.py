@@ -144,12 +144,19 @@ def max_feasible_batch(ctx: CostContext, cost: DraftCost | None, draft_len: int)
     if cost is not None:
         weights += cost.weight_params * prec.weight_bytes / (par.tp * par.pp)
     free = (hw.mem_bytes - hw.runtime_reserve_bytes - weights) * ctx.free_gpu_memory_fraction
-    if free <= 0:
-        return 0
     tokens = ctx.workload.max_context + draft_len
     per_token = kv_bytes_per_token_per_gpu(ctx.target, prec, par, tokens)
     if cost is not None and cost.kv_shape is not None and draft_len > 0:
         per_token += kv_bytes_per_token_per_gpu(cost.kv_shape, prec, par, tokens)
+    if cost is not None and cost.state_bytes_per_token and draft_len > 0:
+        # automaton slots sized by max_seq_len (every GPU holds them): a pool is a fixed reservation, else per sequence
+        state = cost.state_bytes_per_token * tokens
+        if cost.state_pool_slots:
+            free -= cost.state_pool_slots * state
+        else:
+            per_token += state / tokens
+    if free <= 0:
+        return 0
     return int(free // (per_token * tokens)) * par.pp
 
 

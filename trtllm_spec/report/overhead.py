@@ -23,6 +23,10 @@ def overhead_json(plan: dict, profile: dict | None, stages: list[dict]) -> dict:
                     "categories": {c: {"mean_acceptance_length": v.get("mean_acceptance_length"),
                                        "speedup": v.get("speedup")} for c, v in profile.get("categories", {}).items()},
                     "machine": (profile.get("settings") or {}).get("machine")}
+        if "sources" in profile["overall"]:  # the SA enhancer: which source drafted, and its share of the time
+            measured["sources"] = profile["overall"]["sources"]
+            measured["enhancer_time_share"] = profile["overall"].get("enhancer_time_share")
+            measured["enhancer"] = (profile.get("drafter") or {}).get("options", {}).get("sa_enhancer")
     return {
         "schema": "trtllm-spec/overhead_report/v1",
         "recommendation": rec,
@@ -91,6 +95,8 @@ def overhead_markdown(report: dict, plan: dict) -> str:
             lines.append(f"| {cat} | {v['mean_acceptance_length'] or 0:.2f} | {v['speedup'] or 0:.2f}x |")
         o = m["overall"]
         lines.append(f"| **overall** | **{o['mean_acceptance_length'] or 0:.2f}** | **{o['speedup'] or 0:.2f}x** |")
+        if m.get("sources"):
+            lines += enhancer_lines(m)
     else:
         lines.append(f"Not measured: the planner used {report['acceptance_source']}.")
     lines += ["", "## Stages", "", "| stage | status | seconds | detail |", "|---|---|---|---|"]
@@ -99,3 +105,23 @@ def overhead_markdown(report: dict, plan: dict) -> str:
         lines.append(f"| {s['name']} | {s['status']} | {s.get('seconds', 0):.1f} | {detail} |")
     lines.append("")
     return "\n".join(lines)
+
+
+def enhancer_lines(m: dict) -> list[str]:
+    """The SA enhancer's part of the measured run: per source, how often it drafted and how much was accepted,
+    and the automaton's share of the reference decoder's time."""
+    enh = m.get("enhancer") or {}
+    share = m.get("enhancer_time_share")
+    lines = ["", "## SA enhancer (suffix automaton over the neural drafter)", "",
+             f"Suffix drafts replace the neural ones where the match reaches {enh.get('threshold', '?')} tokens"
+             + (" (global pool on)" if enh.get("enable_global_pool") else "") + "; the automaton took "
+             + (f"{share:.1%}" if share is not None else "an unmeasured share") + " of the reference decoder's time.",
+             "", "| source | iterations | draft tokens | accepted | acceptance rate | AL when drafting |",
+             "|---|---|---|---|---|---|"]
+    total = sum(v["iterations"] for v in m["sources"].values()) or 1
+    for src, v in m["sources"].items():
+        rate = v.get("acceptance_rate")
+        lines.append(f"| {src} | {v['iterations']} ({v['iterations'] / total:.0%}) | {v['drafted_tokens']} | "
+                     f"{v['accepted_tokens']} | {'-' if rate is None else f'{rate:.2f}'} | "
+                     f"{v.get('mean_acceptance_length') or 0:.2f} |")
+    return lines

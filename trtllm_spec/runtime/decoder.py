@@ -22,6 +22,7 @@ class DecodeStats:
 
     accepted: list[int] = field(default_factory=list)  # accepted drafts per iteration
     proposed: list[int] = field(default_factory=list)  # drafts proposed per iteration
+    sources: list[str] = field(default_factory=list)  # which source drafted per iteration (enhanced drafters only)
     draft_s: float = 0.0
     verify_s: float = 0.0
     prefill_s: float = 0.0
@@ -51,6 +52,10 @@ class Drafter:
         """``verified`` tokens (the previous last token + accepted drafts) were checked by the target, whose
         captured layer outputs at their positions are ``aux``; ``next_token`` is the target's own token."""
 
+    def end_request(self, prompt: list[int], output: list[int]) -> None:
+        """A request of the run finished with ``output``: a drafter that shares state across requests (the
+        suffix automaton's global pool) takes it in; the others ignore it. ``measure`` calls it in suite order."""
+
 
 def speculative_generate(target: LlamaModel, drafter: Drafter, prompt: list[int], max_new_tokens: int,
                          draft_len: int, params: SamplingParams | None = None, eos_ids: tuple[int, ...] = (),
@@ -79,6 +84,9 @@ def speculative_generate(target: LlamaModel, drafter: Drafter, prompt: list[int]
         k = len(new) - 1  # accepted drafts
         stats.accepted.append(k)
         stats.proposed.append(len(drafts))
+        source = getattr(drafter, "last_source", None)
+        if source is not None:
+            stats.sources.append(source)
         verified = [out[-1], *drafts[:k]]
         out.extend(new)
         kv_len += 1 + k

@@ -18,7 +18,8 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
                     max_new_tokens: int, temperature: float, seed: int, dtype: str = "fp32", device: str = "auto",
                     chat_template: Path | None = None, block_sweep: Sequence[int] | None = None,
                     out: Path | None = None, progress: Callable[[str], None] | None = None,
-                    suite_check: Callable[[list], dict] | None = None, reference_engine: str = "auto") -> dict:
+                    suite_check: Callable[[list], dict] | None = None, reference_engine: str = "auto",
+                    drafter_options: dict | None = None) -> dict:
     """The speculation profile of ``drafter`` ('ngram' or a folder) at D = ``draft_len``: on the PyTorch
     reference decoder here, or (``engine='trtllm'``) on TensorRT-LLM with the bundle's options. ``suite`` is
     'speed-lite' or a suite file/folder (data/user_suite.py); ``suite_check(items)`` (the overlap check) runs
@@ -30,10 +31,58 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
         from trtllm_spec.measure.run import measure
 
         return measure(target, drafter, draft_len, dtype=dtype, block_sweep=block_sweep, device=device,
-                       reference_engine=reference_engine, **common)
+                       reference_engine=reference_engine, drafter_options=drafter_options, **common)
+    if drafter_options:
+        raise UserError("drafter options (the suffix automaton's settings, --sa-enhancer-threshold) apply to "
+                        "--engine pytorch; with --engine trtllm the bundle's options decide")
     from trtllm_spec.measure.trtllm_engine import measure_trtllm
 
     return measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
+
+
+# measure's drafter flags -> the recipe fields they stand for (the drafter section of a folderless mechanism)
+DRAFTER_FLAGS = {"--max-matching-ngram-size": "max_matching_ngram_size", "--global-pool": "enable_global_pool",
+                 "--global-pool-size": "global_pool_size"}
+
+
+def cli_drafter_options(drafter: str | None, *, max_matching_ngram_size: int | None, global_pool: bool,
+                        global_pool_size: int | None, sa_enhancer_threshold: int | None) -> dict | None:
+    """``measure``'s drafter flags as the descriptor's ``runtime_options``: for a folderless mechanism they fill its
+    recipe section (validated by it), for an exported EAGLE-3 / MTP folder ``--sa-enhancer-threshold`` (with
+    ``--global-pool``) is the section's ``sa_enhancer``; a flag the drafter does not read is refused naming it."""
+    from pydantic import ValidationError
+
+    from trtllm_spec.core.recipe import DRAFTER_CLASS, SAEnhancerConfig
+    from trtllm_spec.core.schema import format_validation_error
+    from trtllm_spec.drafters.registry import FOLDERLESS, get
+
+    values = {"--max-matching-ngram-size": max_matching_ngram_size, "--global-pool": global_pool or None,
+              "--global-pool-size": global_pool_size, "--sa-enhancer-threshold": sa_enhancer_threshold}
+    given = {flag: v for flag, v in values.items() if v is not None}
+    if drafter in FOLDERLESS:
+        section = DRAFTER_CLASS[drafter]
+        fields = {flag: DRAFTER_FLAGS.get(flag) for flag in given}
+        bad = [flag for flag, name in fields.items() if name not in section.model_fields]
+        readable = [flag for flag, name in DRAFTER_FLAGS.items() if name in section.model_fields]
+    else:  # an exported folder: TensorRT-LLM's SA enhancer (sa_config) is the only drafter setting
+        readable = ["--sa-enhancer-threshold", "--global-pool"]
+        bad = [flag for flag in given if flag not in readable or (flag == "--global-pool"
+                                                                   and sa_enhancer_threshold is None)]
+    if bad:
+        raise UserError(f"{', '.join(bad)}: not read for --drafter {drafter} (it reads "
+                        f"{', '.join(readable) or 'no drafter flag'})")
+    try:
+        if drafter in FOLDERLESS:
+            cfg = section(**{DRAFTER_FLAGS[flag]: v for flag, v in given.items()})
+            return get(drafter).runtime_options(cfg, getattr(cfg, "global_pool_size", None) or 1) or None
+        if sa_enhancer_threshold is not None:
+            enh = SAEnhancerConfig(threshold=sa_enhancer_threshold, enable_global_pool=global_pool)
+            return {"sa_enhancer": {"threshold": enh.threshold, "enable_global_pool": enh.enable_global_pool,
+                                    "pool_slots": 64 if global_pool else None}}
+    except ValidationError as exc:
+        raise UserError(format_validation_error(exc, DRAFTER_CLASS.get(drafter, SAEnhancerConfig),
+                                                "measure drafter flags")) from None
+    return None
 
 
 def check_measure_args(engine: str, drafter: str | None, draft_len: int | None, bundle: Path | None,
@@ -42,7 +91,7 @@ def check_measure_args(engine: str, drafter: str | None, draft_len: int | None, 
         if bundle is not None:
             raise UserError("--bundle is read by --engine trtllm only; drop it or add --engine trtllm")
         if drafter is None or draft_len is None:
-            raise UserError("--engine pytorch needs --drafter (folder or 'ngram') and --draft-len D")
+            raise UserError("--engine pytorch needs --drafter (folder, 'ngram' or 'suffix') and --draft-len D")
     elif bundle is None:
         raise UserError("--engine trtllm needs --bundle DIR (a 'trtllm-spec build' folder with llm_api_options.yaml)")
     elif drafter is not None or sweep:
@@ -135,7 +184,8 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
                 "dtype": settings["dtype"], "seed": settings["seed"], "device": settings["device"],
                 "reference_engine": settings.get("reference_engine", "auto"),
                 "chat_template": str(ct) if ct else None, "block_sweep": block_sweep,
-                "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap}
+                "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap,
+                "drafter_options": settings.get("drafter_options")}
         write_profile(profile, out, force, {"measure": args}, _input_files(target_path, drafter), inputs)
     return profile
 
@@ -185,9 +235,13 @@ def measure(ctx: BuildContext) -> StageResult:
         return StageResult("measure", "deferred", detail="needs the target's weights and the drafter",
                            command="trtllm-spec measure --engine trtllm --bundle <bundle> --out <dir> (GPU node)")
     draft_len = measure_draft_len(ctx)
+    options = ctx.mechanism.runtime_options(ctx.recipe.drafter, ctx.recipe.engine.max_batch_size
+                                            or max(ctx.recipe.workload.all_batch_sizes()))
     inputs = {"target": target_hash(ctx.target), "served": str(ctx.served_target.name),
               "drafter": tree_hash(Path(spec)),  # a folder's content hash, else the spec itself
               "draft_len": draft_len, "measure": recipe_to_dict(ctx.recipe)["measure"]}
+    if options:  # keyed only when there are some: caches of drafters without options stay valid
+        inputs["drafter_options"] = options
     settings = recipe_settings(ctx)
     if not is_builtin(m.suite):  # the user's prompts: keyed by their content, not their path
         inputs["suite"] = suite_fingerprint(settings["suite"])
@@ -198,7 +252,7 @@ def measure(ctx: BuildContext) -> StageResult:
 
     def work(folder: Path) -> dict:
         result["profile"] = measure_profile(ctx.served_target, spec, draft_len, dtype=m.dtype, device=m.device,
-                                            reference_engine=m.reference_engine,
+                                            reference_engine=m.reference_engine, drafter_options=options or None,
                                             progress=lambda msg: ctx.log(f"measure: {msg}"),
                                             suite_check=recipe_suite_check(ctx.recipe, ctx.log), **settings)
         write_json_atomic(folder / "speculation_profile.json", result["profile"])

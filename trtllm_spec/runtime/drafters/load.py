@@ -1,4 +1,4 @@
-"""Pick the runtime drafter for a spec: ``ngram``, or a folder (EAGLE-3 / DFlash export, or a draft model).
+"""Pick the runtime drafter for a spec: ``ngram`` / ``suffix``, or a folder (EAGLE-3 / DFlash export, or a draft model).
 The folder's mechanism and its loader come from the drafter descriptors (``trtllm_spec.drafters``)."""
 
 from __future__ import annotations
@@ -25,21 +25,39 @@ def folder_kind(folder: Path) -> str:
                     "draft model")
 
 
-def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = None,
-                         max_matching_ngram_size: int = 3, max_len: int = 8192) -> tuple[str, Drafter]:
-    """(kind, drafter). ``expect``: the drafter type the caller asked for; a mismatch is a clear error."""
-    # Drafter-type branch 1 of 3 outside drafters/: 'ngram' is the spec token of the one mechanism without a
-    # folder (measure --drafter ngram); everything else is recognised from its folder by the descriptors.
-    if spec == "ngram":
-        from trtllm_spec.runtime.drafters.ngram import NGramDrafter
+def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = None, options: dict | None = None,
+                         max_len: int = 8192) -> tuple[str, Drafter]:
+    """(kind, drafter). ``spec``: a folderless mechanism's name ('ngram', 'suffix') or an exported folder, whose
+    mechanism the descriptors recognise. ``options``: the descriptor's ``runtime_options`` (a folderless drafter's
+    settings; ``sa_enhancer`` wraps a neural drafter in TensorRT-LLM's suffix-automaton enhancer). ``expect``: the
+    drafter type the caller asked for; a mismatch is a clear error."""
+    from trtllm_spec.drafters.registry import FOLDERLESS, get
 
-        return "ngram", NGramDrafter(max_matching_ngram_size)
+    options = dict(options or {})
+    if spec in FOLDERLESS:
+        if options.get("sa_enhancer"):
+            raise UserError(f"sa_enhancer enhances a neural drafter (EAGLE-3 / MTP), not {spec}")
+        return spec, get(spec).load_builtin(options)
     folder = Path(spec)
     if not folder.is_dir():
-        raise UserError(f"drafter {spec!r} is neither 'ngram' nor an existing folder")
+        raise UserError(f"drafter {spec!r} is neither {' nor '.join(repr(n) for n in FOLDERLESS)} nor an "
+                        "existing folder")
     kind = folder_kind(folder)
     if expect and expect != kind:
         raise UserError(f"drafter folder {folder} holds a {kind} drafter, not {expect}")
-    from trtllm_spec.drafters.registry import get
+    drafter = get(kind).load_runtime(folder, target, max_len)
+    enhancer = options.pop("sa_enhancer", None)
+    if options:
+        raise UserError(f"drafter options {sorted(options)} do not apply to a {kind} folder")
+    if enhancer:
+        if kind not in ENHANCED_KINDS:
+            raise UserError(f"sa_enhancer: TensorRT-LLM's sa_config exists on Eagle3 and MTP decoding configs, not "
+                            f"on a {kind} drafter")
+        from trtllm_spec.runtime.drafters.sa_enhancer import SAEnhancedDrafter
 
-    return kind, get(kind).load_runtime(folder, target, max_len)
+        drafter = SAEnhancedDrafter(drafter, int(enhancer.get("threshold", 4)), bool(enhancer.get("enable_global_pool")),
+                                    enhancer.get("pool_slots"))
+    return kind, drafter
+
+
+ENHANCED_KINDS = ("eagle3", "mtp")  # the decoding configs with sa_config (1.3.0rc27 / 1.4.0rc4 API pages)

@@ -1,0 +1,34 @@
+"""The recipe's suffix-automaton pieces shared by several drafter sections: TensorRT-LLM's SA enhancer
+(``drafter.sa_enhancer`` on EAGLE-3 / MTP) and the release that first has SA (the ``suffix`` section itself is in
+``core.recipe``; sources on ``trtllm_spec.drafters.suffix``)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from trtllm_spec.core.schema import StrictModel
+
+SA_POOL_MATCH_CAP = 64  # SADecodingConfig.enable_global_pool: "suffix matching is capped at 64 tokens per request"
+
+
+class SAEnhancerConfig(StrictModel):
+    """``drafter.sa_enhancer``: TensorRT-LLM's suffix-automaton draft enhancer (``SAEnhancerConfig``, passed as
+    ``sa_config`` on Eagle3 / MTP decoding configs; 1.3.0rc27 and 1.4.0rc4 API pages): where the request's
+    longest suffix match reaches ``threshold`` tokens, the automaton's drafts replace the neural ones
+    (``_torch/speculative/sa_enhancer.py`` ``maybe_override_all_draft_tokens``: match_len >= threshold)."""
+
+    threshold: int = Field(4, ge=1, le=1_000_000, description="minimum suffix match length (tokens) for the "
+                           "suffix drafts to replace the neural drafts")
+    enable_global_pool: bool = Field(False, description="also match against the other requests' token streams "
+                                     "(measure: the suite's earlier prompts and outputs, in suite order)")
+
+
+SA_SINCE = "1.3"  # SADecodingConfig / SAEnhancerConfig: absent from the 1.2 llm_args.py, present in 1.3.0rc27
+
+
+def enhancer_release(enhancer: SAEnhancerConfig | None, own: str) -> str:
+    if enhancer is None:
+        return own
+    from trtllm_spec.core.recipe import TRTLLM_PROFILES
+
+    return max(own, SA_SINCE, key=TRTLLM_PROFILES.index)
