@@ -69,6 +69,26 @@ def list_assets(cache: Path | None, as_json: bool) -> None:
     Console(width=150).print(table)
 
 
+@assets_group.command("build-llamacpp")
+@click.option("--source", type=click.Path(path_type=Path), help="The llama-cpp-python sdist (.tar.gz), its unpacked "
+              "folder or a llama.cpp checkout (default: the pinned sdist, downloaded from PyPI by pip).")
+@click.option("--jobs", type=int, default=2, show_default=True, help="Parallel compile jobs.")
+@click.option("--cache", type=click.Path(path_type=Path), help="Cache folder (default $TRTLLM_SPEC_CACHE or "
+              "~/.cache/trtllm-spec).")
+@click.option("--force", is_flag=True, help="Build again even when this machine's build is cached.")
+def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force: bool) -> None:
+    """Build llama.cpp's native llama-server and llama-speculative-simple from the sources the llama-cpp-python
+    sdist vendors (cmake; no prebuilt binaries), cached per llama.cpp version and CPU features. The llama.cpp
+    commands ('measure --engine llamacpp', 'assets serve --drafter') build it on first use."""
+    from trtllm_spec.stages.llamacpp import build_llamacpp
+
+    build, built = build_llamacpp(cache, source=source, jobs=jobs, force=force,
+                                  log=lambda m: click.echo(m, err=True))
+    took = f"built in {build.record['build_s']:.0f} s" if built else \
+        f"cached (built in {build.record['build_s']:.0f} s)"
+    click.echo(f"{build.version}: {build.folder / 'bin'} ({took})")
+
+
 @assets_group.command("serve")
 @click.argument("name")
 @click.option("--port", type=int, default=8000, show_default=True)

@@ -30,6 +30,10 @@ class Mechanism:
     # decoding_type tags TensorRT-LLM's LLM API accepts for it (the first is what we write)
     decoding_types: ClassVar[tuple[str, ...]] = ()
     summary: ClassVar[str] = ""
+    # llama.cpp's speculative type that runs this drafter (llama-server --spec-type; common/speculative.cpp), or
+    # None with the reason llama.cpp cannot run it ('measure --engine llamacpp' and 'assets serve' refuse it)
+    llamacpp_spec_type: ClassVar[str | None] = None
+    llamacpp_refusal: ClassVar[str] = "llama.cpp has no speculative type for it"
 
     @property
     def min_trtllm(self) -> str:

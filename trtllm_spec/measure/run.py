@@ -127,12 +127,14 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
             temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
             progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None,
             device: str = "auto", suite_check: Callable[[list], dict] | None = None,
-            reference_engine: str = "auto") -> dict:
+            reference_engine: str = "auto", runs_out: list | None = None) -> dict:
     """Measure acceptance of ``drafter_spec`` ('ngram' or a folder) against ``target_dir`` on the suite with
     the PyTorch reference decoder (on ``device``: auto = CUDA when visible); returns the speculation profile
     (see measure/profile.py). ``suite`` is 'speed-lite' or a suite file/folder (data/user_suite.py);
     ``suite_check(items)`` runs before any model loads (the overlap check) and its record joins the profile.
-    ``reference_engine``: ours | hf | auto (runtime/targets.py: ours for the Llama family, transformers else)."""
+    ``reference_engine``: ours | hf | auto (runtime/targets.py: ours for the Llama family, transformers else).
+    ``runs_out``: a list that receives the per-prompt ``PromptRun`` records (their token ids: another engine's
+    outputs are compared with them, measure/engine_compare.py)."""
     log = progress or (lambda _m: None)
     check_settings(draft_len, max_new_tokens, temperature, dtype, block_sweep)
     from trtllm_spec.runtime.targets import load_target, resolve_reference_engine
@@ -206,6 +208,8 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
             _, sd = speculative_generate(target, drafter, ids, max_new_tokens, d, params, eos, gen(i))
             run.sweep[d] = (sum(sd.accepted) + sd.iterations, sd.iterations)
         runs.append(run)
+    if runs_out is not None:
+        runs_out.extend(runs)
     return build_profile(
         runs, engine="pytorch",
         drafter={"type": kind, "path": str(info.path.resolve()) if info.path else None, "draft_len": draft_len,
