@@ -162,3 +162,28 @@ def test_measure_llamacpp_refusals(cli, tmp_path, tiny_target):
     r = cli(*base[:-2], "--drafter", mtp, "--json", "--compare-reference", "--engine", "pytorch")
     assert r.exit_code == 2 and "read by --engine llamacpp only" in r.output
     assert not (tmp_path / "o").exists()
+
+
+# ---- served: llama-server's /metrics over a level ---------------------------------------------------------------
+
+def test_served_acceptance_from_llama_server_metrics():
+    from trtllm_spec.measure.served import server_acceptance
+
+    page = ("llamacpp:spec_decode_num_drafts_total {}\nllamacpp:spec_decode_num_draft_tokens_total {}\n"
+            "llamacpp:spec_decode_num_accepted_tokens_total {}\n"
+            'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="0"}} {}\n'
+            'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="1"}} {}\n')
+    a = server_acceptance([], page.format(2, 4, 1, 1, 0), page.format(12, 24, 9, 7, 2))
+    assert a["reported"] and a["source"].startswith("/metrics llamacpp:spec_decode_")
+    assert a["num_drafts"] == 10 and a["num_accepted_tokens"] == 8 and a["acceptance_length"] == 1.8
+    assert a["marginal_rates"] == [0.6, 0.2] and a["conditional_rates"] == [0.6, pytest.approx(1 / 3, abs=1e-6)]
+    assert not server_acceptance([], page.format(2, 4, 1, 1, 0), page.format(2, 4, 1, 1, 0))["reported"]
+
+
+def test_serve_drafter_options_are_refused_without_a_drafter(cli, tmp_path):
+    r = cli("assets", "serve", "smollm2-135m", "--draft-len", "3")
+    assert r.exit_code == 2 and "add --drafter DIR" in r.output
+    r = cli("assets", "serve", "smollm2-135m", "--drafter", tmp_path, "--port", "0")
+    assert r.exit_code == 2 and "--port 0" in r.output
+    r = cli("assets", "serve", "smollm2-135m", "--drafter", tmp_path)
+    assert r.exit_code == 2 and "--drafter needs D >= 1" in r.output

@@ -49,6 +49,7 @@ class NativeServer:
         self.url = f"http://{host}:{port}"
         self.cmd = server_command(binary, target_gguf, draft=draft, host=host, port=port, threads=threads, ctx=ctx,
                                   parallel=parallel, alias=alias)
+        self.spec_type = draft.spec_type if draft is not None else None
         self.log_file = log_file
         self.proc: subprocess.Popen | None = None
 

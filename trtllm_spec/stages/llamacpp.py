@@ -179,3 +179,20 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
         write_profile(profile, out, force, {"measure": args}, _input_files(target_dir, str(drafter_dir)),
                       inputs_paths)
     return profile
+
+
+def speculative_server(asset: str, drafter: Path, draft_len: int, *, host: str, port: int, threads: int, ctx: int,
+                       parallel: int, cache: Path | None = None, log: Callable[[str], None] = lambda _m: None):
+    """``assets serve NAME --drafter DIR``: native llama-server over the asset's fp32 target GGUF with the
+    drafter's GGUF at D (not started: a ``NativeServer`` to use as a context manager)."""
+    from trtllm_spec.data.model_assets import fetch_model
+    from trtllm_spec.llamacpp.server import DraftSpec, NativeServer
+
+    if not drafter.is_dir():
+        raise UserError(f"--drafter {drafter}: not a folder; give an exported drafter folder")
+    target_dir = fetch_model(asset, "fp32", cache, log=log)
+    li = llamacpp_inputs(target_dir, drafter, "fp32", cache=cache, log=log)
+    server = NativeServer(li.build.binary("llama-server"), li.target_gguf,
+                          draft=DraftSpec(li.draft_gguf, li.spec_type, draft_len), host=host, port=port,
+                          threads=threads, ctx=ctx, parallel=parallel, alias=asset)
+    return server
