@@ -187,3 +187,31 @@ def test_serve_drafter_options_are_refused_without_a_drafter(cli, tmp_path):
     assert r.exit_code == 2 and "--port 0" in r.output
     r = cli("assets", "serve", "smollm2-135m", "--drafter", tmp_path)
     assert r.exit_code == 2 and "--drafter needs D >= 1" in r.output
+
+
+# ---- the comparison ---------------------------------------------------------------------------------------------
+
+def _run(pid, cat, ref, out, accepted):
+    from trtllm_spec.measure.profile import PromptRun
+
+    return PromptRun(pid, cat, 5, ref, out, 1.0, 1.0, accepted, [3] * len(accepted), [3] * len(accepted))
+
+
+def test_comparison_per_category_and_greedy_agreement():
+    from trtllm_spec.measure.engine_compare import compare, render_comparison
+
+    g = [1, 2, 3, 4, 5, 6, 7]
+    llama = [_run("c/0", "coding", g, g, [2, 1, 2, 0]), _run("m/0", "math", g, g[:6] + [9], [1, 1, 0, 0, 0])]
+    ours = [_run("c/0", "coding", g, g, [2, 1, 2, 0]), _run("m/0", "math", g, g, [1, 1, 1, 0, 0])]
+    c = compare(llama, ours, 3, {"engine": "pytorch"})
+    assert c["categories"]["coding"]["relative_difference"] == 0.0
+    m = c["categories"]["math"]
+    assert m["acceptance_length_llamacpp"] == 1.4 and m["acceptance_length_reference"] == 1.6
+    assert m["identical_to_llamacpp_target_greedy"] == 0 and m["identical_to_reference_target_greedy"] == 0
+    o = c["overall"]
+    assert o["acceptance_length_llamacpp"] == pytest.approx(16 / 9, abs=1e-6) and o["same_output_both_engines"] == 1
+    assert c["within_tolerance"] is False  # 16/9 vs 17/9: -5.9%
+    md = render_comparison(c)
+    assert "| math | 1 | 1.400 | 1.600 | -0.200 | -12.5% | 0/1 | 0/1 | 0/1 |" in md and "OUTSIDE the 5% bar" in md
+    with pytest.raises(ValueError, match="different prompts"):
+        compare(llama, ours[::-1], 3, {})
