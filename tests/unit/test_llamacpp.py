@@ -23,6 +23,12 @@ def test_missing_toolchain_is_refused_with_the_debian_packages(monkeypatch, tmp_
     assert not any((tmp_path / "llamacpp").glob("llama-cpp-python-*"))  # nothing half-built kept
 
 
+def test_only_build_llamacpp_downloads(tmp_path):
+    # the other commands (measure --engine llamacpp, assets serve --drafter) use no network: they refuse
+    with pytest.raises(UserError, match="run 'trtllm-spec assets build-llamacpp' once"):
+        lb.ensure_build(tmp_path, download=False)
+
+
 def test_cli_build_llamacpp_refusals(cli, monkeypatch, tmp_path):
     monkeypatch.setattr(lb.shutil, "which", lambda name: None)
     r = cli("assets", "build-llamacpp", "--cache", tmp_path)

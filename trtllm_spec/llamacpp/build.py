@@ -115,10 +115,17 @@ def require_toolchain() -> dict[str, str]:
     return tools
 
 
+def sdist_path(cache: Path | None = None) -> Path:
+    """Where the downloaded sdist is kept, so a build for another CPU (or ``--force``) needs no network."""
+    return builds_root(cache) / "src" / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
+
+
 def ensure_build(cache: Path | None = None, *, source: Path | None = None, jobs: int = 2, force: bool = False,
-                 log: Callable[[str], None] = lambda _m: None) -> tuple[LlamaCppBuild, bool]:
+                 download: bool = True, log: Callable[[str], None] = lambda _m: None) -> tuple[LlamaCppBuild, bool]:
     """The cached build for this machine, building it first when absent (or ``force``). Returns (build, built).
-    Two processes asking at once: the second waits on a lock file and reuses the first one's build."""
+    ``download=False`` (the commands other than ``assets build-llamacpp``, which use no network): build only from
+    ``source`` or the kept sdist, else refuse naming the command that downloads it. Two processes asking at once:
+    the second waits on a lock file and reuses the first one's build."""
     if jobs < 1:
         raise UserError(f"--jobs {jobs}: give at least 1 parallel compile job")
     if source is not None and not source.exists():
@@ -133,9 +140,20 @@ def ensure_build(cache: Path | None = None, *, source: Path | None = None, jobs:
         if found is not None and not force:
             log(f"llama.cpp: cached build {found.folder} ({found.version})")
             return found, False
+        if source is None and sdist_path(cache).is_file():
+            source = sdist_path(cache)
+        if source is None and not download:
+            raise UserError("llama.cpp is not built on this machine yet; run 'trtllm-spec assets build-llamacpp' "
+                            f"once (it downloads the llama-cpp-python=={LLAMA_CPP_PYTHON} sdist from PyPI and builds "
+                            "for minutes), or give it --source SDIST")
         tools = require_toolchain()
         with tempfile.TemporaryDirectory(prefix=".build-", dir=root) as tmp:
             work = Path(tmp)
+            if source is None:
+                kept = sdist_path(cache)
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                _download_sdist(work, log).replace(kept)
+                source = kept
             src, package_version, commit = _sources(source, work, log)
             started = time.perf_counter()
             _cmake(src, work / "build", tools, jobs, log)
@@ -149,9 +167,8 @@ def ensure_build(cache: Path | None = None, *, source: Path | None = None, jobs:
             record = {"package_version": package_version, "commit": commit, "cpu": cpu_key(),
                       "cpu_features": cpu_features(), "cmake_flags": list(CMAKE_FLAGS), "jobs": jobs,
                       "generator": "Ninja" if tools["ninja"] else "Unix Makefiles",
-                      "build_s": round(time.perf_counter() - started, 1), "source": str(source) if source else
-                      f"pip download llama-cpp-python=={LLAMA_CPP_PYTHON} (sdist)", "machine": platform.processor()
-                      or platform.machine(), "python": sys.version.split()[0]}
+                      "build_s": round(time.perf_counter() - started, 1), "source": str(source),
+                      "machine": platform.processor() or platform.machine(), "python": sys.version.split()[0]}
             write_json_atomic(out / "build.json", record)
             if folder.exists():
                 shutil.rmtree(folder)
@@ -198,15 +215,15 @@ def _git_head(llama_dir: Path) -> str:
     return ref
 
 
-def _sources(source: Path | None, work: Path, log) -> tuple[Path, str, str]:
+def _sources(source: Path, work: Path, log) -> tuple[Path, str, str]:
     """(llama.cpp source folder, llama-cpp-python version or 'checkout', commit), unpacked under ``work``."""
-    if source is not None and source.is_dir():
+    if source.is_dir():
         llama = source / "vendor" / "llama.cpp" if (source / "vendor" / "llama.cpp").is_dir() else source
         if not (llama / "CMakeLists.txt").is_file() or not (llama / "convert_hf_to_gguf.py").is_file():
             raise UserError(f"--source {source}: no llama.cpp sources there (CMakeLists.txt and convert_hf_to_gguf.py)"
                             "; give the llama-cpp-python sdist or a llama.cpp checkout")
         return llama, "checkout", _git_head(llama)
-    sdist = source if source is not None else _download_sdist(work, log)
+    sdist = source
     log(f"llama.cpp: unpacking {sdist.name} ...")
     try:
         with tarfile.open(sdist) as tar:

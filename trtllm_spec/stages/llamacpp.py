@@ -12,11 +12,12 @@ from trtllm_spec.errors import UserError
 
 
 def build_llamacpp(cache: Path | None = None, *, source: Path | None = None, jobs: int = 2, force: bool = False,
-                   log: Callable[[str], None] = lambda _m: None):
-    """The cached native build for this machine (built when absent). Returns (LlamaCppBuild, built)."""
+                   download: bool = True, log: Callable[[str], None] = lambda _m: None):
+    """The cached native build for this machine (built when absent). Returns (LlamaCppBuild, built). Only
+    ``assets build-llamacpp`` downloads (the sdist, from PyPI); the other commands build from the kept sdist."""
     from trtllm_spec.llamacpp.build import ensure_build
 
-    return ensure_build(cache, source=source, jobs=jobs, force=force, log=log)
+    return ensure_build(cache, source=source, jobs=jobs, force=force, download=download, log=log)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def llamacpp_inputs(target_dir: Path, drafter_dir: Path | None, dtype: str, *, c
 
     kind = drafter_type_of(drafter_dir) if drafter_dir is not None else None
     spec_type = spec_type_of(kind) if kind is not None else None  # refused before minutes of building
-    build, _ = build_llamacpp(cache, jobs=jobs, log=log)
+    build, _ = build_llamacpp(cache, jobs=jobs, download=False, log=log)
     conv = build.converter
     stages = StageCache(cache)
     base = {"commit": build.record["commit"], "dtype": dtype}
