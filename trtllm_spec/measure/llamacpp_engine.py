@@ -20,6 +20,7 @@ the steps; the profile's per-position rates use the histogram with the verificat
 
 from __future__ import annotations
 
+import os
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -139,7 +140,9 @@ def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, s
         settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
                   "chat_template": str(chat_template) if chat_template else "checkpoint",
                   "machine": {"platform": platform.platform(terse=True), "machine": platform.machine(),
-                              "processor": platform.processor() or None, "threads": threads},
+                              "processor": platform.processor() or None, "cpu_count": os.cpu_count(),
+                              "torch": f"- (llama.cpp {llamacpp.get('commit', '')[:12]})", "torch_threads": threads,
+                              "device": "cpu"},
                   "llamacpp": {**llamacpp, "spec_type": spec_type, "target_gguf": str(target_gguf),
                                "draft_gguf": str(draft_gguf), "spec_draft_p_min": 0, "spec_draft_n_min": 0},
                   "reference": {"outputs": "llama.cpp target-only greedy (llama-server without the drafter)"}},
