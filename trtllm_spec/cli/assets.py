@@ -69,6 +69,26 @@ def list_assets(cache: Path | None, as_json: bool) -> None:
     Console(width=150).print(table)
 
 
+@assets_group.command("build-llamacpp")
+@click.option("--source", type=click.Path(path_type=Path), help="The llama-cpp-python sdist (.tar.gz), its unpacked "
+              "folder or a llama.cpp checkout (default: the pinned sdist, downloaded from PyPI by pip).")
+@click.option("--jobs", type=int, default=2, show_default=True, help="Parallel compile jobs.")
+@click.option("--cache", type=click.Path(path_type=Path), help="Cache folder (default $TRTLLM_SPEC_CACHE or "
+              "~/.cache/trtllm-spec).")
+@click.option("--force", is_flag=True, help="Build again even when this machine's build is cached.")
+def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force: bool) -> None:
+    """Build llama.cpp's native llama-server and llama-speculative-simple from the sources the llama-cpp-python
+    sdist vendors (cmake; no prebuilt binaries), cached per llama.cpp version and CPU features. The llama.cpp
+    commands ('measure --engine llamacpp', 'assets serve --drafter') build it on first use."""
+    from trtllm_spec.stages.llamacpp import build_llamacpp
+
+    build, built = build_llamacpp(cache, source=source, jobs=jobs, force=force,
+                                  log=lambda m: click.echo(m, err=True))
+    took = f"built in {build.record['build_s']:.0f} s" if built else \
+        f"cached (built in {build.record['build_s']:.0f} s)"
+    click.echo(f"{build.version}: {build.folder / 'bin'} ({took})")
+
+
 @assets_group.command("serve")
 @click.argument("name")
 @click.option("--port", type=int, default=8000, show_default=True)
@@ -76,9 +96,16 @@ def list_assets(cache: Path | None, as_json: bool) -> None:
 @click.option("--threads", type=int, default=2, show_default=True, help="CPU threads of the llama.cpp server.")
 @click.option("--ctx", type=int, default=4096, show_default=True, help="Context size in tokens.")
 @click.option("--cache", type=click.Path(path_type=Path))
-def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path | None) -> None:
+@click.option("--drafter", type=click.Path(path_type=Path), help="An exported drafter folder (EAGLE-3, DFlash, a "
+              "draft model): serve the fp32 target with llama.cpp's own speculative decoding of it (native "
+              "llama-server, built and converted on first use; /metrics exposes llamacpp:spec_decode_*).")
+@click.option("--draft-len", type=int, help="With --drafter: D, the drafts per step (required).")
+@click.option("--parallel", type=int, help="With --drafter: parallel request slots of llama-server [default: 4].")
+def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path | None, drafter: Path | None,
+          draft_len: int | None, parallel: int | None) -> None:
     """Serve the asset NAME's own GGUF through llama.cpp's OpenAI-compatible server (llama-cpp-python, the
-    'serve' extra) until Ctrl-C: 'data regenerate --server-url http://HOST:PORT' then uses it."""
+    'serve' extra) until Ctrl-C: 'data regenerate --server-url http://HOST:PORT' then uses it. With --drafter:
+    native llama-server speculating with that drafter, so 'measure --engine openai' reads its acceptance."""
     from trtllm_spec.data.model_assets import MODEL_ASSETS, fetch_gguf
     from trtllm_spec.data.server import LocalServer, require_llama_cpp
     from trtllm_spec.errors import UserError
@@ -87,15 +114,34 @@ def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path |
         raise UserError(f"unknown model asset {name!r}; servable: {', '.join(MODEL_ASSETS)}")
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: give a TCP port in 1..65535")
+    if drafter is None and (draft_len is not None or parallel is not None):
+        raise UserError("--draft-len / --parallel: options of a speculative server; add --drafter DIR or drop them")
+    if drafter is not None:
+        from trtllm_spec.stages.llamacpp import speculative_server
+
+        if draft_len is None or draft_len < 1:
+            raise UserError(f"--draft-len {draft_len}: --drafter needs D >= 1 drafts per step")
+        if parallel is not None and parallel < 1:
+            raise UserError(f"--parallel {parallel}: give at least 1 request slot")
+        server = speculative_server(name, drafter, draft_len, host=host, port=port, threads=threads, ctx=ctx,
+                                    parallel=parallel or 4, cache=cache, log=lambda m: click.echo(m, err=True))
+        _run_server(server, f"{name} + {drafter.name} (llama.cpp {server.spec_type}, D={draft_len})")
+        return
     require_llama_cpp()
     gguf = fetch_gguf(name, cache, log=lambda m: click.echo(m, err=True))
     server = LocalServer(gguf, host=host, port=port, threads=threads, ctx=ctx, alias=name)
+    _run_server(server, name)
+
+
+def _run_server(server, label: str) -> None:
+    from trtllm_spec.errors import UserError
+
     try:
         with server:
-            click.echo(f"serving {name} at {server.url}/v1 (pid {server.proc.pid}); Ctrl-C stops it", err=True)
+            click.echo(f"serving {label} at {server.url}/v1 (pid {server.proc.pid}); Ctrl-C stops it", err=True)
             click.echo(server.url)
             code = server.proc.wait()
     except KeyboardInterrupt:  # Ctrl-C, also while the server was still starting: LocalServer stopped it
         code = 0
     if code:
-        raise UserError(f"the llama.cpp server for {name} exited with code {code}")
+        raise UserError(f"the llama.cpp server for {label} exited with code {code}")

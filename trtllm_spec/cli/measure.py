@@ -27,7 +27,12 @@ ENGINE_REPORT_PARAMS = ("bench_report", "metrics", "bundle", "draft_len", "tempe
 # the options only --engine openai reads, and those of a measurement here that it does not
 SERVED_ONLY = ("server_url", "server_model", "concurrency", "request_timeout", "recipe_file", "gpu")
 NOT_SERVED = ("drafter", "draft_len", "dtype", "device", "reference_engine", "block_sweep", "bundle", "bench_report",
-              "metrics", "max_matching_ngram_size", "global_pool", "global_pool_size", "sa_enhancer_threshold")
+              "metrics", "max_matching_ngram_size", "global_pool", "global_pool_size", "sa_enhancer_threshold",
+              "compare_reference")
+# what --engine llamacpp does not read (it runs llama.cpp's own decoder, greedy, and our decoder with its defaults)
+NOT_LLAMACPP = ("reference_engine", "block_sweep", "bundle", "bench_report", "metrics", "server_url", "server_model",
+                "concurrency", "request_timeout", "recipe_file", "gpu", "max_matching_ngram_size", "global_pool",
+                "global_pool_size", "sa_enhancer_threshold")
 
 
 def _given(names) -> list[str]:
@@ -79,9 +84,15 @@ def _given(names) -> list[str]:
               "(transformers: any architecture, e.g. MoE), auto (ours where it runs the target, else hf).")
 @click.option("--chat-template", type=click.Path(path_type=Path), help="Jinja chat template, if the checkpoint lacks one.")
 @click.option("--block-sweep", help="DFlash/DSpark: also measure these draft lengths, e.g. 1,2,4 (one run each).")
-@click.option("--engine", type=click.Choice(["pytorch", "trtllm", "openai"]), default="pytorch", show_default=True,
+@click.option("--engine", type=click.Choice(["pytorch", "trtllm", "openai", "llamacpp"]), default="pytorch",
+              show_default=True,
               help="pytorch: the reference decoder here; trtllm: TensorRT-LLM's LLM API on a GPU node; openai: a "
-              "served OpenAI-compatible endpoint (--server-url), measured from streamed responses.")
+              "served OpenAI-compatible endpoint (--server-url), measured from streamed responses; llamacpp: "
+              "llama.cpp's own speculative decoding of the drafter (native build, GGUFs converted here; greedy; "
+              "--dtype auto = fp32).")
+@click.option("--compare-reference/--no-compare-reference", default=True, show_default=True,
+              help="With --engine llamacpp: also run our reference decoder on the same prompts and report both ALs, "
+              "their difference per category and whether the outputs equal target-only greedy.")
 @click.option("--server-url", metavar="URL", help="With --engine openai: the server, e.g. http://127.0.0.1:8000 "
               "(trtllm-serve, vLLM, SGLang, llama.cpp; 'trtllm-spec assets serve' starts one here).")
 @click.option("--server-model", metavar="ID", help="With --engine openai: the model id to request, when the server "
@@ -113,8 +124,9 @@ def measure_cmd(target: str | None, drafter: str | None, max_matching_ngram_size
                 num_prompts: int, max_new_tokens: int, temperature: float, dtype: str, seed: int, device: str,
                 reference_engine: str, chat_template: Path | None, block_sweep: str | None, engine: str,
                 server_url: str | None, server_model: str | None, concurrency: str, request_timeout: float,
-                recipe_file: Path | None, gpu: str | None, bundle: Path | None, bench_report: Path | None,
-                metrics: str | None, out: Path | None, force: bool, allow_long: bool, as_json: bool) -> None:
+                compare_reference: bool, recipe_file: Path | None, gpu: str | None, bundle: Path | None,
+                bench_report: Path | None, metrics: str | None, out: Path | None, force: bool, allow_long: bool,
+                as_json: bool) -> None:
     """Measure acceptance length (overall, per category, per draft position) and speedup of a drafter against
     its target on the speed-lite suite; the profile feeds 'trtllm-spec plan --acceptance'.
 
@@ -135,6 +147,27 @@ def measure_cmd(target: str | None, drafter: str | None, max_matching_ngram_size
         _served(target, server_url, server_model, concurrency, request_timeout, recipe_file, gpu, suite,
                 training_data, allow_overlap, categories, num_prompts, max_new_tokens, temperature, seed,
                 chat_template, out, force, as_json, allow_long)
+        return
+    if _given(("compare_reference",)) and engine != "llamacpp":
+        raise UserError(f"--compare-reference/--no-compare-reference: read by --engine llamacpp only (this is "
+                        f"--engine {engine}); drop it")
+    if engine == "llamacpp":
+        if _given(NOT_LLAMACPP):
+            raise UserError(f"{', '.join(_given(NOT_LLAMACPP))}: not read by --engine llamacpp (llama.cpp decodes "
+                            "the drafter itself, on this CPU); drop them")
+        if target is None:
+            raise UserError("--engine llamacpp needs --target (checkpoint folder or fetched asset)")
+        from trtllm_spec.stages.llamacpp import run_measure_llamacpp
+
+        profile = run_measure_llamacpp(target, drafter, draft_len, out=out, force=force,
+                                       compare_reference=compare_reference, suite=suite,
+                                       categories=_categories(categories), num_prompts=num_prompts,
+                                       max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                       dtype=dtype, device=device, chat_template=chat_template,
+                                       training_data=training_data, allow_overlap=allow_overlap,
+                                       allow_long=allow_long, progress=_log)
+        _summary(profile, out, as_json)
+        _comparison(profile, as_json)
         return
     if _given(SERVED_ONLY):
         raise UserError(f"{', '.join(_given(SERVED_ONLY))}: options of --engine openai (a served endpoint); add "
@@ -205,3 +238,15 @@ def _summary(profile: dict, out: Path | None, as_json: bool) -> None:
                f"{ov['mean_acceptance_length']:.2f} over {ov['num_prompts']} prompts{speed}{source}"
                + (f" ({where['device']}, {where['dtype']})" if where else "")
                + (f"  ->  {out}/report.md" if out else ""), err=as_json)
+
+
+def _comparison(profile: dict, as_json: bool) -> None:
+    c = profile.get("comparison")
+    if not c:
+        return
+    o = c["overall"]
+    click.echo(f"reference decoder on the same prompts: AL {o['acceptance_length_reference']:.3f}; llama.cpp "
+               f"{o['acceptance_length_llamacpp']:.3f} ({o['relative_difference']:+.1%}, "
+               f"{'within' if c['within_tolerance'] else 'outside'} {c['tolerance']:.0%}); llama.cpp output = its "
+               f"target-only greedy on {o['identical_to_llamacpp_target_greedy']}/{o['num_prompts']}, = ours on "
+               f"{o['identical_to_reference_target_greedy']}/{o['num_prompts']}", err=as_json)

@@ -35,6 +35,10 @@ class Mechanism:
     # no exported folder: the reference decoder builds it from options (``measure --drafter NAME``)
     folderless: ClassVar[bool] = False
     summary: ClassVar[str] = ""
+    # llama.cpp's speculative type that runs this drafter (llama-server --spec-type; common/speculative.cpp), or
+    # None with the reason llama.cpp cannot run it ('measure --engine llamacpp' and 'assets serve' refuse it)
+    llamacpp_spec_type: ClassVar[str | None] = None
+    llamacpp_refusal: ClassVar[str] = "llama.cpp has no speculative type for it"
 
     @property
     def min_trtllm(self) -> str:

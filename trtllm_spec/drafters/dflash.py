@@ -18,6 +18,7 @@ DFLASH_SOURCE = ("assumption: 0.822 first-position acceptance for a Qwen3-8B DFl
 
 class DFlash(Mechanism):
     name = "dflash"
+    llamacpp_spec_type = "draft-dflash"
     title = "DFlash"
     acceptance_kind = "block"
     needs_training = True
@@ -101,6 +102,9 @@ class DFlash(Mechanism):
 
 class DSpark(DFlash):
     name = "dspark"
+    llamacpp_spec_type = None
+    llamacpp_refusal = ("llama.cpp's draft-dspark runs the DSpark heads of DeepSeek-V4 and Gemma-4 checkpoints "
+                        "(conversion/deepseek.py, gemma.py), not a DFlash drafter with a Markov head")
     title = "DSpark"
     summary = "DFlash-style KV fusion + a light Markov head over the block; one parallel pass"
     # DSpark drafts all block_size positions (next-token alignment from the anchor; DSparkDrafter.shift_label):

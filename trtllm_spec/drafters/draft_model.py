@@ -18,6 +18,7 @@ DRAFT_MODEL_SOURCE = "assumption: 0.75 flat conditional acceptance for a same-fa
 
 class DraftModel(Mechanism):
     name = "draft_model"
+    llamacpp_spec_type = "draft-simple"
     title = "draft model"
     acceptance_kind = "chain"
     recognised_last = True

@@ -30,6 +30,7 @@ def is_eagle_layout(cfg: dict) -> bool:
 
 class Eagle3(Mechanism):
     name = "eagle3"
+    llamacpp_spec_type = "draft-eagle3"
     title = "EAGLE-3"
     acceptance_kind = "chain"
     needs_training = True

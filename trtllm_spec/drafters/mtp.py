@@ -22,6 +22,8 @@ MTP_HEAD_WHY = ("'train' fits ModelOpt's EAGLE-MTP head and 'measure'/'plan' use
 
 class MTP(Mechanism):
     name = "mtp"
+    llamacpp_refusal = ("llama.cpp's draft-mtp runs a target's own next-token layers (nextn, e.g. DeepSeek, "
+                        "GLM, Qwen3.5), not ModelOpt's separately exported EAGLE-MTP head")
     title = "MTP"
     acceptance_kind = "chain"
     modelopt_mode, modelopt_preset = "eagle", "EAGLE_MTP_DEFAULT_CFG"  # the head for targets without MTP layers

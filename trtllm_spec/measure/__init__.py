@@ -31,7 +31,12 @@ def write_measure_outputs(profile: dict, folder: Path, provenance: dict | None =
 
     validate_profile(profile)
     write_json_atomic(folder / "speculation_profile.json", profile)
-    write_text_atomic(folder / "report.md", render_markdown(profile))
+    report = render_markdown(profile)
+    if profile.get("comparison"):  # engine llamacpp: the reference decoder on the same prompts
+        from trtllm_spec.measure.engine_compare import render_comparison
+
+        report += render_comparison(profile["comparison"])
+    write_text_atomic(folder / "report.md", report)
     paths = [folder / "speculation_profile.json", folder / "report.md", *write_plots(profile, folder)]
     if provenance is not None:
         write_json_atomic(folder / "provenance.json", provenance)

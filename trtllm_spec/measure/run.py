@@ -130,7 +130,8 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
             temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
             progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None,
             device: str = "auto", suite_check: Callable[[list], dict] | None = None,
-            reference_engine: str = "auto", drafter_options: dict | None = None) -> dict:
+            reference_engine: str = "auto", drafter_options: dict | None = None, runs_out: list | None = None
+            ) -> dict:
     """Measure acceptance of ``drafter_spec`` ('ngram' or a folder) against ``target_dir`` on the suite with
     the PyTorch reference decoder (on ``device``: auto = CUDA when visible); returns the speculation profile
     (see measure/profile.py). ``suite`` is 'speed-lite' or a suite file/folder (data/user_suite.py);
@@ -138,7 +139,9 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     ``reference_engine``: ours | hf | auto (runtime/targets.py: ours for the Llama family, transformers else).
     ``drafter_options``: the descriptor's ``runtime_options`` (a folderless drafter's settings, ``sa_enhancer``).
     Prompts run in suite order and each finished one is handed to ``Drafter.end_request`` (the suffix
-    automaton's global pool), so a result never depends on batching."""
+    automaton's global pool), so a result never depends on batching.
+    ``runs_out``: a list that receives the per-prompt ``PromptRun`` records (their token ids: another engine's
+    outputs are compared with them, measure/engine_compare.py)."""
     log = progress or (lambda _m: None)
     check_settings(draft_len, max_new_tokens, temperature, dtype, block_sweep)
     from trtllm_spec.runtime.targets import load_target, resolve_reference_engine
@@ -216,6 +219,8 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
         end_request = getattr(drafter, "end_request", None)  # the suffix automaton's pool takes the finished text
         if end_request is not None:
             end_request(ids, out)  # after the sweep: a prompt never matches its own finished text
+    if runs_out is not None:
+        runs_out.extend(runs)
     return build_profile(
         runs, engine="pytorch",
         drafter={"type": kind, "path": str(info.path.resolve()) if info.path else None, "draft_len": draft_len,

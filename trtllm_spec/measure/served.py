@@ -12,7 +12,11 @@ max(len(suite), concurrency) requests (the suite cycled), each worker one reques
 event).
 
 Acceptance only where the server reports it (``server_acceptance``), never inferred from timing:
-- llama.cpp's ``llama-server``: ``timings.draft_n`` / ``timings.draft_n_accepted`` in its final events when it
+- llama.cpp's ``llama-server --metrics``: ``/metrics`` counters ``llamacpp:spec_decode_num_drafts_total``
+  (verification steps), ``..._num_draft_tokens_total``, ``..._num_accepted_tokens_total`` and
+  ``..._num_accepted_tokens_per_pos_total{position=i}``, differenced over the level (``llamacpp_acceptance``):
+  AL = 1 + accepted / steps and per-position rates;
+- llama.cpp's ``llama-server`` without them: ``timings.draft_n`` / ``timings.draft_n_accepted`` in its final events when it
   speculates (tools/server, result timings);
 - vLLM ``/metrics`` (Prometheus): counters ``vllm:spec_decode_num_drafts``, ``vllm:spec_decode_num_draft_tokens``,
   ``vllm:spec_decode_num_accepted_tokens`` (vllm/v1/spec_decode/metrics.py), differenced over the level;
@@ -37,7 +41,8 @@ from trtllm_spec.errors import UserError
 CONTENT_KEYS = ("content", "reasoning_content", "reasoning")  # generated text, answer or thinking
 VLLM_COUNTERS = {"num_drafts": "vllm:spec_decode_num_drafts", "num_draft_tokens": "vllm:spec_decode_num_draft_tokens",
                  "num_accepted_tokens": "vllm:spec_decode_num_accepted_tokens"}
-LOOKED_FOR = ("response timings.draft_n / draft_n_accepted (llama.cpp server)",
+LOOKED_FOR = ("/metrics llamacpp:spec_decode_* counters (llama-server --metrics)",
+              "response timings.draft_n / draft_n_accepted (llama.cpp server)",
               "/metrics vllm:spec_decode_* counters (vLLM)", "/metrics specDecodingStats iteration stats (trtllm-serve)")
 METRICS_TIMEOUT_S = 10.0
 
@@ -164,10 +169,50 @@ def _iteration_stats(text: str | None) -> list | None:
     return data if isinstance(data, list) else [data] if isinstance(data, dict) else None
 
 
+LLAMACPP_METRICS = "llamacpp:spec_decode_"
+
+
+def llamacpp_acceptance(before: str | None, after: str | None) -> dict | None:
+    """llama-server's ``/metrics`` (started with ``--metrics``) differenced over a level: ``num_drafts_total`` counts
+    verification steps, ``num_accepted_tokens_per_pos_total{position=i}`` the steps that accepted draft i + 1
+    (tools/server/server-task.cpp), so AL per verification step = 1 + accepted / steps and the marginal rate of
+    position i = per_pos[i] / steps. None when the page has no such counters or no step ran."""
+    def read(text: str | None) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for line in (text or "").splitlines():
+            m = re.match(r'^llamacpp:spec_decode_(\w+?)(?:_total)?(?:\{position="(\d+)"\})?\s+(\S+)$', line.strip())
+            if m:
+                with contextlib.suppress(ValueError):
+                    out[m.group(1) + (f"[{m.group(2)}]" if m.group(2) else "")] = float(m.group(3))
+        return out
+
+    a, b = read(after), read(before)
+    steps = a.get("num_drafts", 0.0) - b.get("num_drafts", 0.0)
+    if "num_drafts" not in a or steps <= 0:
+        return None
+    d = {k: int(round(a.get(k, 0.0) - b.get(k, 0.0))) for k in ("num_drafts", "num_draft_tokens",
+                                                                  "num_accepted_tokens")}
+    positions = sorted(int(k[k.index("[") + 1:-1]) for k in a if k.startswith("num_accepted_tokens_per_pos["))
+    per_pos = [a[f"num_accepted_tokens_per_pos[{i}]"] - b.get(f"num_accepted_tokens_per_pos[{i}]", 0.0)
+               for i in positions]
+    marginal = [round(n / steps, 6) for n in per_pos]
+    conditional = [round(n / prev, 6) if prev else None for n, prev in zip(per_pos, [steps, *per_pos], strict=False)]
+    return {"reported": True, "source": "/metrics llamacpp:spec_decode_* counters (llama-server --metrics)", **d,
+            "draft_acceptance_rate": round(d["num_accepted_tokens"] / d["num_draft_tokens"], 6)
+            if d["num_draft_tokens"] else None,
+            "acceptance_length": round(1 + d["num_accepted_tokens"] / steps, 6),
+            "marginal_rates": marginal, "conditional_rates": conditional,
+            "note": "AL per verification step (llama-server drafts nothing for a request's last token, so the "
+                    "iterations without drafts are not counted, unlike 'measure --engine llamacpp')"}
+
+
 def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, after: str | None) -> dict:
     """The acceptance the server itself reports over one level (see the module docstring), else not reported."""
     from trtllm_spec.measure.trtllm_engine import iteration_acceptance
 
+    native = llamacpp_acceptance(before, after)
+    if native is not None:
+        return native
     timed = [r.timings for r in requests if r.timings and isinstance(r.timings.get("draft_n"), int)]
     drafted = sum(t["draft_n"] for t in timed)
     if timed and drafted:

@@ -1,0 +1,96 @@
+"""Slow tier: llama.cpp as the second engine on the real SmolLM2-135M and a short-trained EAGLE-3 head.
+
+The native build (``assets build-llamacpp``: minutes once, then cached under the trtllm-spec cache, per llama.cpp
+version and CPU), the GGUF conversions (f32 target with the GPT-2 vocabulary, the head with the capture layers
+llama.cpp reads), llama.cpp's speculative decoding equal to target-only greedy (its own and ours), and its AL
+within 5% of our reference decoder's on the same prompts. Skipped only where cmake / a C++ compiler is missing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm2_hf():
+    from trtllm_spec.data.model_assets import fetch_model
+    from trtllm_spec.data.prompts import fetch_prompts
+
+    fetch_prompts(sources=["humaneval", "mt_bench"])
+    return fetch_model("smollm2-135m")
+
+
+@pytest.fixture(scope="module")
+def built():
+    from trtllm_spec.errors import DependencyMissing
+    from trtllm_spec.stages.llamacpp import build_llamacpp
+
+    try:
+        return build_llamacpp()[0]  # the user's cache: CI on the same machine reuses the build
+    except DependencyMissing as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def head(smollm2_hf, tmp_path_factory):
+    """A short ModelOpt EAGLE-3 run (lm_head start, as the CPU default): enough to have drafts accepted."""
+    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.stages.drafter import run_train
+
+    recipe = recipe_from_dict({"name": "t", "target": {"model": str(smollm2_hf)}, "drafter": {
+        "type": "eagle3", "draft_vocab_size": 4096, "training": {
+            "max_steps": 30, "batch_size": 2, "seq_len": 256, "lr": 0.002, "warmup_steps": 4, "checkpoint_every": 30,
+            "init_from_target": "lm_head",
+            "data": {"num_conversations": 12, "regen_max_new_tokens": 48, "regen_batch_size": 12,
+                     "max_prompt_tokens": 96, "eval_fraction": 0.125, "loss_on": "all"}}}})
+    return run_train(recipe, tmp_path_factory.mktemp("llamacpp") / "train", log=lambda m: None).drafter_dir
+
+
+def test_llamacpp_runs_our_eagle3_head_as_our_decoder_does(cli, built, smollm2_hf, head, tmp_path):
+    from trtllm_spec.measure.profile import profile_problems
+
+    out = tmp_path / "measure"
+    r = cli("measure", "--engine", "llamacpp", "--target", "smollm2-135m", "--drafter", head, "--draft-len", "3",
+            "--categories", "coding,humanities", "--num-prompts", "1", "--max-new-tokens", "40", "--out", out)
+    assert r.exit_code == 0, r.output
+    prof = json.loads((out / "speculation_profile.json").read_text())
+    assert prof["engine"] == "llamacpp" and profile_problems(prof) == []
+    ll = prof["settings"]["llamacpp"]
+    assert ll["spec_type"] == "draft-eagle3" and ll["commit"] == built.record["commit"]
+    assert ll["conversions"]["target"]["vocabulary"] == "gpt2" and ll["conversions"]["target"]["outtype"] == "f32"
+    assert ll["conversions"]["drafter"]["llamacpp_target_layers"] == [2, 15, 27]  # our [1, 14, 26] + 1
+    c = prof["comparison"]
+    o = c["overall"]
+    assert o["num_prompts"] == 2
+    assert o["identical_to_llamacpp_target_greedy"] == 2, c["prompts"]  # llama.cpp's speculation is lossless
+    assert o["identical_to_reference_target_greedy"] == 2, c["prompts"]  # both engines compute the same target
+    assert o["acceptance_length_llamacpp"] > 1.0  # drafts were accepted: the head runs, not just the target
+    assert c["within_tolerance"] and abs(o["relative_difference"]) <= 0.05, c
+    assert "llama.cpp vs the reference decoder" in (out / "report.md").read_text()
+    assert "reference decoder on the same prompts: AL" in r.output
+
+
+def test_served_speculative_llama_server_reports_acceptance(cli, built, smollm2_hf, head, tmp_path):
+    """'assets serve --drafter' (the same stage) and 'measure --engine openai' against it: llama-server's
+    /metrics counters give AL and per-position rates over the level."""
+    from tests.conftest import free_port
+    from trtllm_spec.stages.llamacpp import speculative_server
+
+    server = speculative_server("smollm2-135m", head, 3, host="127.0.0.1", port=free_port(), threads=2, ctx=1024,
+                                parallel=1)
+    server.log_file = tmp_path / "server.log"
+    with server:
+        r = cli("measure", "--engine", "openai", "--server-url", server.url, "--target", "smollm2-135m",
+                "--concurrency", "1", "--categories", "coding", "--num-prompts", "1", "--max-new-tokens", "32",
+                "--out", tmp_path / "served")
+    assert r.exit_code == 0, r.output
+    level = json.loads((tmp_path / "served" / "served_measurement.json").read_text())["levels"][0]
+    acc = level["server_acceptance"]
+    assert acc["reported"] and acc["source"].startswith("/metrics llamacpp:spec_decode_")
+    assert acc["num_drafts"] > 0 and 1.0 <= acc["acceptance_length"] <= 4.0 and len(acc["marginal_rates"]) == 3
+    # every token but the first comes from a step: steps + accepted + the undrafted last step = tokens - 1
+    assert acc["num_drafts"] + acc["num_accepted_tokens"] <= level["output_tokens"] - 1
