@@ -3,7 +3,8 @@
 # them, as the images' non-root user (docs/docker.md "Checked on a machine without a registry").
 #
 #   scripts/docker_check.sh               # everything; prints a summary (also written to $WORK/summary.txt)
-#   HEAVY_LOCK=/tmp/heavy.lock scripts/docker_check.sh   # each debootstrap / build / run under `flock` on it
+#   HEAVY_LOCK=/tmp/heavy.lock scripts/docker_check.sh   # its three heavy phases (stand-ins, builds, runs)
+#                                                        # each under `flock` on that file
 #
 # For machines that reach no registry (root, Debian): installs docker.io and debootstrap when missing, starts
 # dockerd when none answers (and stops only the one it started), builds a Debian bookworm root file system with
@@ -30,7 +31,10 @@ SUMMARY="$WORK/summary.txt"
 
 log() { printf '[docker_check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
-heavy() { if [ -n "${HEAVY_LOCK:-}" ]; then flock "$HEAVY_LOCK" "$@"; else "$@"; fi; }
+# a phase (debootstrap + stand-ins, the builds, the smoke runs) holds HEAVY_LOCK from lock to unlock (fd 9)
+if [ -n "${HEAVY_LOCK:-}" ]; then exec 9>>"$HEAVY_LOCK"; fi
+lock() { if [ -n "${HEAVY_LOCK:-}" ]; then log "waiting for $HEAVY_LOCK ($1)"; flock 9; fi; }
+unlock() { if [ -n "${HEAVY_LOCK:-}" ]; then flock -u 9; fi; }
 record() { printf '%s\n' "$*" | tee -a "$SUMMARY" >&2; }
 
 # ---- tools ------------------------------------------------------------------------------------------------
@@ -65,7 +69,7 @@ trap stop_dockerd EXIT
 if ! "$DOCKER" info >/dev/null 2>&1; then
     [ "$(id -u)" = 0 ] || die "no docker daemon answers and starting one needs root"
     log "starting dockerd (log: $WORK/dockerd.log)"
-    dockerd >"$WORK/dockerd.log" 2>&1 &
+    dockerd >"$WORK/dockerd.log" 2>&1 9>&- &
     STARTED_DOCKERD=$!
     for _ in $(seq 60); do "$DOCKER" info >/dev/null 2>&1 && break; sleep 1; done
     "$DOCKER" info >/dev/null 2>&1 || die "dockerd did not answer within 60 s (see $WORK/dockerd.log)"
@@ -95,41 +99,45 @@ SECRETS=(--secret "id=pip.conf,src=$WORK/pip/build.conf" --secret "id=pip-ca.crt
 PIP_MOUNT=(-v "$WORK/pip:/etc/trtllm-spec-check:ro" -e PIP_CONFIG_FILE=/etc/trtllm-spec-check/pip.conf)
 
 # ---- stand-in bases ---------------------------------------------------------------------------------------
+lock "stand-in bases"
 if ! have_image "$STANDIN:rootfs"; then
     rootfs="$WORK/rootfs"
     if [ ! -x "$rootfs/usr/bin/python3" ]; then
         rm -rf "$rootfs"
         log "debootstrap bookworm -> $rootfs"
         t0=$SECONDS
-        heavy debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates \
+        debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates \
             bookworm "$rootfs" "$DEBIAN_MIRROR" >"$WORK/debootstrap.log" 2>&1 \
             || die "debootstrap (see $WORK/debootstrap.log)"
         record "debootstrap bookworm: $((SECONDS - t0)) s"
     fi
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-    heavy bash -c "tar -C '$rootfs' -c . | '$DOCKER' import - '$STANDIN:rootfs'" >/dev/null
+    bash -c "tar -C '$rootfs' -c . | '$DOCKER' import - '$STANDIN:rootfs'" >/dev/null
     rm -rf "$rootfs"
 fi
 ctx="$WORK/standin-context"
 mkdir -p "$ctx/wheels"
 cp docker/standin/fake_trtllm.py "$ctx/"
 # shellcheck disable=SC2086
-pip download -q -d "$ctx/wheels" $TORCH_SPEC "numpy<2" || die "pip download $TORCH_SPEC numpy<2 on the host"
+pip download -q -d "$ctx/wheels" $TORCH_SPEC "numpy<2" 2> >(grep -v "is ignored: it is neither" >&2) || die "pip download $TORCH_SPEC numpy<2 on the host"
 torch_version=$(ls "$ctx/wheels" | sed -n 's/^torch-\([0-9.]*\).*\.whl$/\1/p' | sort -V | tail -1)
 [ -n "$torch_version" ] || die "no torch wheel in $ctx/wheels"
 for target in python pytorch trtllm; do
     t0=$SECONDS
-    heavy "$DOCKER" build -q -f docker/standin/Dockerfile --target "$target" --build-arg TORCH_VERSION="$torch_version" \
+    "$DOCKER" build -q -f docker/standin/Dockerfile --target "$target" --build-arg TORCH_VERSION="$torch_version" \
         -t "$STANDIN:$target" "$ctx" >/dev/null || die "stand-in $target"
     record "stand-in $STANDIN:$target: $((SECONDS - t0)) s, $(size_of "$STANDIN:$target")"
 done
 
+unlock
+
 # ---- the Dockerfile's targets -----------------------------------------------------------------------------
+lock "docker build"
 BASES=(--build-arg "PYTHON_IMAGE=$STANDIN:python" --build-arg "PYTORCH_IMAGE=$STANDIN:pytorch"
        --build-arg "TRTLLM_IMAGE=$STANDIN:trtllm")
 for target in wheel serve train; do
     t0=$SECONDS
-    heavy "$DOCKER" build --progress=plain --target "$target" "${BASES[@]}" "${SECRETS[@]}" \
+    "$DOCKER" build --progress=plain --target "$target" "${BASES[@]}" "${SECRETS[@]}" \
         -t "$TAG:$target" "$REPO" >"$WORK/build-$target.log" 2>&1 || { tail -30 "$WORK/build-$target.log" >&2; die "docker build --target $target (see $WORK/build-$target.log)"; }
     record "build $TAG:$target: $((SECONDS - t0)) s, $(size_of "$TAG:$target")"
 done
@@ -138,8 +146,11 @@ for target in serve train; do  # nothing of the host's pip settings is in the im
     [ -z "$leaked" ] || die "$TAG:$target holds pip settings: $leaked"
 done
 
+unlock
+
 # ---- smoke runs -------------------------------------------------------------------------------------------
-run_in() { heavy "$DOCKER" run --rm "$@"; }
+lock "smoke runs"
+run_in() { "$DOCKER" run --rm "$@"; }
 smoke() {  # smoke NAME EXPECTED_SUBSTRING docker-run-args...
     local name="$1" want="$2" out t0=$SECONDS
     shift 2
@@ -179,7 +190,7 @@ BUNDLE_NAME=smollm2-135m-ngram-cpu
 smoke "train build (n-gram, SmolLM2-135M)" "$BUNDLE_NAME" "${CACHE[@]}" "${RECIPES[@]}" -v "$WORK/out:/out" \
     "$TAG:train" build "$NGRAM" --out "/out/$BUNDLE_NAME"
 BUNDLE_RO=(-v "$WORK/out/$BUNDLE_NAME:/bundle:ro")
-smoke "serve verify (bundle read-only)" "ok" "${BUNDLE_RO[@]}" "$TAG:serve" verify /bundle
+smoke "serve verify (bundle read-only)" "/bundle: ok" "${BUNDLE_RO[@]}" "$TAG:serve" verify /bundle
 smoke "serve serve.sh (fake trtllm-serve)" "FAKE trtllm-serve" "${BUNDLE_RO[@]}" "${CACHE[@]}" \
     --entrypoint /bundle/serve.sh "$TAG:serve"
 fail_smoke "serve bench.sh into the read-only bundle" "BENCH_RESULTS" "${BUNDLE_RO[@]}" \
@@ -187,7 +198,8 @@ fail_smoke "serve bench.sh into the read-only bundle" "BENCH_RESULTS" "${BUNDLE_
 smoke "serve bench.sh (fake trtllm-bench, BENCH_RESULTS=/results)" "FAKE trtllm-bench" "${BUNDLE_RO[@]}" \
     -v "$WORK/results:/results" -e BENCH_RESULTS=/results --entrypoint /bundle/bench.sh "$TAG:serve"
 
-# a few training steps: EAGLE-3 on the cached SmolLM2-135M, over a small conversations file (no regeneration)
+# a few training steps: EAGLE-3 on the cached SmolLM2-135M, over a small conversations file taken as written
+# (data.regenerate: false; regeneration is the same target forward the n-gram build's measurement ran)
 python3 - "$WORK/train" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -204,13 +216,14 @@ with open(work / "conversations.jsonl", "w") as f:
 recipe = {"name": "docker-check-train", "extends": "/recipes/base/cpu-smollm2.yaml",
           "drafter": {"type": "eagle3", "draft_vocab_size": 2048, "training": {
               "max_steps": 2, "batch_size": 2, "seq_len": 64, "precision": "fp32", "checkpoint_every": 2,
-              "data": {"path": "/work/conversations.jsonl", "eval_fraction": 0.25}}}}
+              "data": {"path": "/work/conversations.jsonl", "eval_fraction": 0.25, "regenerate": False}}}}
 (work / "train.yaml").write_text(json.dumps(recipe, indent=1))
 EOF
 chown -R "$UID_IN_IMAGE:$UID_IN_IMAGE" "$WORK/train"
-smoke "train train (EAGLE-3, 2 steps)" "drafter" "${CACHE[@]}" "${RECIPES[@]}" -v "$WORK/train:/work" \
+smoke "train train (EAGLE-3, 2 steps)" "drafter: /work/out" "${CACHE[@]}" "${RECIPES[@]}" -v "$WORK/train:/work" \
     "$TAG:train" train /work/train.yaml --out /work/out --max-steps 2 --device cpu
 
+unlock
 if [ "${KEEP_IMAGES:-1}" = 0 ]; then
     "$DOCKER" image rm "$TAG:wheel" "$TAG:serve" "$TAG:train" >/dev/null
 fi
