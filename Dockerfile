@@ -40,7 +40,7 @@ WORKDIR /bundle
 ENTRYPOINT ["trtllm-spec"]
 CMD ["--help"]
 
-# ---- train: PyTorch with trtllm-spec[train] and ModelOpt 0.47.0 ----------------------------------------
+# ---- train: PyTorch with trtllm-spec[train,triton] and ModelOpt 0.47.0 (build checks its Triton repository)
 # ModelOpt is pinned here, apart from the serve image: TensorRT-LLM 1.2/1.3 pin nvidia-modelopt~=0.37
 # (their requirements.txt) while drafter training needs 0.47.0. Keep MODELOPT_VERSION equal to the pin of
 # the `train` extra in pyproject.toml.
@@ -53,7 +53,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=bind,from=wheel,source=/dist,target=/tmp/dist \
     --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-ca.crt \
     wheel_file="$(ls /tmp/dist/*.whl)" \
-    && PIP_CONFIG_FILE=/run/secrets/pip.conf pip install --no-cache-dir "${wheel_file}[train]" "nvidia-modelopt==${MODELOPT_VERSION}" \
+    && PIP_CONFIG_FILE=/run/secrets/pip.conf pip install --no-cache-dir "${wheel_file}[train,triton]" "nvidia-modelopt==${MODELOPT_VERSION}" \
     && useradd --create-home --no-log-init --uid 10001 --shell /bin/bash spec \
     && mkdir -p /cache/huggingface /cache/trtllm-spec /work \
     && chown -R spec:spec /cache /work
