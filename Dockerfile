@@ -3,6 +3,10 @@
 #   docker build --target train -t trtllm-spec:train .   # PyTorch + ModelOpt 0.47.0 for drafter training
 # Base images and versions are build arguments, e.g. --build-arg TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc24
 # for DFlash/DSpark bundles (TensorRT-LLM 1.3 profile).
+# Needs BuildKit (Docker's default builder since 23.0). pip settings for a private index or a TLS-intercepting
+# proxy go in as build secrets, used by each pip step and never stored in a layer:
+#   --secret id=pip.conf,src=FILE (read as PIP_CONFIG_FILE) and --secret id=pip-ca.crt,src=CA_BUNDLE (for its
+#   `cert = /run/secrets/pip-ca.crt`); scripts/docker_check.sh builds all targets that way on stand-in bases.
 
 # TensorRT-LLM 1.2.1: the stable 1.2 release (notes §5: release:1.2.1 observed, tensorrtllm_backend PR #853)
 ARG TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.2.1
@@ -14,44 +18,46 @@ FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY trtllm_spec ./trtllm_spec
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-ca.crt \
+    PIP_CONFIG_FILE=/run/secrets/pip.conf pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 
 # ---- serve: NVIDIA's TensorRT-LLM release image with trtllm-spec added ---------------------------------
 FROM ${TRTLLM_IMAGE} AS serve
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-COPY --from=wheel /dist /tmp/dist
 # Every package already in the image stays at its version (constraints from pip freeze), so TensorRT-LLM's
 # own pins, nvidia-modelopt~=0.37 among them, are untouched; only trtllm-spec's missing dependencies are added.
-RUN pip freeze | grep -v -e ' @ ' -e '^-e ' > /tmp/constraints.txt \
-    && pip install --no-cache-dir --constraint /tmp/constraints.txt /tmp/dist/*.whl \
-    && rm -rf /tmp/dist /tmp/constraints.txt \
+RUN --mount=type=bind,from=wheel,source=/dist,target=/tmp/dist \
+    --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-ca.crt \
+    pip freeze | grep -v -e ' @ ' -e '^-e ' > /tmp/constraints.txt \
+    && PIP_CONFIG_FILE=/run/secrets/pip.conf pip install --no-cache-dir --constraint /tmp/constraints.txt /tmp/dist/*.whl \
+    && rm -f /tmp/constraints.txt \
     && useradd --create-home --no-log-init --uid 10001 --shell /bin/bash spec \
-    && mkdir -p /cache/huggingface /bundle \
+    && mkdir -p /cache/huggingface /cache/trtllm-spec /bundle \
     && chown -R spec:spec /cache /bundle
-ENV HF_HOME=/cache/huggingface
+ENV HF_HOME=/cache/huggingface TRTLLM_SPEC_CACHE=/cache/trtllm-spec
 USER 10001
 WORKDIR /bundle
 ENTRYPOINT ["trtllm-spec"]
 CMD ["--help"]
 
-# ---- train: PyTorch with trtllm-spec[train] and ModelOpt 0.47.0 ----------------------------------------
+# ---- train: PyTorch with trtllm-spec[train,triton] and ModelOpt 0.47.0 (build checks its Triton repository)
 # ModelOpt is pinned here, apart from the serve image: TensorRT-LLM 1.2/1.3 pin nvidia-modelopt~=0.37
 # (their requirements.txt) while drafter training needs 0.47.0. Keep MODELOPT_VERSION equal to the pin of
 # the `train` extra in pyproject.toml.
 FROM ${PYTORCH_IMAGE} AS train
 ARG MODELOPT_VERSION=0.47.0
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-COPY --from=wheel /dist /tmp/dist
 # DL3013 ignored: the unpinned-looking argument is the local trtllm-spec wheel built above (with its `train`
 # extra); its version comes from this build context and its dependencies are pinned in pyproject.toml.
 # hadolint ignore=DL3013
-RUN wheel_file="$(ls /tmp/dist/*.whl)" \
-    && pip install --no-cache-dir "${wheel_file}[train]" "nvidia-modelopt==${MODELOPT_VERSION}" \
-    && rm -rf /tmp/dist \
+RUN --mount=type=bind,from=wheel,source=/dist,target=/tmp/dist \
+    --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-ca.crt \
+    wheel_file="$(ls /tmp/dist/*.whl)" \
+    && PIP_CONFIG_FILE=/run/secrets/pip.conf pip install --no-cache-dir "${wheel_file}[train,triton]" "nvidia-modelopt==${MODELOPT_VERSION}" \
     && useradd --create-home --no-log-init --uid 10001 --shell /bin/bash spec \
-    && mkdir -p /cache/huggingface /work \
+    && mkdir -p /cache/huggingface /cache/trtllm-spec /work \
     && chown -R spec:spec /cache /work
-ENV HF_HOME=/cache/huggingface
+ENV HF_HOME=/cache/huggingface TRTLLM_SPEC_CACHE=/cache/trtllm-spec
 USER 10001
 WORKDIR /work
 ENTRYPOINT ["trtllm-spec"]

@@ -100,6 +100,29 @@ def test_bench_loops_over_concurrency(tmp_path):
     assert (tmp_path / "bundle" / "bench_results").is_dir()
 
 
+
+def test_bench_results_elsewhere_when_the_bundle_is_read_only(tmp_path):
+    """A bundle mounted read-only (docs/docker.md): bench.sh stops with a hint, or writes under BENCH_RESULTS.
+    The unwritable folder is simulated with a file in its place (a 0555 folder stays writable for root)."""
+    text = scripts.bench_sh(model="m", concurrency=[4])
+    bundle, bin_dir = tmp_path / "bundle", tmp_path / "bin"
+    bundle.mkdir(), bin_dir.mkdir()
+    (bundle / "bench.sh").write_text(text)
+    (bundle / "bench_results").write_text("")  # mkdir -p bench_results fails, as on a read-only mount
+    fake = bin_dir / "trtllm-bench"  # fake: records its arguments, as in run_with_fake
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path / "calls.log"}\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", str(bundle / "bench.sh")], env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and "set BENCH_RESULTS to a writable folder" in r.stderr, r.stderr
+    assert not (tmp_path / "calls.log").exists()
+    results = tmp_path / "results"
+    subprocess.run(["bash", str(bundle / "bench.sh")], env={**env, "BENCH_RESULTS": str(results)}, check=True)
+    assert (tmp_path / "calls.log").read_text().split()[-1] == f"{results}/report_c4.json"
+    assert results.is_dir()
+    with pytest.raises(UserError, match="report folder"):
+        scripts.bench_sh(model="m", concurrency=[1], report_dir='out"$(x)')
+
 def test_bench_dataset_format():
     lines = scripts.bench_dataset_jsonl(["Hello", "Write a poem"], [32, 64]).splitlines()
     assert [json.loads(line) for line in lines] == [

@@ -105,10 +105,13 @@ def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None =
              warmup: int = 2, streaming: bool = True, report_dir: str = "bench_results",
              purpose: str = "Throughput/latency of {model} with its drafter, one run per concurrency.") -> str:
     """``bench.sh``: ``trtllm-bench --model M [--model_path P] throughput`` once per concurrency, each writing
-    ``report_dir/report_c{N}.json`` (its ``decoding_stats`` hold the acceptance percentiles)."""
+    ``report_dir/report_c{N}.json`` (its ``decoding_stats`` hold the acceptance percentiles); BENCH_RESULTS
+    overrides ``report_dir`` at run time, e.g. for a bundle mounted read-only."""
     model = _relative(model, "model")
     for value, what in ((dataset, "dataset"), (options_file, "options file"), (report_dir, "report folder")):
         _relative(value, what)
+    if not re.fullmatch(r"[A-Za-z0-9_./-]+", report_dir):  # written unquoted inside "${BENCH_RESULTS:-...}"
+        raise UserError(f"report folder {report_dir!r} may only contain letters, digits and . _ - /")
     levels = [_positive(c, "concurrency") for c in concurrency]
     if not levels:
         raise UserError("bench.sh needs at least one concurrency level")
@@ -121,12 +124,17 @@ def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None =
     return _header(purpose.format(model=model)) + (
         'cd "$(dirname "$0")"\n'
         f'CONCURRENCY="${{CONCURRENCY:-{" ".join(map(str, levels))}}}"\n'
-        f'mkdir -p {shlex.quote(report_dir)}\n'
+        f'RESULTS="${{BENCH_RESULTS:-{report_dir}}}"\n'
+        'if ! mkdir -p "$RESULTS" 2>/dev/null || [ ! -w "$RESULTS" ]; then\n'
+        '    echo "bench.sh: cannot write the reports to $RESULTS (is the bundle read-only?);" \\\n'
+        '         "set BENCH_RESULTS to a writable folder" >&2\n'
+        '    exit 2\n'
+        'fi\n'
         'for c in $CONCURRENCY; do\n'
         f'    trtllm-bench {model_args} throughput \\\n'
         f'        --dataset {shlex.quote(dataset)} --extra_llm_api_options {shlex.quote(options_file)} \\\n'
         f'        --concurrency "$c" --warmup {int(warmup)}{extra} \\\n'
-        f'        --report_json {shlex.quote(report_dir)}/"report_c${{c}}.json" "$@"\n'
+        '        --report_json "$RESULTS"/"report_c${c}.json" "$@"\n'
         'done\n')
 
 

@@ -4,10 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 CONCURRENCY="${CONCURRENCY:-1 8 64}"
-mkdir -p bench_results
+RESULTS="${BENCH_RESULTS:-bench_results}"
+if ! mkdir -p "$RESULTS" 2>/dev/null || [ ! -w "$RESULTS" ]; then
+    echo "bench.sh: cannot write the reports to $RESULTS (is the bundle read-only?);" \
+         "set BENCH_RESULTS to a writable folder" >&2
+    exit 2
+fi
 for c in $CONCURRENCY; do
     trtllm-bench --model meta-llama/Llama-3.1-8B-Instruct throughput \
         --dataset dataset.jsonl --extra_llm_api_options llm_api_options.yaml \
         --concurrency "$c" --warmup 2 --streaming \
-        --report_json bench_results/"report_c${c}.json" "$@"
+        --report_json "$RESULTS"/"report_c${c}.json" "$@"
 done
