@@ -36,36 +36,41 @@ def require_llama_cpp() -> None:
                                 "(compiles llama.cpp, ~7 minutes on 2 cores)")
 
 
-class LocalServer:
-    def __init__(self, gguf: Path, *, host: str = "127.0.0.1", port: int = 8000, threads: int = 2, ctx: int = 4096,
-                 alias: str | None = None, log_file: Path | None = None):
-        require_llama_cpp()
-        if not Path(gguf).is_file():
-            raise UserError(f"{gguf} does not exist; 'trtllm-spec assets serve' fetches the asset's GGUF itself")
-        self.url = f"http://{host}:{port}"
-        self.cmd = serve_command(gguf, host=host, port=port, threads=threads, ctx=ctx, alias=alias)
-        self.log_file = log_file
+class ServerProcess:
+    """A server subprocess on this machine: ``start`` launches ``cmd`` and waits until ``ready()``, ``stop`` (and
+    leaving the ``with`` block, Ctrl-C while it starts included) ends it, so no server is ever orphaned.
+    Subclasses say what ready means (``ready``, ``ready_path``) and name the server in messages (``title``)."""
+
+    title = "the server"
+    ready_path = ""
+    poll_s = 0.5
+
+    def __init__(self, cmd: list[str], url: str, log_file: Path | None):
+        self.cmd, self.url, self.log_file = cmd, url, log_file
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = 180.0) -> LocalServer:
-        if _answers(self.url):
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def start(self, timeout_s: float = 180.0):
+        if self.ready():
             raise UserError(f"{self.url} already answers: something else serves on that port; choose another --port")
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
-                    raise UserError(f"the llama.cpp server exited with code {self.proc.returncode} before answering "
+                    raise UserError(f"{self.title} exited with code {self.proc.returncode} before answering "
                                     f"({' '.join(self.cmd)}); see {self.log_file or 'its output'}")
-                if _answers(self.url):
+                if self.ready():
                     return self
-                time.sleep(0.5)
+                time.sleep(self.poll_s)
         except BaseException:  # Ctrl-C while it starts: no orphaned server
             self.stop()
             raise
         self.stop()
-        raise UserError(f"the llama.cpp server did not answer {self.url}/v1/models within {timeout_s:.0f} s")
+        raise UserError(f"{self.title} did not answer {self.url}{self.ready_path} within {timeout_s:.0f} s")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -77,11 +82,27 @@ class LocalServer:
                 self.proc.wait()
         self.proc = None
 
-    def __enter__(self) -> LocalServer:
+    def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class LocalServer(ServerProcess):
+    title = "the llama.cpp server"
+    ready_path = "/v1/models"
+
+    def __init__(self, gguf: Path, *, host: str = "127.0.0.1", port: int = 8000, threads: int = 2, ctx: int = 4096,
+                 alias: str | None = None, log_file: Path | None = None):
+        require_llama_cpp()
+        if not Path(gguf).is_file():
+            raise UserError(f"{gguf} does not exist; 'trtllm-spec assets serve' fetches the asset's GGUF itself")
+        super().__init__(serve_command(gguf, host=host, port=port, threads=threads, ctx=ctx, alias=alias),
+                         f"http://{host}:{port}", log_file)
+
+    def ready(self) -> bool:
+        return _answers(self.url)
 
 
 def _answers(url: str) -> bool:

@@ -10,13 +10,12 @@ answers 200 once the model is loaded.
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtllm_spec.data.server import ServerProcess
 from trtllm_spec.errors import UserError
 
 
@@ -40,54 +39,25 @@ def server_command(binary: Path, target_gguf: Path, *, draft: DraftSpec | None =
     return cmd
 
 
-class NativeServer:
+class NativeServer(ServerProcess):
     """``with NativeServer(...) as s:`` starts llama-server, waits for /health, and stops it on exit."""
+
+    title = "llama-server"
+    ready_path = "/health"
+    poll_s = 0.3
 
     def __init__(self, binary: Path, target_gguf: Path, *, draft: DraftSpec | None = None, host: str = "127.0.0.1",
                  port: int = 8000, threads: int = 2, ctx: int = 4096, parallel: int = 1, alias: str | None = None,
                  log_file: Path | None = None):
-        self.url = f"http://{host}:{port}"
-        self.cmd = server_command(binary, target_gguf, draft=draft, host=host, port=port, threads=threads, ctx=ctx,
-                                  parallel=parallel, alias=alias)
+        super().__init__(server_command(binary, target_gguf, draft=draft, host=host, port=port, threads=threads,
+                                        ctx=ctx, parallel=parallel, alias=alias), f"http://{host}:{port}", log_file)
         self.spec_type = draft.spec_type if draft is not None else None
-        self.log_file = log_file
-        self.proc: subprocess.Popen | None = None
+
+    def ready(self) -> bool:
+        return _get(f"{self.url}/health") is not None
 
     def start(self, timeout_s: float = 300.0) -> NativeServer:
-        if _get(f"{self.url}/health") is not None:
-            raise UserError(f"{self.url} already answers: something else serves on that port; choose another --port")
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout_s
-        try:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise UserError(f"llama-server exited with code {self.proc.returncode} before answering "
-                                    f"({' '.join(self.cmd)}); see {self.log_file or 'its output'}")
-                if _get(f"{self.url}/health") is not None:
-                    return self
-                time.sleep(0.3)
-        except BaseException:
-            self.stop()
-            raise
-        self.stop()
-        raise UserError(f"llama-server did not answer {self.url}/health within {timeout_s:.0f} s")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def __enter__(self) -> NativeServer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        return super().start(timeout_s)
 
     # ---- requests ------------------------------------------------------------------------------------------
     def complete(self, prompt_ids: list[int], max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
