@@ -155,7 +155,8 @@ smoke() {  # smoke NAME EXPECTED_SUBSTRING docker-run-args...
     local name="$1" want="$2" out t0=$SECONDS
     shift 2
     out=$(run_in "$@" 2>&1) || { printf '%s\n' "$out" | tail -30 >&2; die "smoke '$name' exited non-zero"; }
-    printf '%s\n' "$out" >"$WORK/smoke-${name// /_}.log"
+    local file="${name//[^A-Za-z0-9._-]/_}"  # a smoke's name may hold '/', '=' or ','
+    printf '%s\n' "$out" >"$WORK/smoke-$file.log"
     case "$out" in *"$want"*) ;; *) printf '%s\n' "$out" | tail -30 >&2; die "smoke '$name': no '$want' in its output";; esac
     record "PASS $name ($((SECONDS - t0)) s)"
 }

@@ -152,3 +152,14 @@ def stderr_is_tty() -> bool:
 
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                           help="Override a recipe field, e.g. --set workload.isl=4096 (repeatable).")
+
+
+def check_calibrate_args(command: str, reports, calibrate: bool, example: str) -> None:
+    """``plan`` / ``replan``: trailing REPORT arguments only with ``--calibrate``, and ``--calibrate`` only with them."""
+    from trtllm_spec.errors import UserError
+
+    if reports and not calibrate:
+        raise UserError(f"{command} takes reports only with --calibrate (got {' '.join(map(str, reports))}); add "
+                        "--calibrate or drop them")
+    if calibrate and not reports:
+        raise UserError(f"--calibrate needs trtllm-bench reports after the options: {example}")

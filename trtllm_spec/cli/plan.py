@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from trtllm_spec.cli.common import echo_json, field_choices, main, parse_int_list, set_option
+from trtllm_spec.cli.common import (
+    check_calibrate_args,
+    echo_json,
+    field_choices,
+    main,
+    parse_int_list,
+    set_option,
+)
 from trtllm_spec.core.recipe import DRAFTER_TYPES, EngineConfig, QuantizationConfig, TargetConfig
 
 QUANT_METHODS = field_choices(QuantizationConfig, "method", drop=("none",))
@@ -110,12 +117,8 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     from trtllm_spec.errors import UserError
 
     flags["batch_sizes"] = parse_int_list(flags.get("batch_sizes"), "--batch-sizes")
-    if reports and not calibrate:
-        raise UserError(f"plan takes reports only with --calibrate (got {' '.join(map(str, reports))}); "
-                        "add --calibrate or drop them")
-    if calibrate and not reports:
-        raise UserError("--calibrate needs trtllm-bench reports after the options: a plain run and a speculative "
-                        "run, e.g. --calibrate bench_results_plain/report_c1.json bench_results/report_c1.json")
+    check_calibrate_args("plan", reports, calibrate, "a plain run and a speculative run, e.g. --calibrate "
+                         "bench_results_plain/report_c1.json bench_results/report_c1.json")
     if out is None and not as_json:
         raise UserError("plan needs --out DIR (files) or --json (stdout), or both")
     if recipe_file is None and flags.get("target") is None:

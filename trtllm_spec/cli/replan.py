@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtllm_spec.cli.common import echo_json, main
+from trtllm_spec.cli.common import check_calibrate_args, echo_json, main
 
 
 @main.command("replan")
@@ -32,15 +32,10 @@ def replan_cmd(bundle: Path, bench_report: Path | None, metrics: str | None, dra
     Example (what the bundle's replan.sh runs): trtllm-spec replan --bundle . --from-trtllm-bench
     bench_results/report_c1.json
     """
-    from trtllm_spec.errors import UserError
     from trtllm_spec.stages.replan import replan
 
-    if reports and not calibrate:
-        raise UserError(f"replan takes reports only with --calibrate (got {' '.join(map(str, reports))}); add "
-                        "--calibrate or drop them")
-    if calibrate and not reports:
-        raise UserError("--calibrate needs trtllm-bench reports after the options: bench_results_plain/report_c1.json "
-                        "bench_results/report_c1.json (bash bench_plain.sh, bash bench.sh)")
+    check_calibrate_args("replan", reports, calibrate, "bench_results_plain/report_c1.json "
+                         "bench_results/report_c1.json (bash bench_plain.sh, bash bench.sh)")
     res = replan(bundle, bench_report=bench_report, metrics=metrics, draft_len=draft_len, out=out, force=force,
                  temperature=temperature, calibrate=list(reports) or None)
     if as_json:

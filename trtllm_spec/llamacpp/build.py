@@ -244,15 +244,10 @@ def _sources(source: Path, work: Path, log) -> tuple[Path, str, str]:
 
 def _download_sdist(work: Path, log) -> Path:
     log(f"llama.cpp: downloading the llama-cpp-python=={LLAMA_CPP_PYTHON} sdist from PyPI (pip, ~77 MB) ...")
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
-           "-q", "-d", str(work), f"llama-cpp-python=={LLAMA_CPP_PYTHON}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    found = sorted(work.glob("llama_cpp_python-*.tar.gz"))
-    if proc.returncode != 0 or not found:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise UserError(f"could not download the llama-cpp-python=={LLAMA_CPP_PYTHON} sdist ({tail[0]}); check the "
-                        "network or pip's index settings, or give --source SDIST")
-    return found[0]
+    from trtllm_spec.data.model_assets import pip_download
+
+    return pip_download(f"llama-cpp-python=={LLAMA_CPP_PYTHON}", work, sdist=True, pattern="llama_cpp_python-*.tar.gz",
+                        fix="or give --source SDIST")[0]
 
 
 def _cmake(src: Path, build: Path, tools: dict[str, str], jobs: int, log) -> None:

@@ -38,7 +38,7 @@ def obtain_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_ste
     d = recipe.drafter
     source = get(d.type).source(d, target.shape)
     if source == "none":
-        return DrafterResult("none", None, {"note": "n-gram drafting needs no drafter"})
+        return DrafterResult("none", None, {"note": f"{get(d.type).title} drafting needs no drafter (model-free)"})
     if source == "native":
         return DrafterResult("native", None, {"num_nextn_predict_layers": target.shape.mtp_layers,
                                               "note": "the target's own MTP layers; nothing to train"})
