@@ -78,18 +78,13 @@ def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, s
                      runs_out: list | None = None) -> dict:
     """The speculation profile of llama.cpp running ``draft_gguf`` (``spec_type``) over ``target_gguf``;
     ``runs_out`` receives the per-prompt runs (token ids included)."""
-    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
-    from trtllm_spec.data.user_suite import check_context, select_suite
     from trtllm_spec.llamacpp.server import DraftSpec, NativeServer
+    from trtllm_spec.measure.run import suite_prompts
 
     log = progress or (lambda _m: None)
-    items, suite_prov = select_suite(suite, categories, num_prompts, seed)
-    if not items:
-        raise UserError(f"suite {suite!r} gave no prompts for categories {categories}")
-    overlap = suite_check(items) if suite_check else None
-    tok = load_tokenizer(target_dir, chat_template)
-    prompts = [prompt_ids(tok, it.messages) for it in items]
-    check_context(items, prompts, max_new_tokens, None, draft_len)
+    items, suite_prov, overlap, _tok, prompts = suite_prompts(target_dir, suite, categories, num_prompts, seed,
+                                                             suite_check, chat_template, max_new_tokens, draft_len,
+                                                             None)
     ctx = max(len(p) for p in prompts) + max_new_tokens + draft_len + 16
     common = dict(host="127.0.0.1", port=port, threads=threads, ctx=ctx, parallel=1)
 

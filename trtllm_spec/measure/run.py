@@ -125,6 +125,24 @@ def _eos_ids(model, tok) -> tuple[int, ...]:
     return tuple(ids)
 
 
+def suite_prompts(target_path, suite, categories, num_prompts: int, seed: int, suite_check, chat_template,
+                  max_new_tokens: int, draft_len: int, max_positions: int | None):
+    """The suite's prompts as the target's token ids (its chat template), every engine the same: (items, suite
+    provenance, the overlap check's record, tokenizer, prompt ids); refused when none is selected or one does not
+    fit the context."""
+    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.data.user_suite import check_context, select_suite
+
+    items, suite_prov = select_suite(suite, categories, num_prompts, seed)
+    if not items:
+        raise UserError(f"suite {suite!r} gave no prompts for categories {categories}")
+    overlap = suite_check(items) if suite_check else None
+    tok = load_tokenizer(target_path, chat_template)
+    prompts = [prompt_ids(tok, it.messages) for it in items]
+    check_context(items, prompts, max_new_tokens, max_positions, draft_len)
+    return items, suite_prov, overlap, tok, prompts
+
+
 def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite: str = "speed-lite",
             categories: Sequence[str] | None = None, num_prompts: int = 10, max_new_tokens: int = 128,
             temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
@@ -151,16 +169,9 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     target_path, target_cfg = target_checkpoint(target_dir)
     info = inspect_drafter(drafter_spec, target_cfg, draft_len)
     resolve_reference_engine(reference_engine, target_cfg, str(target_path / "config.json"))  # before any load
-    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
-    from trtllm_spec.data.user_suite import check_context, select_suite
-
-    items, suite_prov = select_suite(suite, categories, num_prompts, seed)
-    if not items:
-        raise UserError(f"suite {suite!r} gave no prompts for categories {categories}")
-    overlap = suite_check(items) if suite_check else None
-    tok = load_tokenizer(target_path, chat_template)
-    prompts = [prompt_ids(tok, it.messages) for it in items]
-    check_context(items, prompts, max_new_tokens, target_cfg.get("max_position_embeddings"), draft_len)
+    items, suite_prov, overlap, tok, prompts = suite_prompts(
+        target_path, suite, categories, num_prompts, seed, suite_check, chat_template, max_new_tokens, draft_len,
+        target_cfg.get("max_position_embeddings"))
 
     import torch
 
