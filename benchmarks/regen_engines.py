@@ -1,7 +1,8 @@
 """Regeneration tokens/s of every engine we can start on this machine, side by side in one run on the same
 prompts: our in-process decoder (fp32 and bf16, with and without capturing hidden states, with idle OpenMP
 threads sleeping or spinning), transformers (`hf` backend) and llama.cpp's OpenAI-compatible server
-(llama-cpp-python, `openai` backend) at 1/4/8 concurrent requests. Every engine goes through the same entry
+(native llama-server, what `assets serve` starts, with as many slots as the largest concurrency; `openai` backend)
+at 1/4/8 concurrent requests. Every engine goes through the same entry
 point a build uses (`data.regenerate.regenerate` / `data.regen_openai.regenerate_openai`).
 
     .venv/bin/python benchmarks/regen_engines.py --prompts 16 --max-new-tokens 64
@@ -10,7 +11,7 @@ Each in-process engine runs in a child process, so its OpenMP wait policy is set
 short spin, ``GOMP_SPINCOUNT=10000``, unless a row says otherwise). The short
 rows (bf16 is ~70x slower than fp32 on an AVX2-only CPU; spinning threads are ~10x slower on a shared CPU) use
 --short-prompts x --short-tokens, with an fp32 row of that size to compare against. Needs
-`trtllm-spec assets fetch smollm2-135m prompts` and, for the server rows, `pip install 'trtllm-spec[serve]'`.
+`trtllm-spec assets fetch smollm2-135m prompts` and, for the server rows, `trtllm-spec assets build-llamacpp`.
 Results: benchmarks/regen_engines.md.
 """
 
@@ -95,16 +96,19 @@ def run_server(n: int, tokens: int, concurrency: list[int], max_prompt_tokens: i
     from trtllm_spec.core.recipe import RegenServerConfig
     from trtllm_spec.data.model_assets import fetch_gguf, model_dir
     from trtllm_spec.data.regen_openai import regenerate_openai
-    from trtllm_spec.data.server import LocalServer
+    from trtllm_spec.llamacpp.server import NativeServer
+    from trtllm_spec.stages.llamacpp import build_llamacpp
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     items = items_for(n, max_prompt_tokens)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, LocalServer(fetch_gguf("smollm2-135m"), port=port, ctx=4096,
-                                                           alias="smollm2-135m",
-                                                           log_file=Path(tmp) / "server.log") as srv:
+    binary = build_llamacpp(download=True)[0].binary("llama-server")
+    slots = max(concurrency)
+    with tempfile.TemporaryDirectory() as tmp, NativeServer(binary, fetch_gguf("smollm2-135m"), port=port, ctx=4096,
+                                                            parallel=slots, alias="smollm2-135m",
+                                                            log_file=Path(tmp) / "server.log") as srv:
         for c in concurrency:
             out = Path(tmp) / f"c{c}.jsonl"
             cfg = RegenServerConfig(urls=[srv.url], concurrency=c)
@@ -156,7 +160,7 @@ def main() -> None:
         row(f"hf (transformers generate) fp32, batch {b}", run_child("hf", "fp32", n, t, b, False, True, mp))
     if "server" not in args.skip:
         for c, r in run_server(n, t, args.concurrency, mp):
-            row(f"llama.cpp server (llama-cpp-python, GGUF Q4_1), {c} concurrent", r)
+            row(f"llama.cpp llama-server (native, GGUF Q4_1), {c} concurrent", r)
     if "bf16" not in args.skip or "spin" not in args.skip:
         row(f"ours fp32, batch {b}", run_child("ours", "fp32", sn, st, b, False, True, mp), short=True)
     if "spin" not in args.skip:

@@ -12,11 +12,9 @@ PY=${PYTHON:-python3}
 # shellcheck disable=SC2086
 .venv/bin/python -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
 extras="train,triton"
-# --dev adds the test tools and the llama.cpp server (serve extra) the openai backend's tests run for real
-if [ "${1:-}" = "--dev" ]; then extras="$extras,dev,serve"; fi
-# llama-cpp-python compiles llama.cpp from its sdist. Not with -march=native: on a VM whose CPU reports AMX but
-# traps its instructions (seen here: SIGILL at tileloadd in libggml-cpu on the first prompt of several tokens) a
-# native build crashes, so build for x86-64-v3 (AVX2/FMA/F16C, what both CPU kinds here run); CMAKE_ARGS overrides.
-export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
+if [ "${1:-}" = "--dev" ]; then extras="$extras,dev"; fi
 .venv/bin/python -m pip install -q -e ".[$extras]"
 echo "trtllm-spec installed in .venv ($(.venv/bin/trtllm-spec --version))"
+# --dev also builds llama.cpp's native llama-server once (cached under the trtllm-spec cache per CPU; a few
+# minutes on 2 cores the first time): the tests' real OpenAI-compatible server and the second engine
+if [ "${1:-}" = "--dev" ]; then .venv/bin/trtllm-spec assets build-llamacpp; fi

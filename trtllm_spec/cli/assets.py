@@ -100,36 +100,41 @@ def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force
               "draft model): serve the fp32 target with llama.cpp's own speculative decoding of it (native "
               "llama-server, built and converted on first use; /metrics exposes llamacpp:spec_decode_*).")
 @click.option("--draft-len", type=int, help="With --drafter: D, the drafts per step (required).")
-@click.option("--parallel", type=int, help="With --drafter: parallel request slots of llama-server [default: 4].")
+@click.option("--parallel", type=int, default=4, show_default=True, help="Parallel request slots of llama-server "
+              "(each of --ctx tokens).")
 def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path | None, drafter: Path | None,
-          draft_len: int | None, parallel: int | None) -> None:
-    """Serve the asset NAME's own GGUF through llama.cpp's OpenAI-compatible server (llama-cpp-python, the
-    'serve' extra) until Ctrl-C: 'data regenerate --server-url http://HOST:PORT' then uses it. With --drafter:
-    native llama-server speculating with that drafter, so 'measure --engine openai' reads its acceptance."""
-    from trtllm_spec.data.model_assets import MODEL_ASSETS, fetch_gguf
-    from trtllm_spec.data.server import LocalServer, require_llama_cpp
+          draft_len: int | None, parallel: int) -> None:
+    """Serve the asset NAME's own GGUF through llama.cpp's native OpenAI-compatible llama-server (built from the
+    pinned sources on first use, 'assets build-llamacpp') until Ctrl-C or SIGTERM: 'data regenerate --server-url
+    http://HOST:PORT' then uses it. With --drafter: the fp32 target speculating with that drafter, so 'measure
+    --engine openai' reads its acceptance."""
+    from trtllm_spec.data.model_assets import MODEL_ASSETS
     from trtllm_spec.errors import UserError
 
     if name not in MODEL_ASSETS:
         raise UserError(f"unknown model asset {name!r}; servable: {', '.join(MODEL_ASSETS)}")
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: give a TCP port in 1..65535")
-    if drafter is None and (draft_len is not None or parallel is not None):
-        raise UserError("--draft-len / --parallel: options of a speculative server; add --drafter DIR or drop them")
+    if parallel < 1:
+        raise UserError(f"--parallel {parallel}: give at least 1 request slot")
+    if ctx < 64:
+        raise UserError(f"--ctx {ctx}: give a context of at least 64 tokens per slot")
+    if drafter is None and draft_len is not None:
+        raise UserError("--draft-len: an option of a speculative server; add --drafter DIR or drop it")
+    log = lambda m: click.echo(m, err=True)  # noqa: E731
     if drafter is not None:
         from trtllm_spec.stages.llamacpp import speculative_server
 
         if draft_len is None or draft_len < 1:
             raise UserError(f"--draft-len {draft_len}: --drafter needs D >= 1 drafts per step")
-        if parallel is not None and parallel < 1:
-            raise UserError(f"--parallel {parallel}: give at least 1 request slot")
         server = speculative_server(name, drafter, draft_len, host=host, port=port, threads=threads, ctx=ctx,
-                                    parallel=parallel or 4, cache=cache, log=lambda m: click.echo(m, err=True))
+                                    parallel=parallel, cache=cache, log=log)
         _run_server(server, f"{name} + {drafter.name} (llama.cpp {server.spec_type}, D={draft_len})")
         return
-    require_llama_cpp()
-    gguf = fetch_gguf(name, cache, log=lambda m: click.echo(m, err=True))
-    server = LocalServer(gguf, host=host, port=port, threads=threads, ctx=ctx, alias=name)
+    from trtllm_spec.stages.llamacpp import plain_server
+
+    server = plain_server(name, host=host, port=port, threads=threads, ctx=ctx, parallel=parallel, cache=cache,
+                          log=log)
     _run_server(server, name)
 
 
@@ -141,7 +146,7 @@ def _run_server(server, label: str) -> None:
             click.echo(f"serving {label} at {server.url}/v1 (pid {server.proc.pid}); Ctrl-C stops it", err=True)
             click.echo(server.url)
             code = server.proc.wait()
-    except KeyboardInterrupt:  # Ctrl-C, also while the server was still starting: LocalServer stopped it
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (Group: Terminated), also while starting: the server was stopped
         code = 0
     if code:
         raise UserError(f"the llama.cpp server for {label} exited with code {code}")

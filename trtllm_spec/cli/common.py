@@ -78,7 +78,7 @@ def _exit_past_a_process_group(code: int) -> None:
     process a launcher started (its rank's main program), never in one that merely calls the CLI with a group up."""
     if "torch" not in sys.modules:
         return
-    from trtllm_spec.train.distributed import launched
+    from trtllm_spec.core.devices import launched
 
     if not launched():
         return

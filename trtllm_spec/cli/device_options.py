@@ -1,11 +1,11 @@
 """``--device auto|cpu|cuda`` and ``--dtype auto|bf16|fp32``: the same options, the same rule
-(``runtime/device.py``) on every command where a model runs."""
+(``runtime/device.py``, reached through the stages) on every command where a model runs."""
 
 from __future__ import annotations
 
 import click
 
-from trtllm_spec.runtime.device import DEVICES, DTYPES
+from trtllm_spec.core.devices import DEVICES, DTYPES
 
 device_option = click.option(
     "--device", type=click.Choice(DEVICES), default=None,

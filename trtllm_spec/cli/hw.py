@@ -57,14 +57,9 @@ def hw_probe(out: Path, device: str, quick: bool, force: bool, target: str | Non
         raise OutputExistsError(f"{out} exists; pass --force to replace it")
     if out.suffix.lower() != ".json":
         raise UserError(f"--out {out}: the probe writes JSON; name the file *.json")
-    from trtllm_spec.runtime.probe import probe
+    from trtllm_spec.stages.hw import probe_machine
 
-    shape = None
-    if target is not None:
-        from trtllm_spec.core.targets import resolve_shape
-
-        shape = resolve_shape(target)
-    hw = probe(device=device, quick=quick, log=lambda msg: click.echo(msg, err=True), target=shape)
+    hw = probe_machine(device, quick, target, log=lambda msg: click.echo(msg, err=True))
     write_json_atomic(out, hw.model_dump(mode="json"))
     where = (hw.probe or {}).get("placement") or {}
     click.echo(f"wrote {out}: {hw.description} (device {where.get('device')}, auto dtype {where.get('dtype')})")

@@ -41,9 +41,9 @@ def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume
 
     recipe = load_recipe(recipe_file, overrides + training_overrides(device, dtype))
     if dry_run:
-        from trtllm_spec.train.launch import dry_run as plan_launch
+        from trtllm_spec.stages.drafter import launch_plan
 
-        click.echo("\n".join(plan_launch(recipe, str(recipe_file))))
+        click.echo("\n".join(launch_plan(recipe, str(recipe_file))))
         return
     if max_steps is not None and max_steps < 1:
         raise UserError(f"--max-steps {max_steps}: must be at least 1")

@@ -1,39 +1,15 @@
-"""A real OpenAI-compatible server on this machine: llama.cpp through ``llama-cpp-python[server]`` (our ``serve``
-extra), serving the GGUF a model asset ships (``assets serve smollm2-135m --port P``, and the tests' fixture).
-
-The server is a child process on 127.0.0.1 by default; ``LocalServer`` waits until ``GET /v1/models`` answers and
-stops its own process (terminate, then kill) when closed.
+"""The lifecycle of a server child process on this machine (127.0.0.1 by default): started, waited on until it
+answers, stopped (terminate, then kill) when closed. ``llamacpp.server.NativeServer`` (native llama-server: ``assets
+serve``, the tests' server, ``measure --engine llamacpp``) is the one subclass today.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from trtllm_spec.errors import DependencyMissing, UserError
-
-
-def serve_command(gguf: Path, *, host: str = "127.0.0.1", port: int = 8000, threads: int = 2, ctx: int = 4096,
-                  alias: str | None = None) -> list[str]:
-    """``python -m llama_cpp.server`` over ``gguf`` (its chat template comes from the GGUF's metadata). Concurrent
-    requests queue: llama-cpp-python's default ``interrupt_requests`` ends a running stream early (``data: [DONE]``
-    with no finish_reason) as soon as another request arrives (llama_cpp/server/app.py, get_event_publisher)."""
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", host, "--port", str(port),
-           "--n_threads", str(threads), "--n_ctx", str(ctx), "--interrupt_requests", "False"]
-    return cmd + (["--model_alias", alias] if alias else [])
-
-
-def require_llama_cpp() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
-        raise DependencyMissing("serving a GGUF needs llama-cpp-python's server: pip install 'trtllm-spec[serve]' "
-                                "(compiles llama.cpp, ~7 minutes on 2 cores)")
+from trtllm_spec.errors import UserError
 
 
 class ServerProcess:
@@ -87,27 +63,3 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-class LocalServer(ServerProcess):
-    title = "the llama.cpp server"
-    ready_path = "/v1/models"
-
-    def __init__(self, gguf: Path, *, host: str = "127.0.0.1", port: int = 8000, threads: int = 2, ctx: int = 4096,
-                 alias: str | None = None, log_file: Path | None = None):
-        require_llama_cpp()
-        if not Path(gguf).is_file():
-            raise UserError(f"{gguf} does not exist; 'trtllm-spec assets serve' fetches the asset's GGUF itself")
-        super().__init__(serve_command(gguf, host=host, port=port, threads=threads, ctx=ctx, alias=alias),
-                         f"http://{host}:{port}", log_file)
-
-    def ready(self) -> bool:
-        return _answers(self.url)
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/v1/models", timeout=2) as r:
-            return isinstance(json.loads(r.read()), dict)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False

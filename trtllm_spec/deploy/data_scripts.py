@@ -104,12 +104,10 @@ def write_data_scripts(ctx, model: str, write_text_atomic, render_yaml) -> list[
                                                      gpus_per_node=r.hardware.tp * r.hardware.pp, model=model))
     (b / "data.sh").chmod(0o755)
     files = [DATA_OPTIONS_FILE, "data.sh", "data.sbatch"]
-    if r.drafter.type == "eagle3" and ctx.target is not None:
-        from trtllm_spec.drafters.eagle3 import default_capture_layers
+    from trtllm_spec.drafters.registry import get
 
-        cfg = ctx.target.config
-        n = cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get("num_hidden_layers")
-        layers = r.drafter.layers_to_capture or default_capture_layers(n)
+    layers = get(r.drafter.type).savestate_layers(r.drafter, ctx.target.config) if ctx.target is not None else None
+    if layers is not None:
         write_text_atomic(b / SAVESTATE_OPTIONS_FILE, "# DEFERRED: TensorRT-LLM SaveState (features_savestate.sh)\n"
                           + render_yaml(savestate_options(ctx.options, layers), profile=r.trtllm_profile))
         write_text_atomic(b / SAVESTATE_SCRIPT, savestate_sh(model=model))

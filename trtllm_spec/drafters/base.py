@@ -122,6 +122,24 @@ class Mechanism:
         ``trtllm_speculative_config``'s ``extra``)."""
         return {}
 
+    # ---- training (train/launch.py's memory estimate, the bundle's data scripts) -----------------------------
+    def trainable_params(self, cfg, target: ModelShape) -> int:
+        """The drafter's trainable parameters when trained for ``target`` (``train --dry-run``'s estimate)."""
+        raise NotImplementedError(f"a {self.name} drafter is not trained")
+
+    def kept_logit_passes(self, cfg) -> int:
+        """Draft-logit tensors one training step keeps for backward (EAGLE's test-time-training steps)."""
+        return 1
+
+    def trains_offline(self, cfg) -> bool:
+        """Trained from precomputed target hidden states (the features step) rather than a live target."""
+        return False
+
+    def savestate_layers(self, cfg, target_config: dict) -> list[int] | None:
+        """The target layers TensorRT-LLM's SaveState dumps for this drafter's offline features (the bundle's
+        features_savestate.sh), or None: the drafter reads none."""
+        return None
+
     def max_draft_len(self, target: ModelShape, cfg) -> int | None:
         """The largest D this drafter can propose (None: no limit of its own)."""
         return None
@@ -142,6 +160,18 @@ class Mechanism:
         ("1.2" / "1.3"); keys and tags as mirrored in ``trtllm_spec.deploy.trtllm_schema``. ``extra`` carries
         values found at build time (e.g. ``eagle3_layers_to_capture``, ``dflash_mask_token_id``)."""
         raise NotImplementedError
+
+
+def head_params(cfg, target: ModelShape, fc_inputs: int) -> int:
+    """An EAGLE-style head: ``fc_inputs`` target hidden states fused to one, ``num_layers`` decoder layers (the
+    first reads [embeddings; hidden]), a norm and a draft-vocabulary lm_head."""
+    h, i = target.hidden_size, target.intermediate_size
+    q, kv = target.num_heads * target.head_dim, target.num_kv_heads * target.head_dim
+    mlp = 3 * h * i
+    vocab = getattr(cfg, "draft_vocab_size", None) or target.vocab_size
+    first = 2 * h * (q + 2 * kv) + q * h + mlp + 3 * h
+    layers = first + max(0, (getattr(cfg, "num_layers", None) or 1) - 1) * (h * (q + 2 * kv) + q * h + mlp + 2 * h)
+    return fc_inputs * h * h + layers + h + h * vocab
 
 
 def dense_layer_shape(target: ModelShape, num_layers: int, vocab: int, name: str) -> ModelShape:

@@ -27,6 +27,14 @@ class DFlash(Mechanism):
     trtllm_dynamic_draft_len = ("1.3", "1.4")  # PR #12262 (DFlash)
     summary = "decoder layers fused with target hidden states denoise a block of mask tokens in one pass"
 
+    def trainable_params(self, cfg, target: ModelShape) -> int:
+        """The fc over the captured target layers, the draft decoder layers and a norm (the lm_head is the
+        target's, frozen)."""
+        h, i = target.hidden_size, target.intermediate_size
+        q, kv = target.num_heads * target.head_dim, target.num_kv_heads * target.head_dim
+        n_target = len(getattr(cfg, "target_layer_ids", None) or ()) or 5
+        return n_target * h * h + cfg.num_layers * (h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h) + h
+
     def default_config(self) -> DFlashDrafter:
         return DFlashDrafter()
 

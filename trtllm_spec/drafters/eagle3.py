@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from trtllm_spec.core.recipe import Eagle3Drafter
 from trtllm_spec.core.shape import ModelShape
-from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism, dense_layer_shape, extended
+from trtllm_spec.drafters.base import (  # noqa: E501
+    DraftCost,
+    DraftPass,
+    Mechanism,
+    dense_layer_shape,
+    extended,
+    head_params,
+)
 from trtllm_spec.planner.acceptance import AcceptanceModel, chain
 
 # ggml-org/llama.cpp PR #24536 logs an EAGLE-3 run at D=3: "mean acceptance length = 2.92, acceptance rate
@@ -13,6 +20,9 @@ from trtllm_spec.planner.acceptance import AcceptanceModel, chain
 EAGLE3_RATES = extended([0.805, 0.632 / 0.805, 0.483 / 0.632], 64, 0.02, 0.5)
 EAGLE3_SOURCE = ("assumption: llama.cpp PR #24536 EAGLE-3 per-position acceptance (0.805, 0.632, 0.483 at "
                  "D=3), positions 4+ extrapolated at -0.02 each")
+
+
+TTT_STEPS = 3  # ModelOpt's EAGLE-3 default test-time-training steps (a recipe's training.ttt_steps overrides)
 
 
 def default_capture_layers(num_layers: int) -> list[int]:
@@ -49,6 +59,19 @@ class Eagle3(Mechanism):
     def recognises(self, cfg: dict) -> bool:
         # ModelOpt's EAGLE-MTP head is told apart by eagle_config.use_aux_hidden_state: false
         return is_eagle_layout(cfg) and (cfg.get("eagle_config") or {}).get("use_aux_hidden_state") is not False
+
+    def trainable_params(self, cfg: Eagle3Drafter, target: ModelShape) -> int:
+        return head_params(cfg, target, len(cfg.layers_to_capture or ()) or 3)
+
+    def kept_logit_passes(self, cfg) -> int:
+        return getattr(getattr(cfg, "training", None), "ttt_steps", None) or TTT_STEPS
+
+    def trains_offline(self, cfg: Eagle3Drafter) -> bool:
+        return bool(cfg.training.data.offline_features)
+
+    def savestate_layers(self, cfg: Eagle3Drafter, target_config: dict) -> list[int] | None:
+        n = target_config.get("num_hidden_layers") or (target_config.get("text_config") or {}).get("num_hidden_layers")
+        return list(cfg.layers_to_capture or default_capture_layers(n))
 
     def load_runtime(self, folder, target, max_len: int):
         from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter as Runtime

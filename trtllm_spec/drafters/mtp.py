@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trtllm_spec.core.recipe import MTPDrafter
 from trtllm_spec.core.shape import ModelShape
-from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism, dense_layer_shape
+from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism, dense_layer_shape, head_params
 from trtllm_spec.planner.acceptance import AcceptanceModel, table
 
 # TensorRT-LLM tech blog 1 (docs/source/blogs/tech_blog/blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-
@@ -43,6 +43,14 @@ class MTP(Mechanism):
         if target is not None and target.mtp_layers:  # None: a family the planner cannot price (no MTP known)
             return "native"
         return "reuse" if cfg.checkpoint else "train"
+
+    def trainable_params(self, cfg: MTPDrafter, target: ModelShape) -> int:
+        return head_params(cfg, target, 2)  # ModelOpt's EAGLE-MTP head fuses [embedding; last hidden]
+
+    def kept_logit_passes(self, cfg) -> int:
+        from trtllm_spec.drafters.eagle3 import TTT_STEPS
+
+        return getattr(getattr(cfg, "training", None), "ttt_steps", None) or TTT_STEPS
 
     def build_refusal(self, cfg: MTPDrafter, target: ModelShape) -> tuple[str, str] | None:
         return None if target is not None and target.mtp_layers else ("native MTP layers", MTP_HEAD_WHY)

@@ -1,15 +1,21 @@
 """llama.cpp's native binaries (``llama-server``, ``llama-speculative-simple``) built from source, cached.
 
-The sources are the ones vendored in the ``llama-cpp-python`` sdist our ``serve`` extra pins (``vendor/llama.cpp``,
+The sources are the ones vendored in the ``llama-cpp-python`` sdist pinned here (``LLAMA_CPP_PYTHON``; ``vendor/llama.cpp``,
 with its git HEAD under ``.git/modules/vendor/llama.cpp``); the sdist comes from PyPI through pip
 (``pip download --no-deps --no-binary :all:``), or from ``--source`` (the sdist file, its unpacked folder, or a
 llama.cpp checkout). No prebuilt binary is downloaded: the cmake call turns off the prebuilt web UI
 (``LLAMA_USE_PREBUILT_UI=OFF``) and curl/OpenSSL, and builds statically so the cached binaries stand alone.
 
+Instructions: on x86 the build names each instruction set this CPU reports (``GGML_AVX2``, ``GGML_AVX512_BF16``
+...; ``isa_flags``) instead of ``-march=native``, and never AMX: a VM here reported ``amx_tile`` in /proc/cpuinfo
+yet trapped its instructions (SIGILL at ``tileloadd`` in libggml-cpu, on the quantized GGUF's first prompt), and
+the one build serves quantized GGUFs (``assets serve``, the tests' server) as well as f32/bf16 ones. Other
+architectures build with ``GGML_NATIVE=ON``.
+
 Cache: ``<cache>/llamacpp/<source>-<cpu>/`` holding ``bin/``, ``convert/`` (the converter and the gguf-py it
-needs, from the same sources) and ``build.json`` (written last). ``<cpu>`` hashes the machine and the CPU
-feature flags that ``GGML_NATIVE`` compiles for, so a cache shared between machines never runs a binary built
-for other instructions.
+needs, from the same sources) and ``build.json`` (written last). ``<cpu>`` hashes the machine, the CPU feature
+flags and the cmake flags they give, so a cache shared between machines never runs a binary built for other
+instructions.
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ from trtllm_spec.core.files import write_json_atomic
 from trtllm_spec.core.targets import cache_dir
 from trtllm_spec.errors import DependencyMissing, UserError
 
-LLAMA_CPP_PYTHON = "0.3.36"  # the 'serve' extra's pin (pyproject.toml): its sdist vendors the llama.cpp we build
+LLAMA_CPP_PYTHON = "0.3.36"  # its sdist vendors the llama.cpp we build (the package itself is never installed)
 BINARIES = ("llama-server", "llama-speculative-simple")
-CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF",
+CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF",
                "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=ON",
                "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF")
 # the flags GGML_NATIVE's -march=native turns into code paths (x86 /proc/cpuinfo 'flags', Arm 'Features')
@@ -44,6 +50,13 @@ CPU_FLAGS = ("sse3", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", 
              "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx512_vnni", "avx512_bf16", "avx512_fp16",
              "avx512vbmi", "amx_tile", "amx_int8", "amx_bf16", "asimd", "asimddp", "sve", "sve2", "i8mm", "bf16",
              "fphp", "asimdhp")
+# x86: ggml's instruction options (ggml/CMakeLists.txt of the vendored commit) and the cpuinfo flags each needs
+X86_ISA = (("GGML_SSE42", ("sse4_2",)), ("GGML_AVX", ("avx",)), ("GGML_AVX2", ("avx2",)), ("GGML_BMI2", ("bmi2",)),
+           ("GGML_FMA", ("fma",)), ("GGML_F16C", ("f16c",)), ("GGML_AVX_VNNI", ("avx_vnni",)),
+           ("GGML_AVX512", ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")),
+           ("GGML_AVX512_VBMI", ("avx512vbmi",)), ("GGML_AVX512_VNNI", ("avx512_vnni",)),
+           ("GGML_AVX512_BF16", ("avx512_bf16",)))
+NEVER = ("-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF")  # see the module docstring
 CONVERT_PARTS = ("convert_hf_to_gguf.py", "conversion", "gguf-py")
 DEBIAN_PACKAGES = "cmake g++ (and ninja-build for a faster build)"
 
@@ -79,8 +92,23 @@ def cpu_features() -> list[str]:
     return [f for f in CPU_FLAGS if f in have]
 
 
+def isa_flags(machine: str | None = None, features: list[str] | None = None) -> list[str]:
+    """The cmake instruction flags for this CPU: each of ggml's x86 options on or off by the features reported
+    (AMX always off), ``GGML_NATIVE=ON`` elsewhere."""
+    machine = machine or platform.machine()
+    if machine.lower() not in ("x86_64", "amd64", "i686", "i386"):
+        return ["-DGGML_NATIVE=ON"]
+    have = set(cpu_features() if features is None else features)
+    return (["-DGGML_NATIVE=OFF"] + [f"-D{opt}={'ON' if all(f in have for f in need) else 'OFF'}"
+                                     for opt, need in X86_ISA] + list(NEVER))
+
+
+def cmake_flags() -> list[str]:
+    return [*CMAKE_FLAGS, *isa_flags()]
+
+
 def cpu_key() -> str:
-    blob = json.dumps([platform.machine(), cpu_features()])
+    blob = json.dumps([platform.machine(), cpu_features(), cmake_flags()])
     return f"{platform.machine()}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
 
@@ -165,7 +193,7 @@ def ensure_build(cache: Path | None = None, *, source: Path | None = None, jobs:
             for part in CONVERT_PARTS:
                 (shutil.copytree if (src / part).is_dir() else shutil.copy2)(src / part, out / "convert" / part)
             record = {"package_version": package_version, "commit": commit, "cpu": cpu_key(),
-                      "cpu_features": cpu_features(), "cmake_flags": list(CMAKE_FLAGS), "jobs": jobs,
+                      "cpu_features": cpu_features(), "cmake_flags": cmake_flags(), "jobs": jobs,
                       "generator": "Ninja" if tools["ninja"] else "Unix Makefiles",
                       "build_s": round(time.perf_counter() - started, 1), "source": str(source),
                       "machine": platform.processor() or platform.machine(), "python": sys.version.split()[0]}
@@ -254,7 +282,7 @@ def _cmake(src: Path, build: Path, tools: dict[str, str], jobs: int, log) -> Non
     generator = ["-G", "Ninja"] if tools["ninja"] else []
     env = {**os.environ, "CC": tools["cc"], "CXX": tools["c++"]}
     log("llama.cpp: configuring (cmake) ...")
-    _run([tools["cmake"], "-S", str(src), "-B", str(build), *generator, *CMAKE_FLAGS], env, build.parent, log)
+    _run([tools["cmake"], "-S", str(src), "-B", str(build), *generator, *cmake_flags()], env, build.parent, log)
     log(f"llama.cpp: compiling {', '.join(BINARIES)} with {jobs} job(s) (minutes on 2 cores) ...")
     _run([tools["cmake"], "--build", str(build), "--target", *BINARIES, "-j", str(jobs)], env, build.parent, log,
          progress=True)

@@ -275,8 +275,8 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
     cut = [r for r in reqs if r.finish_reason is None]
     if cut:
         raise UserError(f"server {url}: {len(cut)} of {len(reqs)} streams at concurrency {concurrency} ended without "
-                        f"a finish_reason (e.g. {cut[0].item_id}): the server interrupted them; llama-cpp-python "
-                        "does that unless started with --interrupt_requests False ('trtllm-spec assets serve' does)")
+                        f"a finish_reason (e.g. {cut[0].item_id}): the server interrupted them (llama-cpp-python's "
+                        "Python server does that unless started with --interrupt_requests False)")
     wall = max(r.t_end for r in reqs) - t0
     for r in reqs:  # after the level: the tokenizer does not compete with the server for the CPU while timing
         r.tokens = r.usage_tokens if r.usage_tokens is not None else count_tokens(r.text)

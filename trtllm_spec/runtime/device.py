@@ -17,10 +17,9 @@ import functools
 import time
 from dataclasses import dataclass
 
+from trtllm_spec.core.devices import DEVICES, DTYPES  # noqa: F401  (the names, re-exported)
 from trtllm_spec.errors import UserError
 
-DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("auto", "bf16", "fp32")
 # the GEMM the issue timed: a 32-row batch through a SmolLM2-sized MLP projection
 _GEMM = (32, 576, 1536)
 

@@ -27,6 +27,13 @@ def run_train(recipe: Recipe, out: Path, *, max_steps: int | None = None, resume
                           on_step=on_step)
 
 
+def launch_plan(recipe: Recipe, recipe_file: str) -> list[str]:
+    """``train --dry-run``: the launch line and the per-rank memory estimate, as lines (loads nothing)."""
+    from trtllm_spec.train.launch import dry_run
+
+    return dry_run(recipe, recipe_file)
+
+
 def obtain_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_steps: int | None = None,
                    resume: bool = False, force: bool = False, log: Callable[[str], None] = print,
                    on_step: Callable[[dict], None] | None = None, deferrable: bool = False,

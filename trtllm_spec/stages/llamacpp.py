@@ -1,6 +1,9 @@
 """llama.cpp, the second engine: the native build and the GGUF conversions every llama.cpp command starts from.
 ``trtllm-spec assets build-llamacpp`` calls ``build_llamacpp``; ``measure --engine llamacpp`` and ``assets serve
---drafter`` call ``llamacpp_inputs``, which builds and converts on first use and reuses the caches after."""
+--drafter`` call ``llamacpp_inputs``, which builds and converts on first use and reuses the caches after;
+``assets serve`` without a drafter serves the asset's own GGUF (``plain_server``). One build serves all of them:
+native ``llama-server`` replaced llama-cpp-python's Python server (measured faster here, and one compile of
+llama.cpp in setup and CI instead of two)."""
 
 from __future__ import annotations
 
@@ -73,17 +76,18 @@ def _gguf(cache_obj, stage: str, inputs: dict, force: bool, convert: Callable[[P
 
 
 def llamacpp_inputs(target_dir: Path, drafter_dir: Path | None, dtype: str, *, cache: Path | None = None,
-                    force: bool = False, jobs: int = 2, log: Callable[[str], None] = lambda _m: None
-                    ) -> LlamaCppInputs:
+                    force: bool = False, jobs: int = 2, download: bool = False,
+                    log: Callable[[str], None] = lambda _m: None) -> LlamaCppInputs:
     """Build (first use), then convert the target and the drafter to GGUF, each cached by its inputs' hash, the
-    converter's commit and the precision."""
+    converter's commit and the precision. ``download``: the first build may fetch the sdist (the ``assets``
+    commands, which fetch from PyPI anyway); ``measure`` does not."""
     from trtllm_spec.llamacpp import convert
     from trtllm_spec.stages.cache import StageCache
     from trtllm_spec.stages.context import tree_hash
 
     kind = drafter_type_of(drafter_dir) if drafter_dir is not None else None
     spec_type = spec_type_of(kind) if kind is not None else None  # refused before minutes of building
-    build, _ = build_llamacpp(cache, jobs=jobs, download=False, log=log)
+    build, _ = build_llamacpp(cache, jobs=jobs, download=download, log=log)
     conv = build.converter
     stages = StageCache(cache)
     base = {"commit": build.record["commit"], "dtype": dtype}
@@ -205,8 +209,23 @@ def speculative_server(asset: str, drafter: Path, draft_len: int, *, host: str, 
     if not drafter.is_dir():
         raise UserError(f"--drafter {drafter}: not a folder; give an exported drafter folder")
     target_dir = fetch_model(asset, "fp32", cache, log=log)
-    li = llamacpp_inputs(target_dir, drafter, "fp32", cache=cache, log=log)
+    li = llamacpp_inputs(target_dir, drafter, "fp32", cache=cache, download=True, log=log)
     server = NativeServer(li.build.binary("llama-server"), li.target_gguf,
                           draft=DraftSpec(li.draft_gguf, li.spec_type, draft_len), host=host, port=port,
                           threads=threads, ctx=ctx, parallel=parallel, alias=asset)
     return server
+
+
+def plain_server(asset: str, *, host: str, port: int, threads: int, ctx: int, parallel: int,
+                 cache: Path | None = None, log_file: Path | None = None,
+                 log: Callable[[str], None] = lambda _m: None):
+    """``assets serve NAME``: native llama-server over the GGUF the asset ships (its chat template from the GGUF's
+    metadata), ``parallel`` request slots of ``ctx`` tokens each; built on first use (not started: a
+    ``NativeServer`` to use as a context manager)."""
+    from trtllm_spec.data.model_assets import fetch_gguf
+    from trtllm_spec.llamacpp.server import NativeServer
+
+    gguf = fetch_gguf(asset, cache, log=log)
+    build, _ = build_llamacpp(cache, download=True, log=log)
+    return NativeServer(build.binary("llama-server"), gguf, host=host, port=port, threads=threads, ctx=ctx,
+                        parallel=parallel, alias=asset, log_file=log_file)

@@ -19,15 +19,10 @@ import contextlib
 import os
 from dataclasses import dataclass
 
+from trtllm_spec.core.devices import LAUNCH_ENV, launched  # noqa: F401  (re-exported)
 from trtllm_spec.errors import UserError
 
 STRATEGIES = ("none", "ddp", "fsdp")
-LAUNCH_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-
-
-def launched(env=None) -> bool:
-    env = os.environ if env is None else env
-    return all(k in env for k in LAUNCH_ENV)
 
 
 def torchrun_line(dc, recipe_file: str = "RECIPE") -> str:

@@ -15,7 +15,6 @@ import os
 from trtllm_spec.errors import UserError
 
 GB = 1e9
-TTT_STEPS = 3  # ModelOpt's EAGLE-3 default test-time-training steps
 
 
 def start(recipe, shape, log=lambda _m: None):
@@ -44,19 +43,10 @@ def start(recipe, shape, log=lambda _m: None):
 
 
 def drafter_params(d, shape) -> int:
-    """Trainable parameters of the recipe's drafter on ``shape`` (EAGLE-3 / MTP head, DFlash / DSpark layers)."""
-    h, i = shape.hidden_size, shape.intermediate_size
-    q, kv = shape.num_heads * shape.head_dim, shape.num_kv_heads * shape.head_dim
-    mlp = 3 * h * i
-    if d.type in ("eagle3", "mtp"):
-        vocab = d.draft_vocab_size or shape.vocab_size
-        capture = len(getattr(d, "layers_to_capture", None) or ()) or 3
-        first = 2 * h * (q + 2 * kv) + q * h + mlp + 3 * h  # q/k/v read [embeddings; hidden]
-        layers = first + max(0, (d.num_layers or 1) - 1) * (h * (q + 2 * kv) + q * h + mlp + 2 * h)
-        fc = capture * h * h if d.type == "eagle3" else 2 * h * h
-        return fc + layers + h + h * vocab
-    n_target = len(getattr(d, "target_layer_ids", None) or ()) or 5
-    return n_target * h * h + d.num_layers * (h * (q + 2 * kv) + q * h + mlp + 2 * h) + h
+    """Trainable parameters of the recipe's drafter on ``shape`` (its descriptor's count)."""
+    from trtllm_spec.drafters.registry import get
+
+    return get(d.type).trainable_params(d, shape)
 
 
 def estimate(recipe, shape) -> dict:
@@ -66,14 +56,17 @@ def estimate(recipe, shape) -> dict:
     dc = tc.distributed
     world = dc.nnodes * dc.nproc_per_node
     shard = world if dc.strategy == "fsdp" else 1
-    offline = d.type == "eagle3" and tc.data.offline_features
+    from trtllm_spec.drafters.registry import get
+
+    mech = get(d.type)
+    offline = mech.trains_offline(d)
     embed = shape.embedding_params() * (1 if shape.tied_embeddings else 2)
     target_w = 4 * (embed if offline else shape.total_params()) / shard
     p = drafter_params(d, shape)
     states = 4 * p * 4 / shard  # fp32 weights, gradients, two AdamW moments
     vocab = getattr(d, "draft_vocab_size", None) or shape.vocab_size
     tokens = tc.batch_size * tc.seq_len
-    ttt = (tc.ttt_steps or TTT_STEPS) if d.type in ("eagle3", "mtp") else 1
+    ttt = mech.kept_logit_passes(d)
     act = tokens * 4 * (2 * ttt * vocab + 24 * shape.hidden_size * max(1, getattr(d, "num_layers", 1) or 1))
     if not offline:
         act += tokens * 4 * (shape.vocab_size + 4 * shape.hidden_size)  # the target's logits / hidden (no grad)
