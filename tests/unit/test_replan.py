@@ -185,6 +185,9 @@ args = sys.argv[1:]
 opt = lambda k: args[args.index(k) + 1]
 spec = yaml.safe_load(open(opt("--extra_llm_api_options"))).get("speculative_config") or {{}}
 rep = fake_report(spec.get("max_draft_len", 0), float(opt("--concurrency")))
+if spec:  # trtllm-bench names the decoding mode of the options it ran
+    rep["decoding_stats"]["mode"] = spec["decoding_type"]
+rep["world_info"]["max_batch_size"] = yaml.safe_load(open(opt("--extra_llm_api_options")))["max_batch_size"]
 json.dump(rep, open(opt("--report_json"), "w"))
 """
 
@@ -194,6 +197,40 @@ def calibration_tools(tools, tmp_path) -> dict:
     bench = tmp_path / "bin" / "trtllm-bench"
     bench.write_text(CALIBRATION_BENCH.format(python=sys.executable, repo=str(REPO)))
     return {**tools, "CONCURRENCY": "1"}
+
+
+def test_bench_calibrate_sh_separates_every_host_term(cli, bundle, calibration_tools):
+    """A chain drafter's bundle also ships its drafter at a second D (llm_api_options.calibrate.yaml,
+    bench_calibrate.sh at the smallest batch): with the plain and the speculative runs, replan.sh fits all three
+    host terms, not only spec_iteration_s + D x draft_step_s."""
+    from tests.calibration_fakes import KNOWN_TERMS_S as known
+
+    main = yaml.safe_load((bundle / "llm_api_options.yaml").read_text())["speculative_config"]
+    second = yaml.safe_load((bundle / "llm_api_options.calibrate.yaml").read_text())
+    assert second["speculative_config"]["max_draft_len"] not in (main["max_draft_len"], 0)
+    assert "draft_len_schedule" not in second["speculative_config"]  # one fixed D: its TPOT is one D's
+    assert {k: v for k, v in second.items() if k not in ("speculative_config", "max_seq_len")} == {
+        k: v for k, v in yaml.safe_load((bundle / "llm_api_options.yaml").read_text()).items()
+        if k not in ("speculative_config", "max_seq_len")}
+    script = (bundle / "bench_calibrate.sh").read_text()
+    assert "llm_api_options.calibrate.yaml" in script and 'CONCURRENCY="${CONCURRENCY:-1}"' in script
+    res = run(bundle / "replan.sh", {**calibration_tools})
+    assert res.returncode == 2  # no reports yet
+    for name in ("bench.sh", "bench_plain.sh"):
+        assert run(bundle / name, calibration_tools).returncode == 0
+    res = run(bundle / "replan.sh", calibration_tools)
+    assert res.returncode == 0 and "bench_calibrate.sh writes it" in res.stderr  # says what the third run adds
+    assert run(bundle / "bench_calibrate.sh", calibration_tools).returncode == 0
+    res = run(bundle / "replan.sh", calibration_tools, "--force")
+    assert res.returncode == 0, res.stderr
+    host = json.loads((bundle / "replan" / "host_costs.json").read_text())
+    for term, value in known.items():
+        assert host[term] == pytest.approx(value, rel=0.10), term
+    assert host["fit"]["identified"] == ["iteration_s", "spec_iteration_s", "draft_step_s"] and not host.get("note")
+    assert len(host["fit"]["measurements"]) == 3
+    for row in host["fit"]["measurements"]:
+        assert row["fitted_tpot_s"] == pytest.approx(row["measured_tpot_s"], rel=0.01)
+    assert cli("verify", bundle).exit_code == 0  # bench_results_calibrate/ is not bundle content
 
 
 def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bundle, calibration_tools):
@@ -233,3 +270,31 @@ def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bu
     res = subprocess.run(["bash", str(bundle / "replan.sh"), "--force"], env={**calibration_tools,
                          "PLAIN_REPORT": "bench_results_plain/other.json"}, text=True, capture_output=True)
     assert res.returncode == 2 and "llm_api_options.plain.yaml" in res.stderr and "kv_cache_percentage" in res.stderr
+
+
+def test_a_bundle_left_without_speculation_replans_from_its_speculative_alternative(cli, tmp_path,
+                                                                                   calibration_tools):
+    """The planner found no D that pays at batch 128 (n-gram, assumed acceptance): llm_api_options.yaml has no
+    speculation, llm_api_options.speculative.yaml keeps the drafter at its best D. bench.sh (plain) and
+    bench_speculative.sh are then the two runs replan.sh reads: it re-plans from the speculative one (whose
+    options are the drafter's) and calibrates with both."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "nospec", "target": {"model": "llama-3.1-8b-instruct"},
+                                      "drafter": {"type": "ngram"}, "hardware": {"gpu": "h100"},
+                                      "workload": {"batch_sizes": [128], "isl": 1024, "osl": 256}}))
+    bundle = tmp_path / "bundle"
+    assert cli("build", recipe, "--out", bundle).exit_code == 0
+    assert "speculative_config" not in yaml.safe_load((bundle / "llm_api_options.yaml").read_text())
+    assert (bundle / "llm_api_options.speculative.yaml").is_file()
+    assert not (bundle / "llm_api_options.calibrate.yaml").exists()  # n-gram: no per-draft-step model cost
+    env = {**calibration_tools, "CONCURRENCY": "128"}
+    for script in ("bench.sh", "bench_speculative.sh"):
+        assert run(bundle / script, env).returncode == 0
+    res = run(bundle / "replan.sh", env)
+    assert res.returncode == 0, res.stderr
+    assert (bundle / "replan" / "host_costs.json").is_file()
+    diff = (bundle / "replan" / "llm_api_options.diff").read_text()
+    assert "-# No speculation" in diff
+    new = yaml.safe_load((bundle / "replan" / "llm_api_options.yaml").read_text())
+    plan = json.loads((bundle / "replan" / "plan" / "plan.json").read_text())
+    assert bool(new.get("speculative_config")) == (plan["recommendation"]["max_draft_len"] > 0)

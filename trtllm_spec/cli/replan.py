@@ -22,7 +22,8 @@ from trtllm_spec.cli.common import check_calibrate_args, echo_json, main
 @click.option("--force", is_flag=True, help="Replace an existing --out folder (never the bundle's own files).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new plan.json to stdout.")
 @click.option("--calibrate", is_flag=True, help="Fit the host costs to the trtllm-bench REPORTS given after the "
-              "options (a plain run, bench_plain.sh, and a speculative run, bench.sh, of this bundle) first.")
+              "options (a plain run, bench_plain.sh, a speculative run, bench.sh, and for a chain drafter the run at "
+              "a second D, bench_calibrate.sh, which separates the per-draft-step term) first.")
 @click.argument("reports", nargs=-1, type=click.Path(path_type=Path), metavar="[REPORT ...]")
 def replan_cmd(bundle: Path, bench_report: Path | None, metrics: str | None, draft_len: int | None,
                temperature: float, out: Path | None, force: bool, as_json: bool, calibrate: bool,

@@ -40,7 +40,8 @@ def redact_tree(bundle: Path, prefixes: dict[str, str]) -> int:
 
 
 # folders the bundle's own scripts write into it (bench.sh, bench_speculative.sh, replan.sh): not bundle content
-RUNTIME_OUTPUTS = ("bench_results", "bench_results_speculative", "bench_results_plain", "replan")
+RUNTIME_OUTPUTS = ("bench_results", "bench_results_speculative", "bench_results_plain", "bench_results_calibrate",
+                   "replan")
 
 
 def write_manifest(bundle: Path, body: dict) -> dict:

@@ -140,14 +140,28 @@ def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None =
 
 def replan_sh(*, report: str = "bench_results/report_c1.json", out: str = "replan",
               plain_report: str = "bench_results_plain/report_c1.json", bench: str = "bench.sh",
-              plain_bench: str = "bench_plain.sh") -> str:
+              plain_bench: str = "bench_plain.sh", calibrate_report: str | None = None,
+              calibrate_bench: str = "bench_calibrate.sh") -> str:
     """``replan.sh``: ``trtllm-spec replan`` on the speculative report a bench script wrote; when the plain run's
-    report is there too, ``--calibrate PLAIN SPECULATIVE`` fits the host costs from both first. The new plan,
-    options file, its diff and the fitted host costs go to ``out`` (never over the bundle's files). REPORT,
-    PLAIN_REPORT and OUT environment variables override the defaults."""
+    report is there too, ``--calibrate PLAIN SPECULATIVE [SECOND_D]`` fits the host costs from them first (the
+    report of the speculative options at a second D, ``calibrate_report``, separates the per-iteration and
+    per-draft-step terms). The new plan, options file, its diff and the fitted host costs go to ``out`` (never
+    over the bundle's files). REPORT, PLAIN_REPORT, CALIBRATE_REPORT and OUT environment variables override the
+    defaults."""
     report, out = _relative(report, "report"), _relative(out, "replan folder")
     plain_report, bench, plain_bench = (_relative(plain_report, "plain report"), _word(bench, "bench script"),
                                         _word(plain_bench, "bench script"))
+    second = ""
+    if calibrate_report is not None:
+        calibrate_report, calibrate_bench = (_relative(calibrate_report, "calibration report"),
+                                             _word(calibrate_bench, "bench script"))
+        second = (f'CALIBRATE_REPORT="${{CALIBRATE_REPORT:-{calibrate_report}}}"\n'
+                  'if [ -f "$PLAIN_REPORT" ] && [ -f "$CALIBRATE_REPORT" ]; then\n'
+                  '    CALIBRATE+=("$CALIBRATE_REPORT")\n'
+                  'elif [ -f "$PLAIN_REPORT" ]; then\n'
+                  f'    echo "replan.sh: no $CALIBRATE_REPORT (bash {calibrate_bench} writes it): one draft length '
+                  'fixes spec_iteration_s + D x draft_step_s only" >&2\n'
+                  'fi\n')
     return _header("Re-plan from this bundle's own trtllm-bench reports: new plan + options file as a diff in "
                    f"{out}/; with the plain run's report, host costs fitted from both.") + (
         'cd "$(dirname "$0")"\n'
@@ -163,7 +177,7 @@ def replan_sh(*, report: str = "bench_results/report_c1.json", out: str = "repla
         '    CALIBRATE=(--calibrate "$PLAIN_REPORT" "$REPORT")\n'
         'else\n'
         f'    echo "replan.sh: no $PLAIN_REPORT (bash {plain_bench} writes it): host costs stay the release profile\'s" >&2\n'
-        'fi\n'
+        'fi\n' + second +
         'exec trtllm-spec replan --bundle . --from-trtllm-bench "$REPORT" --out "$OUT" '
         '${CALIBRATE[@]+"${CALIBRATE[@]}"} "$@"\n')
 

@@ -46,6 +46,15 @@ class RunExpectation:
     drafter_type: str
     plain: RunOptions
     speculative: RunOptions
+    # further speculative options files of the bundle at other draft lengths (llm_api_options.calibrate.yaml)
+    other_speculative: tuple[RunOptions, ...] = ()
+
+    def speculative_for(self, draft_len: int) -> RunOptions:
+        """The speculative options file that runs ``draft_len`` (the main one where none sets it)."""
+        return next((o for o in self.other_speculative if o.max_draft_len == draft_len), self.speculative)
+
+    def speculative_files(self) -> str:
+        return " or ".join(o.file for o in (self.speculative, *self.other_speculative))
 
 
 def options_of(file: str, options: dict) -> RunOptions:
@@ -103,9 +112,23 @@ def check_report(report: dict, exp: RunExpectation, path: Path) -> RunOptions:
     if _release(eng.get("version")) != exp.release:
         raise UserError(f"{where} ran TensorRT-LLM {eng.get('version')}; the {exp.where} plans for {exp.release} "
                         "(engine.trtllm_version): host costs differ between releases; bench with that release")
-    opts = exp.speculative if "decoding_stats" in report else exp.plain
+    opts = exp.plain
+    if "decoding_stats" in report:
+        d = _reported_draft_len(report)
+        opts = exp.speculative_for(d) if d is not None else exp.speculative
     _check_options(report, opts, where)
     return opts
+
+
+def _reported_draft_len(report: dict) -> int | None:
+    """max_draft_len as trtllm-bench's decoding_stats imply it (drafts per request / iterations per request)."""
+    ds = report.get("decoding_stats") or {}
+    drafts = (ds.get("num_draft_tokens_percentiles") or {}).get("average")
+    accepted = (ds.get("num_accepted_draft_tokens_percentiles") or {}).get("average")
+    osl = (report.get("request_info") or {}).get("avg_output_length")
+    if not all(_num(x) for x in (drafts, accepted, osl)) or osl - accepted <= 0:
+        return None
+    return round(drafts / (osl - accepted))
 
 
 def _check_options(report: dict, opts: RunOptions, where: str) -> None:
@@ -165,7 +188,8 @@ def read_measurements(paths: list[Path], exp: RunExpectation) -> tuple[list[Step
     for kind, ms in kinds.items():
         if not ms:
             raise UserError(f"--calibrate got no {kind} report ({', '.join(map(str, paths))}): give a plain run "
-                            f"({exp.plain.file}) and a speculative run ({exp.speculative.file}) of the same bundle")
+                            f"({exp.plain.file}) and a speculative run ({exp.speculative_files()}) of the same "
+                            "bundle")
     gpus = {str((r.get("machine") or {}).get("name")) for _p, r in reports if (r.get("machine") or {}).get("name")}
     if len(gpus) > 1:
         raise UserError(f"--calibrate reports ran on different GPUs ({', '.join(sorted(gpus))}); give runs of one "

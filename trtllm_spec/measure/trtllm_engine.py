@@ -101,9 +101,14 @@ def trtllm_section(requests: Sequence[RequestAcceptance], iteration: dict | None
     }
 
 
+ALT_OPTIONS_FILE = "llm_api_options.speculative.yaml"  # stages/bundle.py: a bundle left without speculation
+
+
 def load_bundle_options(bundle: Path) -> dict:
-    """The bundle's ``llm_api_options.yaml``, with a relative ``speculative_model`` made absolute (the
-    bundle's scripts run from its root)."""
+    """The bundle's speculative LLM API options, with a relative ``speculative_model`` made absolute (the
+    bundle's scripts run from its root): ``llm_api_options.yaml``, or where the planner left the bundle without
+    speculation, the drafter's options it ships beside it (``llm_api_options.speculative.yaml``, what
+    ``bench_speculative.sh`` runs)."""
     from trtllm_spec.core.files import read_structured
 
     if not bundle.is_dir():
@@ -114,6 +119,11 @@ def load_bundle_options(bundle: Path) -> dict:
     options = read_structured(path, "LLM API options")
     if not isinstance(options, dict):
         raise UserError(f"{path} must hold a mapping of LLM API options")
+    if not options.get("speculative_config") and (bundle / ALT_OPTIONS_FILE).is_file():
+        path = bundle / ALT_OPTIONS_FILE
+        options = read_structured(path, "LLM API options")
+        if not isinstance(options, dict):
+            raise UserError(f"{path} must hold a mapping of LLM API options")
     spec = options.get("speculative_config")
     if not isinstance(spec, dict) or spec.get("decoding_type") not in DECODING_TYPES:
         raise UserError(f"{path} has no speculative_config with a known decoding_type ({', '.join(DECODING_TYPES)}); "

@@ -91,11 +91,17 @@ def engine(ctx: BuildContext) -> StageResult:
                                                   if model == "target" else None, concurrency=batches))
     write_text_atomic(b / "dataset.jsonl", ctx.bench_dataset.jsonl())
     files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "replan.sh", "dataset.jsonl"]
+    spec_d = rec.max_draft_len
     if rec.max_draft_len == 0:
-        files += _speculative_alternative(ctx, model, spec_model, extra)
+        alt, spec_d = _speculative_alternative(ctx, model, spec_model, extra)
+        files += alt
     else:
         files += _plain_alternative(ctx, model)
-    write_text_atomic(b / "replan.sh", sc.replan_sh(**_replan_reports(rec.max_draft_len, min(batches))))
+    second = _calibrate_alternative(ctx, model, spec_model, extra, spec_d) if spec_d else []
+    files += second
+    write_text_atomic(b / "replan.sh", sc.replan_sh(**_replan_reports(rec.max_draft_len, min(batches)),
+                                                    calibrate_report=f"{CALIBRATE_RESULTS}/report_c{min(batches)}.json"
+                                                    if second else None))
     for f in ("serve.sh", "bench.sh", "replan.sh"):
         (b / f).chmod(0o755)
     files += _multinode(ctx, model)
@@ -127,7 +133,8 @@ def _engine_note(options: dict, rec) -> str:
 ALT_OPTIONS_FILE = "llm_api_options.speculative.yaml"
 
 
-def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | None, extra: dict) -> list[str]:
+def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | None, extra: dict
+                             ) -> tuple[list[str], int]:
     """When the planner recommends no speculation, still write the recipe's drafter at its best predicted D
     (smallest planned batch) as a second options file and a bench script for it: the prediction can then be
     checked on the GPU with one command (``bash bench_speculative.sh`` next to ``bash bench.sh``)."""
@@ -138,7 +145,7 @@ def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | No
     cands = [c for c in ctx.plan.candidates if c["mechanism"] == r.drafter.type and c["draft_len"] > 0
              and c["batch_size"] == min(batches) and c.get("feasible", True)]
     if not cands:
-        return []
+        return [], 0
     best = max(cands, key=lambda c: c["speedup"])
     d = best["draft_len"]
     options = _options(ctx, spec_model, d, None, extra)
@@ -150,10 +157,52 @@ def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | No
         model=r.target.hf_id or model, model_path=model if model == "target" else None, concurrency=batches,
         options_file=ALT_OPTIONS_FILE, report_dir="bench_results_speculative"))
     (b / "bench_speculative.sh").chmod(0o755)
-    return [ALT_OPTIONS_FILE, "bench_speculative.sh"]
+    return [ALT_OPTIONS_FILE, "bench_speculative.sh"], d
 
 
 PLAIN_OPTIONS_FILE = "llm_api_options.plain.yaml"
+CALIBRATE_OPTIONS_FILE = "llm_api_options.calibrate.yaml"
+CALIBRATE_RESULTS = "bench_results_calibrate"
+
+
+def second_draft_len(d: int, limit: int | None) -> int | None:
+    """A second D for host-cost calibration, far enough from ``d`` to separate the per-draft-step term: d + 2
+    where the drafter allows it, else d - 2, else the neighbour; None where the drafter runs one D only."""
+    for cand in (d + 2, d - 2, d + 1, d - 1):
+        if cand >= 1 and (limit is None or cand <= limit):
+            return cand
+    return None
+
+
+def _calibrate_alternative(ctx: BuildContext, model: str, spec_model: str | None, extra: dict, d: int) -> list[str]:
+    """For a chain drafter (host work once per draft step), the speculative options at a second D, fixed (no
+    schedule), and a bench script for the smallest planned batch: with the plain and the speculative runs, three
+    reports that identify all three host-cost terms (two identify only spec_iteration_s + D draft_step_s)."""
+    from trtllm_spec.deploy.trtllm_options import render_yaml
+
+    r = ctx.recipe
+    shape = ctx.target.shape if ctx.target is not None else None
+    if shape is None or not ctx.mechanism.cost(shape, r.drafter).sequential:
+        return []
+    if ctx.mechanism.only_draft_len(r.drafter) is not None:
+        return []
+    limit = ctx.mechanism.max_draft_len(shape, r.drafter)
+    d2 = second_draft_len(d, limit)
+    if d2 is None:
+        return []
+    extra = {k: v for k, v in extra.items() if k != "max_concurrency"}
+    options = _options(ctx, spec_model, d2, None, extra)
+    b, batch = ctx.bundle, min(r.workload.all_batch_sizes())
+    header = (f"# llm_api_options.yaml's drafter at a second draft length (D={d2}, not a recommendation): the third "
+              "run replan.sh fits the host costs with (bench_calibrate.sh)\n")
+    write_text_atomic(b / CALIBRATE_OPTIONS_FILE, header + render_yaml(options, profile=r.trtllm_profile))
+    write_text_atomic(b / "bench_calibrate.sh", sc.bench_sh(
+        model=r.target.hf_id or model, model_path=model if model == "target" else None, concurrency=[batch],
+        options_file=CALIBRATE_OPTIONS_FILE, report_dir=CALIBRATE_RESULTS,
+        purpose=f"Throughput/latency of {{model}} with its drafter at D={d2} (a second draft length for "
+                "replan.sh's host-cost calibration)"))
+    (b / "bench_calibrate.sh").chmod(0o755)
+    return [CALIBRATE_OPTIONS_FILE, "bench_calibrate.sh"]
 
 
 def _replan_reports(max_draft_len: int, batch: int) -> dict[str, str]:

@@ -18,6 +18,7 @@ from trtllm_spec.measure.calibration import RunExpectation, RunOptions, options_
 HOST_COSTS_FILE = "host_costs.json"
 PLAIN_OPTIONS_FILE = "llm_api_options.plain.yaml"
 SPECULATIVE_OPTIONS_FILE = "llm_api_options.speculative.yaml"
+CALIBRATE_OPTIONS_FILE = "llm_api_options.calibrate.yaml"  # the speculative options at a second D (chain drafters)
 
 
 def _model_ids(recipe: Recipe, target_id: str, *extra: str) -> tuple[str, ...]:
@@ -36,7 +37,9 @@ def recipe_expectation(recipe: Recipe, target_id: str, where: str) -> RunExpecta
 
 def bundle_expectation(bundle: Path, recipe: Recipe, target_id: str) -> RunExpectation:
     """A bundle's runs: the plain one with its plain options (llm_api_options.yaml without speculation, or
-    llm_api_options.plain.yaml beside a speculative one), the speculative one with its speculative options."""
+    llm_api_options.plain.yaml beside a speculative one), the speculative ones with its speculative options (and,
+    for a chain drafter, llm_api_options.calibrate.yaml: the same at a second D, which separates the per-iteration
+    and per-draft-step terms)."""
     from trtllm_spec.core.files import read_structured
 
     def load(name: str) -> dict:
@@ -52,10 +55,12 @@ def bundle_expectation(bundle: Path, recipe: Recipe, target_id: str) -> RunExpec
     else:
         spec, plain = options_of(SPECULATIVE_OPTIONS_FILE, load(SPECULATIVE_OPTIONS_FILE)), options_of(
             "llm_api_options.yaml", main)
+    others = (options_of(CALIBRATE_OPTIONS_FILE, load(CALIBRATE_OPTIONS_FILE)),) if (
+        bundle / CALIBRATE_OPTIONS_FILE).is_file() else ()
     extra = ("target",) if (bundle / "target").is_dir() else ()
     return RunExpectation(f"bundle {bundle}", _model_ids(recipe, target_id, *extra),
                           recipe.hardware.tp * recipe.hardware.pp, recipe.trtllm_profile, recipe.drafter.type,
-                          plain, spec)
+                          plain, spec, others)
 
 
 def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Path | None = None) -> HostProfile:
