@@ -250,3 +250,28 @@ def test_greedy_speculative_decoding_is_lossless(seed, draft_seed, vocab, prompt
         out, stats = speculative_generate(target, drafter, prompt, max_new, draft_len, eos_ids=eos_ids)
         assert out == ref, (type(drafter).__name__, out, ref)
         assert all(0 <= a <= p <= draft_len for a, p in zip(stats.accepted, stats.proposed, strict=True))
+        # every accepted draft is an output token: the prefill's token plus 1 + accepted per iteration (tokens a
+        # step verified past the end token are not output and not counted: llama.cpp counts the same way)
+        assert len(out) == 1 + len(stats.accepted) + sum(stats.accepted), (type(drafter).__name__, out, stats)
+
+
+def test_drafts_verified_past_the_end_token_are_not_accepted():
+    """The target drafting for itself accepts every draft; when the end token comes in the middle of a step's
+    drafts, the tokens after it are verified but never output, so they are not counted as accepted (the AL
+    llama.cpp and TensorRT-LLM report counts output tokens; measured on SmolLM2: benchmarks/engine_parity.md)."""
+    from trtllm_spec.runtime.decoder import speculative_generate
+    from trtllm_spec.runtime.drafters.draft_model import DraftModelDrafter
+    from trtllm_spec.runtime.generate import generate
+
+    for seed in range(50):  # a model whose 4th greedy token is new, so it can serve as the end token
+        target = _random_model(seed, 48)
+        ref = generate(target, [1, 2, 3], 12, ())
+        if ref[3] not in ref[:3]:
+            break
+    else:
+        raise AssertionError("no seed gave a fresh 4th token")
+    out, stats = speculative_generate(target, DraftModelDrafter(target, max_len=64), [1, 2, 3], 12, 4,
+                                      eos_ids=(ref[3],))
+    assert out == ref[:4]
+    assert stats.accepted == [2] and stats.proposed == [4]  # drafts ref1..ref4 verified; ref1, ref2 + the end
+    assert len(out) == 1 + len(stats.accepted) + sum(stats.accepted)

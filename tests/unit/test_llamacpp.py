@@ -142,6 +142,15 @@ def test_descriptors_name_their_llamacpp_spec_type():
 
 # ---- llama-server's counters -> iterations ------------------------------------------------------------------
 
+def test_a_request_that_ends_inside_its_last_step_gives_the_unreturned_tokens_back():
+    # a self-drafting server: 14 steps that each accepted all 3 drafts, but the reply is 56 tokens, not 1 + 14 x 4:
+    # the request ended inside the last step, whose tokens past the end were verified, not output
+    its = iterations_from_counts(SpecCounts(14, 42, 42, [14, 14, 14]), 56, 3)
+    assert len(its) == 14 and sorted(its) == [2] + [3] * 13 and (56 - 1) / len(its) == pytest.approx(55 / 14)
+    with pytest.raises(UserError, match="more than the tokens"):  # more than one step short: inconsistent
+        iterations_from_counts(SpecCounts(14, 42, 42, [14, 14, 14]), 52, 3)
+
+
 def test_counters_become_the_iterations_histogram():
     metrics = parse_prometheus(
         "# HELP x\nllamacpp:spec_decode_num_drafts_total 10\nllamacpp:spec_decode_num_draft_tokens_total 30\n"

@@ -61,6 +61,15 @@ def iterations_from_counts(c: SpecCounts, generated: int, draft_len: int) -> lis
                         f"per position {c.per_pos}); was another request served at the same time?")
     accepted = [k for k in range(draft_len, -1, -1) for _ in range(exact[k])]
     plain = generated - 1 - c.accepted - c.steps
+    if -draft_len <= plain < 0 and c.steps:
+        # the request ended inside its last verification step (an end token or n_predict): the counters count
+        # every draft that step verified, the reply only the tokens up to the end; tokens not output are not
+        # accepted (our decoder's rule too), so the step that ended it gives back the difference
+        deficit = -plain
+        take = min(deficit, accepted[0])  # the histogram is in descending order: a step that accepted the most
+        accepted[0] -= take
+        plain = take - deficit
+        accepted.sort(reverse=True)
     if plain < 0:
         raise UserError(f"llama-server generated {generated} tokens but counted {c.steps} verification steps and "
                         f"{c.accepted} accepted drafts (more than the tokens); its counters cannot be turned "

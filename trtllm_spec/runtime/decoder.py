@@ -81,7 +81,11 @@ def speculative_generate(target: LlamaModel, drafter: Drafter, prompt: list[int]
         new = _accept(logits[0], drafts, q, params, generator)
         stats.draft_s += t1 - t0
         stats.verify_s += time.perf_counter() - t1
-        k = len(new) - 1  # accepted drafts
+        end = next((i for i, t in enumerate(new) if t in eos_ids), None)
+        if end is not None:  # the request ends here: what follows the end token is not output, so not accepted
+            new = new[: end + 1]
+        k = len(new) - 1  # accepted drafts (an end token counts as the iteration's own token, as llama.cpp,
+        # which never accepts a drafted end token, yields it: benchmarks/engine_parity.md)
         stats.accepted.append(k)
         stats.proposed.append(len(drafts))
         source = getattr(drafter, "last_source", None)
@@ -90,7 +94,7 @@ def speculative_generate(target: LlamaModel, drafter: Drafter, prompt: list[int]
         verified = [out[-1], *drafts[:k]]
         out.extend(new)
         kv_len += 1 + k
-        if any(t in eos_ids for t in new):
+        if end is not None:
             break
         t2 = time.perf_counter()
         drafter.commit(verified, new[-1], [a[:, : 1 + k] for a in aux])
