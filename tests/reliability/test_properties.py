@@ -251,7 +251,7 @@ def test_greedy_speculative_decoding_is_lossless(seed, draft_seed, vocab, prompt
         assert out == ref, (type(drafter).__name__, out, ref)
         assert all(0 <= a <= p <= draft_len for a, p in zip(stats.accepted, stats.proposed, strict=True))
         # every accepted draft is an output token: the prefill's token plus 1 + accepted per iteration (tokens a
-        # step verified past the end token are not output and not counted: llama.cpp counts the same way)
+        # step verified past the end token are not output and not counted, as llama.cpp counts)
         assert len(out) == 1 + len(stats.accepted) + sum(stats.accepted), (type(drafter).__name__, out, stats)
 
 

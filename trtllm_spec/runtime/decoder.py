@@ -84,8 +84,8 @@ def speculative_generate(target: LlamaModel, drafter: Drafter, prompt: list[int]
         end = next((i for i, t in enumerate(new) if t in eos_ids), None)
         if end is not None:  # the request ends here: what follows the end token is not output, so not accepted
             new = new[: end + 1]
-        k = len(new) - 1  # accepted drafts (an end token counts as the iteration's own token, as llama.cpp,
-        # which never accepts a drafted end token, yields it: benchmarks/engine_parity.md)
+        k = len(new) - 1  # accepted drafts; an end token counts as the iteration's own token (llama.cpp's rule,
+        # common_sampler_sample_and_accept_n: benchmarks/engine_parity.md)
         stats.accepted.append(k)
         stats.proposed.append(len(drafts))
         source = getattr(drafter, "last_source", None)
