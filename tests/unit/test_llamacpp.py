@@ -223,6 +223,11 @@ def test_serve_drafter_options_are_refused_without_a_drafter(cli, tmp_path):
     assert r.exit_code == 2 and "--port 0" in r.output
     r = cli("assets", "serve", "smollm2-135m", "--drafter", tmp_path)
     assert r.exit_code == 2 and "--drafter needs D >= 1" in r.output
+    for args, what in ((("--parallel", "0"), "--parallel 0"), (("--ctx", "16"), "--ctx 16")):
+        r = cli("assets", "serve", "smollm2-135m", *args)  # refused before any download or build
+        assert r.exit_code == 2 and what in r.output and "Traceback" not in r.output
+    r = cli("assets", "serve", "nope")
+    assert r.exit_code == 2 and "unknown model asset 'nope'" in r.output
 
 
 # ---- the comparison ---------------------------------------------------------------------------------------------
