@@ -178,3 +178,23 @@ def test_cli_makes_idle_openmp_threads_spin_briefly_unless_the_user_chose():
     assert _cli_wait_policy(None) == ["None", "10000", "False"]
     assert _cli_wait_policy({"OMP_WAIT_POLICY": "ACTIVE"}) == ["ACTIVE", "None", "False"]
     assert _cli_wait_policy({"GOMP_SPINCOUNT": "300000"}) == ["None", "300000", "False"]
+
+
+def test_the_training_estimate_comes_from_each_descriptor():
+    """train/launch.py asks the drafter's descriptor (no branch on drafter type): EAGLE-3 fuses 3 captured hidden
+    states, the EAGLE-MTP head 2 (h x h fewer parameters), DFlash its target layers and draft layers without an
+    lm_head; TTT steps, offline features and the SaveState layers are the EAGLE-3 head's alone."""
+    from trtllm_spec.core.recipe import DFlashDrafter, Eagle3Drafter, MTPDrafter
+    from trtllm_spec.core.targets import resolve_shape
+    from trtllm_spec.drafters.registry import get
+
+    shape = resolve_shape("llama-3.1-8b-instruct")
+    h = shape.hidden_size
+    e, m, f = Eagle3Drafter(), MTPDrafter(), DFlashDrafter()
+    assert get("eagle3").trainable_params(e, shape) - get("mtp").trainable_params(m, shape) == h * h
+    assert 0 < get("dflash").trainable_params(f, shape) < get("eagle3").trainable_params(e, shape)
+    assert get("eagle3").kept_logit_passes(e) == 3 and get("dflash").kept_logit_passes(f) == 1
+    assert get("eagle3").savestate_layers(e, {"num_hidden_layers": 32}) == [1, 15, 28]  # default_capture_layers
+    assert get("dflash").savestate_layers(f, {"num_hidden_layers": 32}) is None
+    with pytest.raises(NotImplementedError):
+        get("ngram").trainable_params(None, shape)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trtllm_spec.core.recipe import Eagle3Drafter
 from trtllm_spec.core.shape import ModelShape
-from trtllm_spec.drafters.base import (  # noqa: E501
+from trtllm_spec.drafters.base import (
     DraftCost,
     DraftPass,
     Mechanism,
@@ -23,6 +23,11 @@ EAGLE3_SOURCE = ("assumption: llama.cpp PR #24536 EAGLE-3 per-position acceptanc
 
 
 TTT_STEPS = 3  # ModelOpt's EAGLE-3 default test-time-training steps (a recipe's training.ttt_steps overrides)
+
+
+def ttt_steps(cfg) -> int:
+    """The test-time-training steps an EAGLE-style head trains with: each keeps its draft logits for backward."""
+    return getattr(getattr(cfg, "training", None), "ttt_steps", None) or TTT_STEPS
 
 
 def default_capture_layers(num_layers: int) -> list[int]:
@@ -64,7 +69,7 @@ class Eagle3(Mechanism):
         return head_params(cfg, target, len(cfg.layers_to_capture or ()) or 3)
 
     def kept_logit_passes(self, cfg) -> int:
-        return getattr(getattr(cfg, "training", None), "ttt_steps", None) or TTT_STEPS
+        return ttt_steps(cfg)
 
     def trains_offline(self, cfg: Eagle3Drafter) -> bool:
         return bool(cfg.training.data.offline_features)

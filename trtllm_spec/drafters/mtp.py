@@ -48,9 +48,9 @@ class MTP(Mechanism):
         return head_params(cfg, target, 2)  # ModelOpt's EAGLE-MTP head fuses [embedding; last hidden]
 
     def kept_logit_passes(self, cfg) -> int:
-        from trtllm_spec.drafters.eagle3 import TTT_STEPS
+        from trtllm_spec.drafters.eagle3 import ttt_steps
 
-        return getattr(getattr(cfg, "training", None), "ttt_steps", None) or TTT_STEPS
+        return ttt_steps(cfg)
 
     def build_refusal(self, cfg: MTPDrafter, target: ModelShape) -> tuple[str, str] | None:
         return None if target is not None and target.mtp_layers else ("native MTP layers", MTP_HEAD_WHY)
