@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -96,10 +95,7 @@ def tiny_suite(monkeypatch):
 SERVER_CTX = 1024
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from trtllm_spec.llamacpp.server import free_port  # noqa: E402,F401  (tests import it from here)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,10 @@ from typing import Literal
 from trtllm_spec.errors import UserError
 
 OPTIONS_FILE = "llm_api_options.yaml"
+# the bundle's other LLM API options files (stages/bundle.py writes them; calibration and replan read them)
+PLAIN_OPTIONS_FILE = "llm_api_options.plain.yaml"  # the options without speculation (bench_plain.sh)
+SPECULATIVE_OPTIONS_FILE = "llm_api_options.speculative.yaml"  # the drafter where the plan left none (bench_speculative.sh)
+CALIBRATE_OPTIONS_FILE = "llm_api_options.calibrate.yaml"  # the drafter at a second D (bench_calibrate.sh)
 # pyxis/enroot image reference ([REGISTRY#]IMAGE[:TAG]; without '#' enroot looks on Docker Hub)
 DEFAULT_SERVE_IMAGE = "nvcr.io#nvidia/tensorrt-llm/release:1.2.1"
 _SLURM_WORD = re.compile(r"[A-Za-z0-9_.-]+")

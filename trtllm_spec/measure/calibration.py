@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_spec.errors import UserError
-from trtllm_spec.measure.engine_reports import MODES, bench_section, read_bench_report
+from trtllm_spec.measure.engine_reports import MODES, bench_section, drafts_per_iteration, read_bench_report
 from trtllm_spec.planner.calibrate import StepMeasurement
 
 
@@ -114,21 +114,10 @@ def check_report(report: dict, exp: RunExpectation, path: Path) -> RunOptions:
                         "(engine.trtllm_version): host costs differ between releases; bench with that release")
     opts = exp.plain
     if "decoding_stats" in report:
-        d = _reported_draft_len(report)
-        opts = exp.speculative_for(d) if d is not None else exp.speculative
+        d = drafts_per_iteration(report)
+        opts = exp.speculative_for(round(d)) if d is not None else exp.speculative
     _check_options(report, opts, where)
     return opts
-
-
-def _reported_draft_len(report: dict) -> int | None:
-    """max_draft_len as trtllm-bench's decoding_stats imply it (drafts per request / iterations per request)."""
-    ds = report.get("decoding_stats") or {}
-    drafts = (ds.get("num_draft_tokens_percentiles") or {}).get("average")
-    accepted = (ds.get("num_accepted_draft_tokens_percentiles") or {}).get("average")
-    osl = (report.get("request_info") or {}).get("avg_output_length")
-    if not all(_num(x) for x in (drafts, accepted, osl)) or osl - accepted <= 0:
-        return None
-    return round(drafts / (osl - accepted))
 
 
 def _check_options(report: dict, opts: RunOptions, where: str) -> None:

@@ -140,6 +140,19 @@ def _mode_type(mode: object, where: str, drafter_type: str | None) -> str:
     return MODES[mode]
 
 
+def drafts_per_iteration(report: dict) -> float | None:
+    """The max_draft_len a trtllm-bench run drafted with: drafts per request / iterations per request (output
+    tokens - accepted drafts; trtllm-bench drafts max_draft_len each iteration). None where the counts are
+    missing or inconsistent."""
+    req, dec = report.get("request_info") or {}, report.get("decoding_stats") or {}
+    drafts = (dec.get("num_draft_tokens_percentiles") or {}).get("average")
+    accepted = (dec.get("num_accepted_draft_tokens_percentiles") or {}).get("average")
+    osl = req.get("avg_output_length")
+    if not all(_num(x) for x in (drafts, accepted, osl)) or osl - accepted <= 0:
+        return None
+    return float(drafts) / (float(osl) - float(accepted))
+
+
 def bench_section(report: dict, where: str) -> tuple[dict, int]:
     """(profile section, D) from a checked report."""
     req, dec = report["request_info"], report["decoding_stats"]
@@ -151,10 +164,10 @@ def bench_section(report: dict, where: str) -> tuple[dict, int]:
         raise UserError(f"{where}: request_info.num_requests = {r}, avg_output_length = {avg_n} and "
                         f"num_accepted_draft_tokens average = {avg_a} are inconsistent (each request needs an "
                         "iteration: output tokens > accepted drafts)")
-    d_float = float(dec["num_draft_tokens_percentiles"]["average"]) / avg_i
-    d = round(d_float)
-    if d < 1 or abs(d_float - d) > 0.05:
-        raise UserError(f"{where}: num_draft_tokens average / iterations = {d_float:.3f} is not a draft length "
+    d_float = drafts_per_iteration(report)
+    d = round(d_float) if d_float is not None else 0
+    if d_float is None or d < 1 or abs(d_float - d) > 0.05:
+        raise UserError(f"{where}: num_draft_tokens average / iterations = {d_float} is not a draft length "
                         "(trtllm-bench counts max_draft_len drafts per iteration)")
     gen_iters = avg_i - 1.0
     al = 1.0 + avg_a / gen_iters if gen_iters > 0 else 1.0

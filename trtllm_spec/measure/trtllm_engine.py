@@ -21,6 +21,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtllm_spec.deploy.scripts import (
+    SPECULATIVE_OPTIONS_FILE as ALT_OPTIONS_FILE,  # a bundle left without speculation
+)
 from trtllm_spec.drafters.registry import DECODING_TYPES  # noqa: F401  (decoding_type -> drafter type)
 from trtllm_spec.errors import UserError
 
@@ -101,7 +104,6 @@ def trtllm_section(requests: Sequence[RequestAcceptance], iteration: dict | None
     }
 
 
-ALT_OPTIONS_FILE = "llm_api_options.speculative.yaml"  # stages/bundle.py: a bundle left without speculation
 
 
 def load_bundle_options(bundle: Path) -> dict:

@@ -130,7 +130,7 @@ def _engine_note(options: dict, rec) -> str:
     return f"Speculation: D = {spec['max_draft_len']} at every batch size."
 
 
-ALT_OPTIONS_FILE = "llm_api_options.speculative.yaml"
+ALT_OPTIONS_FILE = sc.SPECULATIVE_OPTIONS_FILE
 
 
 def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | None, extra: dict
@@ -160,8 +160,7 @@ def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | No
     return [ALT_OPTIONS_FILE, "bench_speculative.sh"], d
 
 
-PLAIN_OPTIONS_FILE = "llm_api_options.plain.yaml"
-CALIBRATE_OPTIONS_FILE = "llm_api_options.calibrate.yaml"
+PLAIN_OPTIONS_FILE, CALIBRATE_OPTIONS_FILE = sc.PLAIN_OPTIONS_FILE, sc.CALIBRATE_OPTIONS_FILE
 CALIBRATE_RESULTS = "bench_results_calibrate"
 
 

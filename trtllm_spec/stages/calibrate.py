@@ -12,15 +12,11 @@ from pathlib import Path
 
 from trtllm_spec.core.host_costs import HostProfile
 from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.deploy.scripts import CALIBRATE_OPTIONS_FILE, PLAIN_OPTIONS_FILE, SPECULATIVE_OPTIONS_FILE
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.calibration import RunExpectation, RunOptions, options_of, read_measurements
-from trtllm_spec.stages.bundle import (
-    CALIBRATE_OPTIONS_FILE,  # the speculative options at a second D (chain drafters)
-)
 
 HOST_COSTS_FILE = "host_costs.json"
-PLAIN_OPTIONS_FILE = "llm_api_options.plain.yaml"
-SPECULATIVE_OPTIONS_FILE = "llm_api_options.speculative.yaml"
 
 
 def _model_ids(recipe: Recipe, target_id: str, *extra: str) -> tuple[str, ...]:
