@@ -22,6 +22,7 @@ KNOWN_TERMS_S = {"iteration_s": 6.0e-4, "spec_iteration_s": 3.5e-4, "draft_step_
 TARGET = "llama-3.1-8b-instruct"
 HF_ID = "meta-llama/Llama-3.1-8B-Instruct"
 GPU = "h100"
+PROFILE = "1.2"  # the recipe's engine.trtllm_version (reports say 1.2.1)
 ISL, OSL, REQUESTS = 412, 256, 64
 # accepted drafts per request (trtllm-bench's average) at each D: AL = 1 + A / (OSL - A - 1)
 ACCEPTED = {1: 90.0, 2: 139.0, 3: 157.0, 4: 167.0, 5: 174.0, 6: 178.0, 7: 181.0}
@@ -51,7 +52,11 @@ def model_tpot_s(draft_len: int, batch: int = 1, terms: dict | None = None) -> f
 
     shape = resolve_shape(TARGET)
     hw = load_hardware(GPU)
-    hw = hw.model_copy(update={"overheads": hw.overheads.model_copy(update=terms or KNOWN_TERMS_S)})
+    # the engine's overlap behaviour is the release profile's (core/host_costs.py), its host terms the known ones
+    from trtllm_spec.core.host_costs import host_cost_profile
+
+    fields = host_cost_profile(PROFILE).overhead_fields() | (terms or KNOWN_TERMS_S)
+    hw = hw.model_copy(update={"overheads": hw.overheads.model_copy(update=fields)})
     ctx = CostContext(shape, hw, Parallelism(), Precision(weight=shape.native_weight_dtype),
                       Workload((batch,), ISL, OSL))
     cost = MECHANISMS["eagle3"].cost(shape, Eagle3Drafter())

@@ -178,13 +178,22 @@ def test_published_profiles_per_release_and_inheritance():
     from trtllm_spec.errors import UserError
 
     trt = PUBLISHED_HOST_PROFILES[("TensorRT-LLM", "0.20-1.0rc")]
-    for p in TRTLLM_HOST_PROFILES.values():  # the planner's profiles carry the newest measured release's terms
-        assert p.terms() == trt.terms() and "0.20-1.0rc" in p.note and p.fitted_on == trt.fitted_on
-    prof, how = published_host_profile("vLLM", "0.10.1")  # no own measurements: the newest earlier release
-    assert prof.release == "0.9.2" and how == "inherited from 0.9.2"
+    for p in TRTLLM_HOST_PROFILES.values():  # derived by the release rule from the newest measured release
+        assert p.terms() == trt.terms() and p.rule["base_release"] == "0.20-1.0rc" and p.fitted_on == trt.fitted_on
+        assert [f["feature"] for f in p.rule["features"]] == ["overlap_with_speculation"]
+        assert p.overlap_with_speculation and p.overlap_hides == 0.5 and "release rule" in p.note
+        assert all(p.uncertainty[k] > trt_sd for k in p.terms() for trt_sd in [0.25])
+    prof, how = published_host_profile("vLLM", "0.10.1")  # no own measurements: the nearest fitted, by the rule
+    assert prof.rule["base_release"] == "0.9.2" and how == "rule: nearest fitted 0.9.2, 1.0 minor away"
+    assert prof.terms() == PUBLISHED_HOST_PROFILES[("vLLM", "0.9.2")].terms() and prof.release == "0.10.1"
+    assert prof.uncertainty["iteration_s"] == pytest.approx((0.25 ** 2 + 0.47 ** 2) ** 0.5)
+    older = published_host_profile("vLLM", "0.8.4")[0]  # earlier than every fitted one: the nearest, 0.8.5
+    assert older.rule["base_release"] == "0.8.5" and older.rule["distance"] == 0.5
+    far = published_host_profile("vLLM", "0.19.1")[0]  # ten minors away: capped at a factor 4 either way
+    assert far.uncertainty["iteration_s"] == pytest.approx(1.39)
     assert published_host_profile("vLLM", "0.8.5")[1] == "its own"
-    with pytest.raises(UserError, match="no host-cost profile for vLLM 0.1"):
-        published_host_profile("vLLM", "0.1")
+    with pytest.raises(UserError, match="no host-cost profile for TensorRT-LLM"):
+        published_host_profile("TensorRT-LLM", "latest")
     assert all(p.fitted_on and p.fitted for p in PUBLISHED_HOST_PROFILES.values())
 
 

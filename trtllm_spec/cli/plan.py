@@ -96,6 +96,8 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--calibrate", is_flag=True, help="Fit the host costs to the trtllm-bench REPORTS given after the "
               "options (a plain and a speculative run of the same bundle), then plan with them.")
 @click.argument("reports", nargs=-1, type=click.Path(path_type=Path), metavar="[REPORT ...]")
+@click.option("--interval-level", type=float, default=None, help="Coverage of the predicted-speedup intervals, a "
+              "fraction in (0, 1) (default 0.8).")
 @click.option("--compare-acceptance", multiple=True, metavar="NAME=FILE", help="Guideline 5: compare drafter type "
               "NAME on this measured acceptance (a speculation profile) instead of its published default; repeat "
               "per mechanism.")
@@ -104,7 +106,8 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--force", is_flag=True, help="Replace a non-empty --out folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json to stdout.")
 def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | None, force: bool,
-             as_json: bool, category: str | None, calibrate: bool, reports: tuple[Path, ...], **flags) -> None:
+             as_json: bool, category: str | None, calibrate: bool, reports: tuple[Path, ...],
+             interval_level: float | None, **flags) -> None:
     """Choose D (and a draft_len_schedule per batch size) for a target, drafter, GPU and workload.
 
     Example: trtllm-spec plan --target llama-3.1-8b-instruct --drafter eagle3 --gpu h100 --batch-sizes 1,8,64
@@ -117,6 +120,10 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     from trtllm_spec.errors import UserError
 
     flags["batch_sizes"] = parse_int_list(flags.get("batch_sizes"), "--batch-sizes")
+    if interval_level is not None:
+        from trtllm_spec.planner.interval import check_level
+
+        check_level(interval_level)
     check_calibrate_args("plan", reports, calibrate, "a plain run and a speculative run, e.g. --calibrate "
                          "bench_results_plain/report_c1.json bench_results/report_c1.json")
     if out is None and not as_json:
@@ -133,7 +140,8 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
         recipe._base_dir = recipe_file.resolve().parent
     from trtllm_spec.stages.plan import run_plan
 
-    result = run_plan(recipe, out, force=force, category=category, calibrate=list(reports) or None)
+    result = run_plan(recipe, out, force=force, category=category, calibrate=list(reports) or None,
+                      interval_level=interval_level)
     if as_json:
         echo_json(result.plan.to_json())
     if out is not None:

@@ -64,6 +64,7 @@ class Recommendation(_Artifact):
     speculation_pays_up_to: int | None = None
     memory: dict[str, Any] | None = None
     note: str | None = None
+    uncertainty_note: str | None = None  # where the speedup interval changes the decision (planner/interval.py)
 
     def schedule(self) -> dict[int, int] | None:
         """``draft_len_schedule`` with integer batch sizes, as TensorRT-LLM's options take it."""
@@ -89,6 +90,7 @@ class Plan(_Artifact):
     frontier: list[dict[str, Any]]
     assumptions: list[str]
     host_costs: dict[str, Any] | None = None  # the host-cost profile used (core/host_costs.py)
+    uncertainty: dict[str, Any] | None = None  # the speedup intervals: level, how, calibration narrowing
     robustness: dict[str, Any] | None = None  # the pick with each host term halved and doubled
 
 

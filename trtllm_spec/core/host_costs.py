@@ -49,13 +49,21 @@ class HostProfile(StrictModel):
     fitted: str = Field(description="when and how it was fitted")
     note: str = ""
     fit: dict[str, Any] | None = Field(None, description="a calibration's inputs and residuals (plan --calibrate)")
+    rule: dict[str, Any] | None = Field(None, description="how the profile was chosen for its release "
+                                        "(release_host_profile): fitted, or derived from a fitted one by RELEASE_RULE")
+    overlap_hides: float | None = Field(None, ge=0, le=1, description="Overheads.overlap_hides (None: the GPU's)")
+    overlap_with_speculation: bool | None = Field(None, description="Overheads.overlap_with_speculation (None: the "
+                                                  "GPU's)")
+    uncertainty: dict[str, float] | None = Field(None, description="log-space standard deviation of each host term "
+                                                 "(planner/interval.py); None: HOST_TERM_LOG_SD")
 
     def terms(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in HOST_TERMS}
 
     def overhead_fields(self) -> dict[str, float]:
         """The ``Overheads`` fields this profile sets."""
-        extra = {k: getattr(self, k) for k in ("moe_layer_units", "per_expert_s") if getattr(self, k) is not None}
+        extra = {k: getattr(self, k) for k in ("moe_layer_units", "per_expert_s", "overlap_hides",
+                                               "overlap_with_speculation") if getattr(self, k) is not None}
         return self.terms() | extra
 
     def summary(self) -> dict[str, Any]:
@@ -102,21 +110,41 @@ PUBLISHED_HOST_PROFILES: dict[tuple[str, str], HostProfile] = {(p.framework, p.r
         "(4, 4, 16), bs 1-64)"], moe_layer_units=3.0, per_expert_s=0.0),
 )}
 
-_TRTLLM_MEASURED = PUBLISHED_HOST_PROFILES[("TensorRT-LLM", "0.20-1.0rc")]
-_NO_NEWER = ("no published speculative-decoding step times of TensorRT-LLM {r} were found (searched 2026-12-02); "
-             "the terms are those fitted on 0.20-1.0rc measurements (the newest with any). Fit your engine's with "
-             "`trtllm-spec plan --calibrate` (a plain and a speculative trtllm-bench report).")
+# ---- releases without a fitted profile: the rule (issue 36) ------------------------------------------------------
+# Host-cost uncertainty, log-space standard deviation per term:
+# - a fitted profile: the resolution of the fit (benchmarks/planner_validation.py GRID: adjacent values differ by
+#   20-50%, so a term is known to about +-25%);
+# - each minor release away from the fitted one adds the one measured movement between two fitted releases of the
+#   same framework: vLLM 0.8.5 -> 0.9.2 moved iteration_s 2.0 -> 1.25 ms (ln 1.6 = 0.47) on the same model and GPU
+#   (the speculative terms moved more, but their sum at D = 3 moved by 1%: 4.6 vs 4.65 ms, so the split, not the
+#   total, is what one release pair identifies). One pair gives a size, not a direction: the rule moves no term, it
+#   widens the interval. Combined in quadrature.
+HOST_TERM_LOG_SD = 0.25
+RELEASE_STEP_LOG_SD = 0.47
+MAX_LOG_SD = 1.39  # ln 4: beyond a factor 4 either way a release's host terms are simply unknown; calibrate
+RELEASE_RULE = ("nearest fitted release of the same framework (by version; a tie goes to the later one, host costs "
+                "shrink with releases), its terms kept, host-cost features the release has and the fitted one lacks "
+                "applied (RELEASE_FEATURES), each term's uncertainty widened by 0.47 (log) per minor release of "
+                "distance (the one measured movement between fitted releases, vLLM 0.8.5 -> 0.9.2), at most a factor 4")
 
-
-def _trtllm(release: str) -> HostProfile:
-    base = _TRTLLM_MEASURED
-    return base.model_copy(update={"name": f"tensorrt-llm-{release}", "release": release,
-                                   "measured_release": f"{base.release} (blog 1, 2025-05; PR #5146, 2025-06)",
-                                   "note": _NO_NEWER.format(r=release)})
-
-
-# Per TensorRT-LLM profile (engine.trtllm_version). A release without its own measurements says so in its note.
-TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {r: _trtllm(r) for r in ("1.2", "1.3", "1.4")}
+# Host-cost features per framework release, where documented. Only features that change which terms a step waits
+# for are listed; each names its source.
+FEATURE_SOURCES = {
+    "overlap_with_speculation": "NVIDIA/TensorRT-LLM issue #9421 (2025-11-25): 'the overlap scheduler is currently "
+    "enabled for speculative decoding with the PyTorch backend, when using the chain drafter and using a TRTLLM "
+    "attention backend'; PR #5146 (the fitted 0.20-1.0rc measurements) ran disable_overlap_scheduler: true",
+}
+# overlap_with_speculation: the overlap scheduler hides the iteration's host work behind the GPU's previous step on
+# speculative iterations too. How much of iteration_s is hideable host work is not measured for TensorRT-LLM: half,
+# with the full range 0..1 inside the term's widened uncertainty (FEATURE_LOG_SD).
+FEATURE_EFFECTS = {"overlap_with_speculation": {"overlap_with_speculation": True, "overlap_hides": 0.5}}
+FEATURE_LOG_SD = {"overlap_with_speculation": {"iteration_s": 0.69}}  # ln 2: hides 0..1 of the term
+RELEASE_FEATURES: dict[tuple[str, str], frozenset[str]] = {
+    ("TensorRT-LLM", "0.20-1.0rc"): frozenset(),
+    ("TensorRT-LLM", "1.2"): frozenset({"overlap_with_speculation"}),
+    ("TensorRT-LLM", "1.3"): frozenset({"overlap_with_speculation"}),
+    ("TensorRT-LLM", "1.4"): frozenset({"overlap_with_speculation"}),
+}
 
 
 def _key(release: str) -> tuple[int, ...]:
@@ -125,21 +153,80 @@ def _key(release: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", release))
 
 
-def published_host_profile(framework: str, release: str) -> tuple[HostProfile, str]:
-    """(the profile, how it was chosen) for a framework release: its own, else the newest earlier one fitted."""
+def _distance(a: str, b: str) -> float:
+    """Minor releases between two versions (a range such as 0.20-1.0rc counts as its newest end; 0.x -> 1.0 as one
+    step; a patch release of the same minor as half a step)."""
+    ka, kb = ((_key(v.split("-")[-1]) + (0, 0, 0))[:3] for v in (a, b))
+    minor = abs((ka[0] * 100 + ka[1]) - (kb[0] * 100 + kb[1]))
+    if ka[0] != kb[0]:  # across a major version: count the minors of the newer major only, plus one
+        newer = max(ka, kb)
+        minor = newer[1] + 1
+    return float(minor) if minor else (0.5 if ka[2] != kb[2] else 0.0)
+
+
+def release_host_profile(framework: str, release: str) -> HostProfile:
+    """The host-cost profile for a framework release: its own fitted one, else RELEASE_RULE from the nearest fitted
+    one. The result's ``rule`` says which, and ``uncertainty`` holds each term's log-space standard deviation."""
+    sd = dict.fromkeys(HOST_TERMS, HOST_TERM_LOG_SD)
     if (framework, release) in PUBLISHED_HOST_PROFILES:
-        return PUBLISHED_HOST_PROFILES[(framework, release)], "its own"
-    older = sorted((r for f, r in PUBLISHED_HOST_PROFILES if f == framework and _key(r) < _key(release)), key=_key)
-    if not older:
+        prof = PUBLISHED_HOST_PROFILES[(framework, release)]
+        return prof.model_copy(update={"rule": {"rule": "fitted", "base": prof.name, "distance": 0, "features": []},
+                                       "uncertainty": sd})
+    fitted = [r for f, r in PUBLISHED_HOST_PROFILES if f == framework]
+    if not fitted or not _key(release):
         known = ", ".join(f"{f} {r}" for f, r in PUBLISHED_HOST_PROFILES)
         raise UserError(f"no host-cost profile for {framework} {release}; known: {known}")
-    return PUBLISHED_HOST_PROFILES[(framework, older[-1])], f"inherited from {older[-1]}"
+    base_rel = min(fitted, key=lambda r: (_distance(r, release), _key(r.split("-")[-1]) < _key(release)))
+    base = PUBLISHED_HOST_PROFILES[(framework, base_rel)]
+    dist = _distance(base_rel, release)
+    have = RELEASE_FEATURES.get((framework, release), frozenset())
+    added = sorted(have - RELEASE_FEATURES.get((framework, base_rel), frozenset()))
+    sd = {k: (HOST_TERM_LOG_SD ** 2 + (dist * RELEASE_STEP_LOG_SD) ** 2) ** 0.5 for k in HOST_TERMS}
+    effects: dict[str, Any] = {}
+    for f in added:
+        effects |= FEATURE_EFFECTS.get(f, {})
+        for k, v in FEATURE_LOG_SD.get(f, {}).items():
+            sd[k] = (sd[k] ** 2 + v ** 2) ** 0.5
+    sd = {k: min(v, MAX_LOG_SD) for k, v in sd.items()}
+    rule = {"rule": "nearest fitted release", "text": RELEASE_RULE, "base": base.name, "base_release": base_rel,
+            "distance": dist, "features": [{"feature": f, "effect": FEATURE_EFFECTS.get(f, {}),
+                                            "source": FEATURE_SOURCES.get(f, "")} for f in added]}
+    note = (f"no published step times of {framework} {release} were found (searched 2026-12-02/03): derived from "
+            f"{base.name} by the release rule ({dist} minor release(s) away"
+            + (f"; features applied: {', '.join(added)}" if added else "; no documented host-cost feature differs")
+            + "). Fit your engine's with `trtllm-spec plan --calibrate` (a plain and a speculative trtllm-bench "
+            "report).")
+    return base.model_copy(update={"name": f"{framework.lower()}-{release}", "release": release,
+                                   "measured_release": base_rel, "note": note, "rule": rule, "uncertainty": sd,
+                                   **effects})
+
+
+def published_host_profile(framework: str, release: str) -> tuple[HostProfile, str]:
+    """(the profile, how it was chosen) for a framework release (release_host_profile)."""
+    prof = release_host_profile(framework, release)
+    r = prof.rule or {}
+    return prof, ("its own" if r.get("rule") == "fitted" else
+                  f"rule: nearest fitted {r['base_release']}, {r['distance']} minor away"
+                  + (f", + {', '.join(f['feature'] for f in r['features'])}" if r["features"] else ""))
+
+
+TRTLLM_RELEASES = ("1.2", "1.3", "1.4")
+
+
+def host_cost_profile(release: str) -> HostProfile:
+    """The host-cost profile of a TensorRT-LLM release (engine.trtllm_version): the key core/releases.py points
+    to. Fitted where measurements exist, else derived by RELEASE_RULE (the profile's ``rule`` says which)."""
+    if release not in TRTLLM_RELEASES and ("TensorRT-LLM", release) not in PUBLISHED_HOST_PROFILES:
+        raise UserError(f"no host-cost profile for TensorRT-LLM {release!r}; known: {', '.join(TRTLLM_RELEASES)}")
+    return release_host_profile("TensorRT-LLM", release)
+
+
+# Per TensorRT-LLM profile (engine.trtllm_version), derived by the rule; each says how in ``rule`` and ``note``.
+TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {r: host_cost_profile(r) for r in TRTLLM_RELEASES}
 
 
 def trtllm_host_profile(release: str) -> HostProfile:
-    if release not in TRTLLM_HOST_PROFILES:
-        raise UserError(f"no host-cost profile for TensorRT-LLM {release!r}; known: {', '.join(TRTLLM_HOST_PROFILES)}")
-    return TRTLLM_HOST_PROFILES[release]
+    return host_cost_profile(release)
 
 
 def load_host_profile(path: Path) -> HostProfile:

@@ -91,10 +91,30 @@ def hardware_with_host_costs(recipe: Recipe, hw: Hardware, profile: HostProfile 
     return hw, record
 
 
+def interval_inputs(recipe: Recipe, profile: HostProfile | None) -> tuple[dict[str, float] | None,
+                                                                          dict[str, float] | None]:
+    """(each host term's log sd for the speedup interval, the release profile's before a calibration): a
+    calibrated profile's from its residuals (refused without them), a release profile's from the release rule, a
+    hardware file's None (the planner's fitted-profile default)."""
+    from trtllm_spec.planner.interval import calibrated_log_sd
+
+    if profile is None:
+        return None, None
+    if profile.fit is not None or profile.rule is None:  # a calibration (--calibrate, planner.host_costs)
+        prior = trtllm_host_profile(recipe.trtllm_profile).uncertainty
+        data = profile.model_dump(mode="json", by_alias=True) | {"prior_uncertainty": prior}
+        return calibrated_log_sd(data), prior
+    return profile.uncertainty, None
+
+
 def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapping,
-                host_profile: HostProfile | None = None) -> PlanInputs:
+                host_profile: HostProfile | None = None, interval_level: float | None = None) -> PlanInputs:
     """``mechanisms``: the drafter registry (``trtllm_spec.drafters.registry.MECHANISMS``), passed in;
-    ``host_profile``: host costs fitted by ``plan --calibrate`` (else the recipe's / the release's)."""
+    ``host_profile``: host costs fitted by ``plan --calibrate`` (else the recipe's / the release's);
+    ``interval_level``: the speedup interval's coverage (``plan --interval-level``, default 0.8)."""
+    from trtllm_spec.planner.interval import DEFAULT_LEVEL, check_level
+
+    level = check_level(interval_level) if interval_level is not None else DEFAULT_LEVEL
     files: list[Path] = []
     target = resolve_target(recipe.target.model, recipe.base_dir)
     if target.path is not None:
@@ -108,6 +128,7 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         gpu_path = None
         hw = load_hardware(gpu)
     profile = host_profile_for(recipe, hw, host_profile, files, gpu_path)
+    host_sd, prior_sd = interval_inputs(recipe, profile)
     hw, host_record = hardware_with_host_costs(recipe, hw, profile)
     acceptance: AcceptanceModel | None = None
     acc_path = recipe.resolve_path(recipe.planner.acceptance)
@@ -133,5 +154,6 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         trtllm_profile=recipe.trtllm_profile, max_batch_size=recipe.engine.max_batch_size,
         latency_target_ms=recipe.workload.latency_target_ms, target_id=target.hf_id or recipe.target.model,
         mechanisms=mechanisms, host_costs=host_record, compare_acceptance=compared,
+        interval_level=level, host_log_sd=host_sd, prior_host_log_sd=prior_sd,
     )
     return PlanInputs(req, target, files)

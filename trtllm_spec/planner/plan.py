@@ -14,6 +14,7 @@ from trtllm_spec.planner import guidelines as gl
 from trtllm_spec.planner.acceptance import AcceptanceModel
 from trtllm_spec.planner.cost import Parallelism, Precision, kv_bytes_per_token_per_gpu
 from trtllm_spec.planner.feasibility import infeasible_note, memory_budget
+from trtllm_spec.planner.interval import DEFAULT_LEVEL
 from trtllm_spec.planner.limits import limit_note, speculation_limit
 from trtllm_spec.planner.robustness import robustness
 from trtllm_spec.planner.schedule import check_schedule, render_schedule
@@ -53,6 +54,11 @@ class PlanRequest:
     host_costs: dict | None = None
     # measured acceptance of the other mechanisms guideline 5 compares (the rest use their defaults)
     compare_acceptance: Mapping[str, AcceptanceModel] = field(default_factory=dict)
+    # the speedup interval (planner/interval.py): its level, each host term's log sd, and before a calibration's
+    # (the release profile's) to report how much the calibration narrowed it
+    interval_level: float = DEFAULT_LEVEL
+    host_log_sd: Mapping[str, float] | None = None
+    prior_host_log_sd: Mapping[str, float] | None = None
 
     def mechanism(self, name: str) -> MechanismModel:
         if name not in self.mechanisms:
@@ -103,6 +109,7 @@ def make_plan(req: PlanRequest) -> dict:
     cands = evaluate(ctx, plans)
     main = plans[0]
     rec = recommend(req, ctx, main, cands)
+    unc = add_intervals(req, ctx, main, cands, rec)
     guides = [gl.g1_compute_bound(ctx, main, cands), gl.g2_attention(ctx, main), gl.g3_tiles(ctx, main),
               gl.g4_low_latency(ctx, main), gl.g5_mechanism(ctx, plans, cands)]
     return {
@@ -120,13 +127,57 @@ def make_plan(req: PlanRequest) -> dict:
                     "acceptance_kind": main.mechanism.acceptance_kind,
                     "rho": main.cost.drafter_layers / req.target.num_layers, "max_draft_len": main.max_draft_len},
         "guidelines": [g.as_dict() for g in guides],
-        "candidates": [c.as_dict() for c in cands],
+        "candidates": [c.as_dict() | interval_of(unc, c) for c in cands],
         "recommendation": rec,
         "frontier": [{k: v for k, v in c.as_dict().items() if k != "breakdown"} for c in pareto_frontier(cands)],
         "assumptions": assumptions(req, plans, skipped),
         "host_costs": req.host_costs or {"name": "the GPU's overheads", "terms_s": host_terms(req.hardware)},
+        "uncertainty": unc["record"],
         "robustness": robustness(ctx, main, cands, rec, lambda c2, cands2: recommend(req, c2, main, cands2)),
     }
+
+
+def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: list[Candidate], rec: dict
+                  ) -> dict:
+    """The speedup interval of every candidate of the recipe's mechanism and of each planned row
+    (planner/interval.py), the note on where it changes the decision, and how much a calibration narrowed it."""
+    from trtllm_spec.planner import interval as iv
+
+    level = iv.check_level(req.interval_level)
+    host_sd = dict(req.host_log_sd) if req.host_log_sd else dict.fromkeys(iv.TERMS, HOST_SD_DEFAULT)
+    bands = iv.annotate(ctx, main, cands, host_sd, level)
+    for r in rec["by_batch"]:
+        lo, hi, _sd = bands.get((r["batch_size"], r["draft_len"]), (r["speedup"], r["speedup"], 0.0))
+        r["speedup_low"], r["speedup_high"] = round(lo, 4), round(hi, 4)
+    rec["uncertainty_note"] = iv.decision_note(rec["by_batch"], level)
+
+    def median_width(b: dict) -> float | None:
+        w = [(hi - lo) / c.speedup for c in cands if (c.mechanism, c.draft_len > 0) == (main.mechanism.name, True)
+             and (c.batch_size, c.draft_len) in b for lo, hi, _ in [b[(c.batch_size, c.draft_len)]]]
+        return round(sorted(w)[len(w) // 2], 4) if w else None
+
+    record = {"level": level, "z": round(iv.z_of(level), 4), "model_log_sd": iv.MODEL_LOG_SD,
+              "host_log_sd": {k: round(v, 4) for k, v in host_sd.items()},
+              "how": "speedup x exp(+-z sd), sd^2 = sum over host terms (elasticity of ln speedup to the term x its "
+                     "log sd)^2 + model_log_sd^2 (the robust residual sd of the calibration split of "
+                     "benchmarks/planner_validation.py); planner/interval.py",
+              "rule": (req.host_costs or {}).get("rule"),
+              "median_relative_width": median_width(bands), "note": rec["uncertainty_note"]}
+    if req.prior_host_log_sd:
+        before = median_width(iv.annotate(ctx, main, cands, dict(req.prior_host_log_sd), level))
+        after = record["median_relative_width"]
+        record["calibration"] = {"prior_host_log_sd": {k: round(v, 4) for k, v in req.prior_host_log_sd.items()},
+                                 "median_relative_width_before": before, "median_relative_width_after": after,
+                                 "narrowed_by": round(1 - after / before, 4) if before and after is not None else None}
+    return {"bands": bands, "record": record}
+
+
+HOST_SD_DEFAULT = 0.25  # core/host_costs.HOST_TERM_LOG_SD: a hardware file's own overheads count as fitted ones
+
+
+def interval_of(unc: dict, c: Candidate) -> dict:
+    band = unc["bands"].get((c.batch_size, c.draft_len))
+    return {"speedup_interval": [round(band[0], 4), round(band[1], 4)]} if band else {}
 
 
 def host_terms(hw: Hardware) -> dict[str, float]:

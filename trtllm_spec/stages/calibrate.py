@@ -84,7 +84,9 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Path | Non
     return HostProfile(
         name=f"calibrated: TensorRT-LLM {', '.join(versions)} on {', '.join(machines)}", framework="TensorRT-LLM",
         release=recipe.trtllm_profile, **fit.terms, moe_layer_units=req.hardware.overheads.moe_layer_units,
-        per_expert_s=req.hardware.overheads.per_expert_s, measured_release=", ".join(versions),
+        per_expert_s=req.hardware.overheads.per_expert_s, overlap_hides=req.hardware.overheads.overlap_hides,
+        overlap_with_speculation=req.hardware.overheads.overlap_with_speculation,
+        measured_release=", ".join(versions),
         fitted_on=[f"{r['source']} (B = {r['batch_size']}, D = {r['draft_len']}, AL {r['acceptance_length']:.3f}, "
                    f"TPOT {r['measured_tpot_s'] * 1e3:.3f} ms)" for r in fit.rows],
         fitted=f"{now}, trtllm-spec {__version__} {'replan' if bundle else 'plan'} --calibrate (least squares, "

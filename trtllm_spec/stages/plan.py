@@ -20,25 +20,32 @@ class PlanResult:
     host_costs: object | None = None  # the HostProfile fitted by --calibrate
 
 
-def compute_plan(recipe: Recipe, category: str | None = None, host_profile=None) -> tuple[Plan, list[Path]]:
-    """``host_profile``: host costs fitted by ``--calibrate`` (core/host_costs.HostProfile), else the recipe's."""
+def compute_plan(recipe: Recipe, category: str | None = None, host_profile=None,
+                 interval_level: float | None = None) -> tuple[Plan, list[Path]]:
+    """``host_profile``: host costs fitted by ``--calibrate`` (core/host_costs.HostProfile), else the recipe's;
+    ``interval_level``: the coverage of the speedup intervals (default 0.8)."""
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.inputs import plan_inputs
     from trtllm_spec.planner.plan import make_plan
 
-    inputs = plan_inputs(recipe, category, mechanisms=MECHANISMS, host_profile=host_profile)
+    inputs = plan_inputs(recipe, category, mechanisms=MECHANISMS, host_profile=host_profile,
+                         interval_level=interval_level)
     return Plan.from_json(make_plan(inputs.request)), inputs.input_files
 
 
 def run_plan(recipe: Recipe, out: Path | None, force: bool = False, category: str | None = None,
-             calibrate: list[Path] | None = None) -> PlanResult:
+             calibrate: list[Path] | None = None, interval_level: float | None = None) -> PlanResult:
     """``calibrate``: trtllm-bench reports (a plain and a speculative run) to fit the host costs from first."""
+    if interval_level is not None:  # refused before anything runs
+        from trtllm_spec.planner.interval import check_level
+
+        check_level(interval_level)
     host = None
     if calibrate:
         from trtllm_spec.stages.calibrate import calibrate_host_costs
 
         host = calibrate_host_costs(recipe, calibrate)
-    plan, files = compute_plan(recipe, category, host)
+    plan, files = compute_plan(recipe, category, host, interval_level)
     if out is None:
         return PlanResult(plan, None, host)
     with atomic_dir(out, force=force) as tmp:

@@ -1,0 +1,67 @@
+"""The residual of every published point broken into the step model's terms (issue 36's analysis).
+
+For a point (batch B, draft length D, measured speedup S_m, acceptance AL) the model's plain step T0 and
+speculative step T1 are sums of terms x0_k and x1_k: target GEMMs, attention, communication, kernel gaps (per-layer
+launch units + sampling), the three host terms (iteration_s exposed, spec_iteration_s, n(D) draft_step_s) and the
+drafter's GPU work. The predicted speedup is AL T0 / T1. Two readings per term k:
+
+- its share of what speculation adds, (x1_k - x0_k) / (T1 - T0);
+- the factor f_k by which that one term (in both steps) would have to be scaled for the prediction to equal the
+  measurement: S_m (T1 + (f - 1) x1_k) = AL (T0 + (f - 1) x0_k). A term that carries a bias needs a plausible f
+  (0 < f, not orders of magnitude) of the same direction across the points of a release.
+"""
+
+from __future__ import annotations
+
+from trtllm_spec.core.hardware import Hardware
+from trtllm_spec.core.targets import resolve_shape
+from trtllm_spec.drafters.registry import MECHANISMS
+from trtllm_spec.planner.cost import Precision
+from trtllm_spec.planner.search import CostContext, Workload, draft_step, target_step
+
+TERMS = ("target_gemm", "attention", "communication", "kernel_gaps", "iteration", "spec_iteration", "draft_host",
+         "drafting_gpu")
+HOST = ("iteration_s", "spec_iteration_s", "draft_step_s")
+
+
+def _no_host(hw: Hardware) -> Hardware:
+    return hw.model_copy(update={"overheads": hw.overheads.model_copy(update=dict.fromkeys(HOST, 0.0))})
+
+
+def step_terms(p, hw: Hardware, batch: int, draft_len: int) -> dict[str, float]:
+    """Seconds per term of one iteration at (batch, draft_len) for point ``p`` (a chain, or SGLang's tree priced as
+    benchmarks/planner_validation.tree_candidates does)."""
+    shape = resolve_shape(p.target)
+    zero = _no_host(hw)
+    ctx = CostContext(shape, zero, p.par, Precision(weight=p.weights), Workload((batch,), p.isl, p.osl))
+    cost = MECHANISMS[p.drafter.type].cost(shape, p.drafter)
+    verify, draft_rows, steps = draft_len, batch, draft_len
+    if p.tree and draft_len:
+        steps, topk, n_verify = p.tree
+        verify, draft_rows = n_verify - 1, batch * topk
+    tgt = target_step(ctx, batch, verify)
+    drf = draft_step(ctx, cost, draft_rows, steps) if draft_len else None
+    ov = hw.overheads
+    n = (steps if cost.sequential else 1) if draft_len else 0
+    return {"target_gemm": tgt.gemm_s, "attention": tgt.attention_s, "communication": tgt.comm_s,
+            "kernel_gaps": tgt.overhead_s, "iteration": ov.exposed_iteration_s(draft_len > 0),
+            "spec_iteration": ov.spec_iteration_s if draft_len else 0.0, "draft_host": n * ov.draft_step_s,
+            "drafting_gpu": drf.total_s if drf is not None else 0.0}
+
+
+def decompose(p, hw: Hardware, batch: int, draft_len: int, measured: float) -> dict:
+    x0, x1 = step_terms(p, hw, batch, 0), step_terms(p, hw, batch, draft_len)
+    t0, t1 = sum(x0.values()), sum(x1.values())
+    al = p.al[draft_len]
+    predicted = al * t0 / t1
+    added = t1 - t0
+    out = {"batch": batch, "draft_len": draft_len, "al": al, "measured": measured, "predicted": predicted,
+           "error": predicted / measured - 1, "plain_step_ms": t0 * 1e3, "spec_step_ms": t1 * 1e3,
+           # the speculative step the measurement implies with the model's plain step
+           "implied_spec_step_ms": al * t0 / measured * 1e3, "terms_ms": {}, "share_of_added": {}, "closing_factor": {}}
+    for k in TERMS:
+        out["terms_ms"][k] = (round(x0[k] * 1e3, 3), round(x1[k] * 1e3, 3))
+        out["share_of_added"][k] = (x1[k] - x0[k]) / added if added else 0.0
+        denom = measured * x1[k] - al * x0[k]
+        out["closing_factor"][k] = (1 + (al * t0 - measured * t1) / denom) if abs(denom) > 1e-12 else None
+    return out

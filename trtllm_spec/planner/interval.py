@@ -1,0 +1,123 @@
+"""A range, not only a number: the interval of every predicted speedup (plan.json ``uncertainty``).
+
+The predicted speedup is S = AL T0 / T1 (plain step T0, speculative step T1 at the same batch). Two sources of
+error, combined in log space (independent, normal in ln S):
+
+1. **host costs**: each host term x_k (iteration_s, spec_iteration_s, draft_step_s) has a log-space standard
+   deviation sd_k (core/host_costs.py: the fit's resolution for a fitted release, widened by the release rule's
+   distance for a derived one, the calibration's residuals after ``plan --calibrate``). ln S moves with ln x_k by
+   the elasticity  e_k = c0_k x_k / T0 - c1_k x_k / T1  (c: how many times the term counts in each step,
+   planner/calibrate.host_coefficients), so   var_host = sum_k (e_k sd_k)^2;
+2. **the model's residual** on published measurements it was fitted on: MODEL_LOG_SD, the robust standard
+   deviation (1.4826 x median |ln(predicted / measured)|) of the calibration split of
+   benchmarks/planner_validation.py (recorded there as ``model_log_sd``; the held-out split never sets it).
+
+Interval at level q: S exp(+-z sd), z = the standard normal quantile at (1 + q) / 2, sd = sqrt(var_host + MODEL^2).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from trtllm_spec.errors import UserError
+from trtllm_spec.planner.calibrate import host_coefficients
+from trtllm_spec.planner.search import Candidate, CostContext, MechanismPlan
+
+TERMS = ("iteration_s", "spec_iteration_s", "draft_step_s")
+DEFAULT_LEVEL = 0.8
+# benchmarks/planner_validation.py --json: "model_log_sd" (calibration split only), recorded 2026-12-03 (i36)
+MODEL_LOG_SD = 0.045
+CALIBRATED_FLOOR_LOG_SD = 0.05  # a calibrated term is known no better than 5%: reports are averages over a run
+
+
+def check_level(level: float, flag: str = "--interval-level") -> float:
+    if not isinstance(level, (int, float)) or not 0.0 < float(level) < 1.0:
+        raise UserError(f"{flag} {level} is outside (0, 1); give the interval's coverage as a fraction, e.g. 0.8")
+    return float(level)
+
+
+def z_of(level: float) -> float:
+    return statistics.NormalDist().inv_cdf((1.0 + level) / 2.0)
+
+
+def calibrated_log_sd(profile: dict) -> dict[str, float]:
+    """Host-term uncertainty after ``plan --calibrate``: the fit's residuals (relative TPOT errors of its reports)
+    as a log sd for the terms the reports identify, the prior's for the rest. A file without residuals is refused."""
+    fit = profile.get("fit") or {}
+    rows = fit.get("measurements") or []
+    errs = [r.get("fitted_error") for r in rows]
+    if not rows or any(not isinstance(e, (int, float)) or math.isnan(e) for e in errs):
+        raise UserError(f"host costs {profile.get('name', '?')!r} carry no calibration residuals "
+                        "(fit.measurements[].fitted_error), which the speedup interval needs; regenerate the file "
+                        "with 'trtllm-spec plan --calibrate' or the bundle's replan.sh")
+    rms = math.sqrt(sum(e * e for e in errs) / len(errs))
+    sd = max(CALIBRATED_FLOOR_LOG_SD, rms)
+    identified = " ".join(fit.get("identified") or [])
+    prior = profile.get("prior_uncertainty") or {}
+    out = {}
+    for k in TERMS:
+        known = k in identified or (k != "iteration_s" and "spec_iteration_s +" in identified)
+        out[k] = sd if known else prior.get(k, sd)
+    return out
+
+
+def elasticities(ctx: CostContext, main: MechanismPlan, plain: Candidate, spec: Candidate) -> dict[str, float]:
+    """d ln S / d ln x_k for each host term at one (batch, D)."""
+    ov = ctx.hw.overheads
+    c0 = host_coefficients(ctx.hw, main.cost, 0)
+    c1 = host_coefficients(ctx.hw, main.cost, spec.draft_len)
+    return {k: c0[k] * getattr(ov, k) / plain.step_time_s - c1[k] * getattr(ov, k) / spec.step_time_s
+            for k in TERMS}
+
+
+def log_sd(ctx: CostContext, main: MechanismPlan, plain: Candidate, spec: Candidate, host_sd: dict[str, float],
+           model_sd: float = MODEL_LOG_SD) -> float:
+    if spec.draft_len == 0:
+        return 0.0
+    e = elasticities(ctx, main, plain, spec)
+    return math.sqrt(sum((e[k] * host_sd.get(k, 0.0)) ** 2 for k in TERMS) + model_sd ** 2)
+
+
+def bounds(speedup: float, sd: float, level: float) -> tuple[float, float]:
+    z = z_of(level)
+    return speedup * math.exp(-z * sd), speedup * math.exp(z * sd)
+
+
+def annotate(ctx: CostContext, main: MechanismPlan, cands: list[Candidate], host_sd: dict[str, float],
+             level: float) -> dict[tuple[int, int], tuple[float, float, float]]:
+    """(batch, D) -> (low, high, log sd) for every candidate of the recipe's mechanism."""
+    name = main.mechanism.name
+    plain = {c.batch_size: c for c in cands if c.mechanism == name and c.draft_len == 0}
+    out = {}
+    for c in cands:
+        if c.mechanism != name or c.batch_size not in plain:
+            continue
+        sd = log_sd(ctx, main, plain[c.batch_size], c, host_sd)
+        lo, hi = bounds(c.speedup, sd, level)
+        out[(c.batch_size, c.draft_len)] = (lo, hi, sd)
+    return out
+
+
+def decision_note(rows: list[dict], level: float) -> str:
+    """Where the interval changes the decision: the batch sizes whose chosen D's interval straddles 1.0x."""
+    spec = [r for r in rows if r["draft_len"] > 0]
+    if not spec:
+        return "no speculation is planned"
+    sure = [r["batch_size"] for r in spec if r["speedup_low"] > 1.0]
+    unsure = [r["batch_size"] for r in spec if r["speedup_low"] <= 1.0 < r["speedup_high"]]
+    losing = [r["batch_size"] for r in spec if r["speedup_high"] <= 1.0]
+    pct = f"{level:.0%}"
+    parts = []
+    if sure:
+        parts.append(f"speculate up to batch {max(sure)}: its {pct} interval stays above 1.0x"
+                     if not unsure or max(sure) < min(unsure) else
+                     f"speculation pays with {pct} confidence at batch {', '.join(map(str, sure))}")
+    if unsure:
+        lo, hi = min(unsure), max(unsure)
+        span = f"batch {lo}" if lo == hi else f"batch {lo}-{hi}"
+        parts.append(f"{span} is inside the uncertainty (the {pct} interval spans 1.0x): measure with bench.sh "
+                     "(trtllm-bench with and without speculation) before relying on it")
+    if losing:
+        parts.append(f"at batch {', '.join(map(str, losing))} even the interval's top is below 1.0x")
+    return "; ".join(parts)
