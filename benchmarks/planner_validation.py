@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass, field
 
 from trtllm_spec.core.hardware import GB, TB, TFLOPS, Hardware, load_hardware
-from trtllm_spec.core.host_costs import published_host_profile
+from trtllm_spec.core.host_costs import published_host_profile, release_host_profile
 from trtllm_spec.core.recipe import Eagle3Drafter, MTPDrafter
 from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.drafters.registry import MECHANISMS
@@ -57,7 +57,11 @@ GRID = {"iteration_s": [1e-4, 2e-4, 4e-4, 6e-4, 8e-4, 1.0e-3, 1.25e-3, 1.5e-3, 2
 OVERLAP_GRID = [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
-from planner_points import EAGLE3_32K, POINTS, Point  # noqa: E402
+from planner_points import EAGLE3_32K, EXCLUDED, POINTS, VLLM_20780_AL, Point  # noqa: E402
+from planner_stats import all_stats, benchmark_json, model_log_sd, render_stats, render_trends  # noqa: E402
+from planner_terms import step_terms  # noqa: E402
+
+from trtllm_spec.planner import interval as iv  # noqa: E402
 
 
 def hardware_for(p: Point, overlap: float, profile: dict[str, float]) -> Hardware:
@@ -93,7 +97,21 @@ def profile_of(p: Point) -> tuple[dict[str, float], str]:
     return prof.overhead_fields(), f"{prof.name} ({how})"
 
 
-def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] | None = None) -> dict:
+def interval(p: Point, hw: Hardware, batch: int, draft_len: int, predicted: float, host_sd: dict[str, float],
+             level: float) -> tuple[float, float]:
+    """The planner's interval (planner/interval.py) around one predicted speedup: host-term elasticities from the
+    step terms (planner_terms.step_terms), the release profile's log sd per term, the model's residual sd."""
+    x0, x1 = step_terms(p, hw, batch, 0), step_terms(p, hw, batch, draft_len)
+    t0, t1 = sum(x0.values()), sum(x1.values())
+    var = sum(((x0[t] / t0 - x1[t] / t1) * host_sd.get(k, 0.0)) ** 2 for t, k in HOST_OF_TERM.items())
+    return iv.bounds(predicted, math.sqrt(var + iv.MODEL_LOG_SD ** 2), level)
+
+
+HOST_OF_TERM = {"iteration": "iteration_s", "spec_iteration": "spec_iteration_s", "draft_host": "draft_step_s"}
+
+
+def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] | None = None,
+            level: float = iv.DEFAULT_LEVEL) -> dict:
     hw = hardware_for(p, overlap, profile or profile_of(p)[0])
     batches = tuple(sorted({b for b, _d in p.speedup}))
     if p.tree:
@@ -105,11 +123,18 @@ def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] |
                           max_draft_len=max(p.al), compare=False, mechanisms=MECHANISMS)
         ctx = CostContext(req.target, hw, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
         cand = {(c.batch_size, c.draft_len): c.as_dict() for c in evaluate(ctx, build_plans(req)[0])}
-    rows = [{"batch": b, "draft_len": d, "al": p.al[d], "measured": s, "predicted": round(cand[(b, d)]["speedup"], 3),
-             "error": round(cand[(b, d)]["speedup"] / s - 1, 3), "fits": cand[(b, d)]["feasible"]}
-            for (b, d), s in sorted(p.speedup.items())]
+    host_sd = release_host_profile(p.framework, p.release).uncertainty or {}
+    rows = []
+    for (b, d), s in sorted(p.speedup.items()):
+        pred = cand[(b, d)]["speedup"]
+        lo, hi = interval(p, hw, b, d, pred, host_sd, level)
+        rows.append({"batch": b, "draft_len": d, "al": p.al[d], "measured": s, "predicted": round(pred, 3),
+                     "error": round(pred / s - 1, 3), "fits": cand[(b, d)]["feasible"], "low": round(lo, 3),
+                     "high": round(hi, 3)})
+    shape = resolve_shape(p.target)
     out = {"point": p.name, "framework": p.framework, "release": p.release, "profile": profile_of(p)[1],
-           "split": p.split, "source": p.source, "rows": rows,
+           "split": p.split, "source": p.source, "source_id": p.source.split(" (")[0].split(":")[0], "rows": rows,
+           "drafter": p.drafter.type, "tp": p.par.tp, "target_params": shape.total_params(),
            "base_step_ms": {b: {"measured": round(t * 1e3, 2), "predicted": round(cand[(b, 0)]["step_time_s"] * 1e3, 2)}
                             for b, t in p.base_step_s.items()}}
     if len(batches) > 1:  # the batch trend: sign of (last - first) at the sweep's D
@@ -170,70 +195,56 @@ def fit(overlaps: list[float] = OVERLAP_GRID) -> tuple[float, dict[str, dict[str
     return best_overlap, best_profiles
 
 
-def summary(results: list[dict], split: str) -> dict:
-    rows = [r for res in results if res["split"] == split for r in res["rows"]]
-    trends = [res["trend"] for res in results if res["split"] == split and "trend" in res]
-    errs = [abs(r["error"]) for r in rows]
-    same = [t for t in trends if (t["measured"] > 0) == (t["predicted"] > 0)]
-    return {"points": len(rows), "median_abs_error": statistics.median(errs), "max_abs_error": max(errs),
-            "trends": len(trends), "trend_signs_reproduced": len(same)}
-
-
 def by_release(results: list[dict]) -> list[dict]:
-    """Held-out (validation) error per framework release, beside its calibration error: what a release's profile
-    does on points it was not fitted on."""
+    """Error per framework release and split, with the profile each used (its own, or the release rule's)."""
     out = []
     for fw, rel in sorted({(r["framework"], r["release"]) for r in results}):
         mine = [r for r in results if (r["framework"], r["release"]) == (fw, rel)]
         row = {"framework": fw, "release": rel, "profile": mine[0]["profile"]}
         for split in ("calibration", "validation"):
-            errs = [abs(x["error"]) for r in mine if r["split"] == split for x in r["rows"]]
-            row[split] = ({"points": len(errs), "median_abs_error": statistics.median(errs),
-                           "max_abs_error": max(errs)} if errs else None)
+            errs = [x["error"] for r in mine if r["split"] == split for x in r["rows"]]
+            row[split] = ({"points": len(errs), "median_abs_error": statistics.median(abs(e) for e in errs),
+                           "mean_signed_error": statistics.fmean(errs)} if errs else None)
         out.append(row)
     return out
 
 
 def render_by_release(results: list[dict]) -> list[str]:
     lines = ["### Error per framework release", "",
-             "| framework | release | profile | calibration points, median abs error | held-out points | held-out median "
-             "abs error | held-out max |", "|---|---|---|---|---|---|---|"]
+             "| framework | release | profile | calibration: points, median abs, mean signed | held-out: points, median "
+             "abs, mean signed |", "|---|---|---|---|---|"]
     for r in by_release(results):
-        cal, val = r["calibration"], r["validation"]
-        c = f"{cal['points']}, {cal['median_abs_error']:.1%}" if cal else "none (profile inherited)"
-        v = (f"{val['points']} | {val['median_abs_error']:.1%} | {val['max_abs_error']:.1%}" if val else
-             "0 | - | -")
-        lines.append(f"| {r['framework']} | {r['release']} | {r['profile']} | {c} | {v} |")
+        cells = [f"{v['points']}, {v['median_abs_error']:.1%}, {v['mean_signed_error']:+.1%}" if v else "-"
+                 for v in (r["calibration"], r["validation"])]
+        lines.append(f"| {r['framework']} | {r['release']} | {r['profile']} | {cells[0]} | {cells[1]} |")
     return lines + [""]
 
 
-def render(results: list[dict]) -> str:
-    lines = render_by_release(results)
+def render(results: list[dict], st: dict, level: float) -> str:
+    lines = ["### Statistics per split, framework and source", ""] + render_stats(st, level) + [""]
+    lines += render_by_release(results)
     for split in ("calibration", "validation"):
-        lines += [f"### {split.capitalize()} set", "", "| sweep | framework release | batch | D | AL | measured | predicted | "
-                  "error | fits in memory (model) |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"### {split.capitalize()} set", "", f"| sweep | framework release | batch | D | AL | measured | "
+                  f"predicted | {level:.0%} interval | error | fits in memory (model) |", "|---|---|---|---|---|---|---|---|---|---|"]
         for res in (r for r in results if r["split"] == split):
             for r in res["rows"]:
-                lines.append(f"| {res['point']} | {res['framework']} {res['release']} | {r['batch']} | {r['draft_len']} | {r['al']:.2f} "
-                             f"| {r['measured']:.2f}x | {r['predicted']:.2f}x | {r['error']:+.0%} | "
-                             f"{'yes' if r['fits'] else 'no'} |")
-        s = summary(results, split)
-        lines += ["", f"{split}: {s['points']} points, median |error| {s['median_abs_error']:.1%}, max "
-                      f"{s['max_abs_error']:.1%}; batch-trend signs reproduced {s['trend_signs_reproduced']}/"
-                      f"{s['trends']}", ""]
-    lines += ["### Trends, best D and base steps", ""]
+                lines.append(f"| {res['point']} | {res['framework']} {res['release']} | {r['batch']} | {r['draft_len']} "
+                             f"| {r['al']:.2f} | {r['measured']:.2f}x | {r['predicted']:.2f}x | {r['low']:.2f}-"
+                             f"{r['high']:.2f}x | {r['error']:+.0%} | {'yes' if r['fits'] else 'no'} |")
+        lines.append("")
+    lines += ["### Trend signs (within a source: batch, D, model size, TP)", ""] + render_trends(st) + [""]
+    lines += ["### Best D and base steps", ""]
     for res in results:
         bits = []
-        if "trend" in res:
-            t = res["trend"]
-            bits.append(f"speedup change B={t['from']}->{t['to']} at D={t['draft_len']}: measured {t['measured']:+.2f}, "
-                        f"predicted {t['predicted']:+.2f}")
+        if "best_d_predicted" in res:
             bits.append("predicted best D by batch " + ", ".join(f"{b}:{d}" for b, d in res["best_d_predicted"].items()))
         if "best_d" in res:
             bits.append(f"best D measured {res['best_d']['measured']}, predicted {res['best_d']['predicted']}")
         for b, v in res["base_step_ms"].items():
             bits.append(f"plain step at B={b}: predicted {v['predicted']} ms vs measured {v['measured']} ms")
-        lines.append(f"- {res['point']} ({res['split']}): " + "; ".join(bits))
+        if bits:
+            lines.append(f"- {res['point']} ({res['split']}): " + "; ".join(bits))
+    lines += ["", "### Not priced (decided before any fit)", ""] + [f"- {e['points']}: {e['reason']}" for e in EXCLUDED]
     return "\n".join(lines)
 
 
@@ -301,16 +312,31 @@ def main() -> None:
         overlap, profiles = fit([GEMM_OVERLAP] if "--keep-overlap" in sys.argv else OVERLAP_GRID)
         print(json.dumps({"gemm_overlap": overlap, "frameworks": profiles}, indent=2))
         return
+    level = iv.check_level(float(_arg("--level") or iv.DEFAULT_LEVEL), "--level")
     points = selected(POINTS, sys.argv)
-    results = [predict(p) for p in points]
+    results = [predict(p, level=level) for p in points]
+    st = all_stats(results)
+    sd = model_log_sd(results) if any(r["split"] == "calibration" for r in results) else float("nan")
     if "--json" in sys.argv:
-        print(json.dumps({"results": results, "calibration": summary(results, "calibration"),
-                          "validation": summary(results, "validation"), "by_release": by_release(results)},
+        print(json.dumps({"results": results, "stats": st, "model_log_sd": sd, "by_release": by_release(results)},
                          indent=2, default=str))
         return
-    print(render(results))
+    print(render(results, st, level))
+    print(f"\nmodel_log_sd (calibration split, robust): {sd:.4f}; planner/interval.MODEL_LOG_SD = {iv.MODEL_LOG_SD}")
     print("\n### Issue 17's example (H100, Llama-3.1-8B, EAGLE-3, ISL = OSL = 512): predicted speedup per D\n")
     print(issue_example())
+    if len(points) == len(POINTS):  # the full run writes the benchmark JSON (README's planner row)
+        from pathlib import Path
+
+        command = "PYTHONPATH=$PWD .venv/bin/python benchmarks/planner_validation.py" + \
+            (f" --level {level}" if level != iv.DEFAULT_LEVEL else "")
+        out = Path(__file__).with_suffix(".json")
+        out.write_text(json.dumps(benchmark_json(results, st, level, command, EXCLUDED, sd), indent=1, default=str)
+                       + "\n", encoding="utf-8")
+
+
+def _arg(flag: str) -> str | None:
+    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv and sys.argv.index(flag) + 1 < len(sys.argv) else None
 
 
 if __name__ == "__main__":

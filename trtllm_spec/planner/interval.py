@@ -99,25 +99,30 @@ def annotate(ctx: CostContext, main: MechanismPlan, cands: list[Candidate], host
     return out
 
 
-def decision_note(rows: list[dict], level: float) -> str:
-    """Where the interval changes the decision: the batch sizes whose chosen D's interval straddles 1.0x."""
-    spec = [r for r in rows if r["draft_len"] > 0]
-    if not spec:
-        return "no speculation is planned"
-    sure = [r["batch_size"] for r in spec if r["speedup_low"] > 1.0]
-    unsure = [r["batch_size"] for r in spec if r["speedup_low"] <= 1.0 < r["speedup_high"]]
-    losing = [r["batch_size"] for r in spec if r["speedup_high"] <= 1.0]
+def decision_note(rows: list[dict], level: float, plain_alternatives: dict[int, float] | None = None) -> str:
+    """Where the interval changes the decision: planned speculation whose interval straddles 1.0x, and batch sizes
+    planned without speculation where the best D's interval reaches above 1.0x (``plain_alternatives``: batch ->
+    that interval's top)."""
     pct = f"{level:.0%}"
+    spec = [r for r in rows if r["draft_len"] > 0]
+    sure = [r["batch_size"] for r in spec if r["speedup_low"] > 1.0]
+    unsure = sorted([r["batch_size"] for r in spec if r["speedup_low"] <= 1.0 < r["speedup_high"]]
+                    + [b for b, hi in (plain_alternatives or {}).items() if hi > 1.0
+                       and any(r["batch_size"] == b and r["draft_len"] == 0 for r in rows)])
+    losing = [r["batch_size"] for r in spec if r["speedup_high"] <= 1.0]
     parts = []
     if sure:
         parts.append(f"speculate up to batch {max(sure)}: its {pct} interval stays above 1.0x"
                      if not unsure or max(sure) < min(unsure) else
                      f"speculation pays with {pct} confidence at batch {', '.join(map(str, sure))}")
+    elif spec or unsure:
+        parts.append(f"no planned batch size gains with {pct} confidence")
+    else:
+        return f"no speculation is planned, and no D's {pct} interval reaches above 1.0x at any planned batch size"
     if unsure:
-        lo, hi = min(unsure), max(unsure)
-        span = f"batch {lo}" if lo == hi else f"batch {lo}-{hi}"
-        parts.append(f"{span} is inside the uncertainty (the {pct} interval spans 1.0x): measure with bench.sh "
-                     "(trtllm-bench with and without speculation) before relying on it")
+        span = f"batch {unsure[0]}" if len(unsure) == 1 else f"batch {unsure[0]}-{unsure[-1]}"
+        parts.append(f"{span} is inside the uncertainty (the {pct} interval of speculation spans 1.0x): measure "
+                     "with bench.sh (trtllm-bench with and without speculation) before deciding there")
     if losing:
         parts.append(f"at batch {', '.join(map(str, losing))} even the interval's top is below 1.0x")
     return "; ".join(parts)

@@ -149,7 +149,17 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
     for r in rec["by_batch"]:
         lo, hi, _sd = bands.get((r["batch_size"], r["draft_len"]), (r["speedup"], r["speedup"], 0.0))
         r["speedup_low"], r["speedup_high"] = round(lo, 4), round(hi, 4)
-    rec["uncertainty_note"] = iv.decision_note(rec["by_batch"], level)
+    fits = {(c.batch_size, c.draft_len) for c in cands if c.mechanism == main.mechanism.name and c.feasible}
+    best_spec = {}  # where plain decoding is planned: the best speculative D's interval at that batch
+    for r in rec["by_batch"]:
+        if r["draft_len"] == 0:
+            alts = [(c.speedup, bands[(c.batch_size, c.draft_len)]) for c in cands
+                    if c.mechanism == main.mechanism.name and c.batch_size == r["batch_size"] and c.draft_len > 0
+                    and c.feasible and (c.batch_size, c.draft_len) in bands]
+            if alts:
+                best_spec[r["batch_size"]] = max(alts, key=lambda t: t[0])[1][1]
+    rec["uncertainty_note"] = iv.decision_note([r for r in rec["by_batch"]
+                                                if (r["batch_size"], r["draft_len"]) in fits], level, best_spec)
 
     def median_width(b: dict) -> float | None:
         w = [(hi - lo) / c.speedup for c in cands if (c.mechanism, c.draft_len > 0) == (main.mechanism.name, True)

@@ -41,3 +41,40 @@ def robustness_markdown(plan: dict) -> list[str]:
         lines.append(f"| {r['term']} | {r['factor']:g} | {_ms(r['value_s'])} | {'**yes**' if r['pick_changes'] else 'no'} "
                      f"| {r['max_draft_len']} | {sched} | {by_b} | {moved} |")
     return lines + [""]
+
+
+def speedup_cell(r: dict) -> str:
+    """A predicted speedup with its interval (plan.json ``speedup_low`` / ``speedup_high``) when the plan has one."""
+    if r.get("speedup_low") is None or r.get("draft_len", 1) == 0:
+        return f"{r['speedup']:.2f}x"
+    return f"{r['speedup']:.2f}x ({r['speedup_low']:.2f}-{r['speedup_high']:.2f})"
+
+
+def uncertainty_markdown(plan: dict) -> list[str]:
+    """The intervals: level, how they are made, the release rule behind the host costs, where they change the
+    decision, and how much a calibration narrowed them."""
+    u = plan.get("uncertainty")
+    if not u:
+        return []
+    lines = ["## Uncertainty of the predicted speedups", "",
+             f"Every predicted speedup carries its {u['level']:.0%} interval: {u['how']}. Host-term log sd: "
+             + ", ".join(f"{k} {v:.2f}" for k, v in u["host_log_sd"].items())
+             + f"; model residual sd {u['model_log_sd']:.3f}. Median interval width: "
+             + (f"{u['median_relative_width']:.0%} of the prediction." if u.get("median_relative_width") is not None
+                else "-."), ""]
+    rule = u.get("rule")
+    if rule:
+        if rule.get("rule") == "fitted":
+            lines += [f"Host costs: the release's own fitted profile ({rule['base']}).", ""]
+        else:
+            feats = ", ".join(f"{f['feature']} ({f['source']})" for f in rule.get("features", [])) or "none"
+            lines += [f"Host costs by the release rule: {rule['text']}. Base {rule['base']}, {rule['distance']:g} "
+                      f"minor release(s) away; features applied: {feats}.", ""]
+    cal = u.get("calibration")
+    if cal and cal.get("median_relative_width_before") is not None:
+        lines += [f"The calibration narrowed the median interval from {cal['median_relative_width_before']:.0%} to "
+                  f"{cal['median_relative_width_after']:.0%} of the prediction ({cal['narrowed_by']:.0%} narrower).",
+                  ""]
+    if u.get("note"):
+        lines += [f"Decision: {u['note']}.", ""]
+    return lines

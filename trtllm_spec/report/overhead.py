@@ -4,6 +4,8 @@ throughput per batch size. Markdown + JSON; plots come from the plan and measure
 
 from __future__ import annotations
 
+from trtllm_spec.report.host_costs import speedup_cell
+
 
 def overhead_json(plan: dict, profile: dict | None, stages: list[dict]) -> dict:
     rec = plan["recommendation"]
@@ -77,11 +79,11 @@ def overhead_markdown(report: dict, plan: dict) -> str:
     lines += ["", "## Predicted speedup and throughput per batch size", "",
               "| batch | D | AL | speedup | TPOT ms | tok/s/user | tok/s/GPU |", "|---|---|---|---|---|---|---|"]
     for r in rec["by_batch"]:
-        lines.append(f"| {r['batch_size']} | {r['draft_len']} | {r['acceptance_length']:.2f} | {r['speedup']:.2f}x | "
+        lines.append(f"| {r['batch_size']} | {r['draft_len']} | {r['acceptance_length']:.2f} | {speedup_cell(r)} | "
                      f"{r['tpot_s'] * 1e3:.2f} | {r['tokens_per_s_per_user']:.1f} | {r['tokens_per_s_per_gpu']:.1f} |")
-    from trtllm_spec.report.host_costs import host_costs_markdown, robustness_markdown
+    from trtllm_spec.report.host_costs import host_costs_markdown, robustness_markdown, uncertainty_markdown
 
-    lines += [""] + host_costs_markdown(plan) + robustness_markdown(plan)
+    lines += [""] + uncertainty_markdown(plan) + host_costs_markdown(plan) + robustness_markdown(plan)
     m = report["measured_acceptance"]
     lines += ["## Measured acceptance", ""]
     if m:

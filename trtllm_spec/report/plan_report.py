@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from trtllm_spec.report.host_costs import speedup_cell
+
 from collections import defaultdict
 from pathlib import Path
 
@@ -43,9 +45,11 @@ def render_markdown(plan: dict) -> str:
         lines += [f"**No speculation.** {rec.get('note', '')}", ""]
     if rec.get("speculation_limit"):
         lines += [f"Where speculation stops paying: {rec['speculation_limit']['note']}.", ""]
+    if rec.get("uncertainty_note"):
+        lines += [f"Inside the uncertainty: {rec['uncertainty_note']}.", ""]
     lines += ["| batch | D | AL | speedup | TPOT ms | tok/s/user | tok/s/GPU |", "|---|---|---|---|---|---|---|"]
     for r in rec["by_batch"]:
-        lines.append(f"| {r['batch_size']} | {r['draft_len']} | {r['acceptance_length']:.2f} | {r['speedup']:.2f}x | "
+        lines.append(f"| {r['batch_size']} | {r['draft_len']} | {r['acceptance_length']:.2f} | {speedup_cell(r)} | "
                      f"{_fmt_ms(r['tpot_s'])} | {r['tokens_per_s_per_user']:.1f} | {r['tokens_per_s_per_gpu']:.1f} |")
     if rec["infeasible_batch_sizes"]:
         lines += ["", f"Batch sizes that do not fit in memory: {rec['infeasible_batch_sizes']} "
@@ -70,9 +74,9 @@ def render_markdown(plan: dict) -> str:
             lines.append(f"| {c['draft_len']} | {_fmt_ms(tb['gemm_s'])} | {_fmt_ms(tb['attention_s'])} | "
                          f"{_fmt_ms(tb['comm_s'])} | {_fmt_ms(tb['overhead_s'])} | {_fmt_ms(db['total_s'])} | "
                          f"{_fmt_ms(c['step_time_s'])} | {c['acceptance_length']:.2f} | {c['speedup']:.2f}x |")
-    from trtllm_spec.report.host_costs import host_costs_markdown, robustness_markdown
+    from trtllm_spec.report.host_costs import host_costs_markdown, robustness_markdown, uncertainty_markdown
 
-    lines += [""] + host_costs_markdown(plan) + robustness_markdown(plan)
+    lines += [""] + uncertainty_markdown(plan) + host_costs_markdown(plan) + robustness_markdown(plan)
     lines += ["## Assumptions", ""] + [f"- {a}" for a in plan["assumptions"]]
     names = drawable_plots(plan)
     lines += ["", ("Plots: " + ", ".join(f"`{n}`" for n in names) + ".") if names else

@@ -1,0 +1,167 @@
+"""Statistics of benchmarks/planner_validation.py: errors, trend signs and interval coverage per split, framework
+and source, and the benchmark JSON (benchmarks/planner_validation.json, the README's planner row)."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import statistics
+import subprocess
+from importlib import metadata
+
+SPLITS = ("calibration", "validation")
+
+
+def model_log_sd(results: list[dict]) -> float:
+    """The robust residual sd of the calibration split: 1.4826 x median |ln(predicted / measured)| (the interval's
+    model term, planner/interval.MODEL_LOG_SD; the held-out split never sets it)."""
+    logs = [abs(math.log(1 + r["error"])) for res in results if res["split"] == "calibration" for r in res["rows"]]
+    return 1.4826 * statistics.median(logs)
+
+
+def trends(res: dict) -> list[dict]:
+    """Every within-source trend of one sweep: along batch at each D with >= 2 batch sizes, along D at each batch
+    with >= 2 draft lengths; the sign of (last - first), measured and predicted."""
+    rows = res["rows"]
+    out = []
+    for axis, fixed in (("batch", "draft_len"), ("draft_len", "batch")):
+        for f in sorted({r[fixed] for r in rows}):
+            line = sorted((r for r in rows if r[fixed] == f), key=lambda r: r[axis])
+            if len(line) < 2:
+                continue
+            first, last = line[0], line[-1]
+            m, p = last["measured"] - first["measured"], last["predicted"] - first["predicted"]
+            out.append({"point": res["point"], "source": res["source_id"], "split": res["split"], "axis": axis,
+                        "at": {fixed: f}, "from": first[axis], "to": last[axis], "measured": round(m, 3),
+                        "predicted": round(p, 3), "right": (m > 0) == (p > 0)})
+    return out
+
+
+def cross_point_trends(results: list[dict]) -> list[dict]:
+    """Model-size and TP trends: points of one source and split that share framework, drafter, batch and D but
+    differ in target (size) or TP; the sign of the speedup change measured vs predicted."""
+    out = []
+    for axis in ("target_params", "tp"):
+        groups: dict = {}
+        for res in results:
+            for r in res["rows"]:
+                key = (res["source_id"], res["split"], res["drafter"], r["batch"], r["draft_len"],
+                       res["tp"] if axis == "target_params" else res["target_params"])
+                groups.setdefault(key, []).append((res[axis], r, res))
+        for key, line in groups.items():
+            if len({x for x, _r, _res in line}) < 2:
+                continue
+            line.sort(key=lambda t: t[0])
+            (x0, a, r0), (x1, b, _r1) = line[0], line[-1]
+            m, p = b["measured"] - a["measured"], b["predicted"] - a["predicted"]
+            out.append({"point": r0["point"], "source": key[0], "split": key[1], "axis": axis, "from": x0, "to": x1,
+                        "at": {"batch": key[3], "draft_len": key[4]}, "measured": round(m, 3),
+                        "predicted": round(p, 3), "right": (m > 0) == (p > 0)})
+    return out
+
+
+def stats(rows: list[dict], trend_rows: list[dict]) -> dict:
+    if not rows:
+        return {"points": 0}
+    errs = [r["error"] for r in rows]
+    inside = [r["low"] <= r["measured"] <= r["high"] for r in rows]
+    widths = [(r["high"] - r["low"]) / r["predicted"] for r in rows]
+    return {"points": len(rows), "median_abs_error": round(statistics.median(abs(e) for e in errs), 4),
+            "mean_signed_error": round(statistics.fmean(errs), 4), "max_abs_error": round(max(abs(e) for e in errs), 4),
+            "pessimistic": sum(e < 0 for e in errs), "trends": len(trend_rows),
+            "trend_signs_right": sum(t["right"] for t in trend_rows),
+            "inside_interval": round(sum(inside) / len(inside), 4),
+            "median_interval_width": round(statistics.median(widths), 4)}
+
+
+def all_stats(results: list[dict]) -> dict:
+    tr = [t for res in results for t in trends(res)] + cross_point_trends(results)
+    out: dict = {"trends": tr}
+    for split in SPLITS:
+        mine = [res for res in results if res["split"] == split]
+        rows = [r for res in mine for r in res["rows"]]
+        block = {"all": stats(rows, [t for t in tr if t["split"] == split]), "by_framework": {}, "by_source": {}}
+        for key, name in (("by_framework", "framework"), ("by_source", "source_id")):
+            for v in sorted({res[name] for res in mine}):
+                sub = [res for res in mine if res[name] == v]
+                block[key][v] = stats([r for res in sub for r in res["rows"]],
+                                      [t for t in tr if t["split"] == split and t["point"] in
+                                       {res["point"] for res in sub}])
+        out[split] = block
+    return out
+
+
+def render_stats(st: dict, level: float) -> list[str]:
+    lines = [f"| split | group | points | median abs error | mean signed error | max abs error | pessimistic | "
+             f"trend signs right | inside the {level:.0%} interval | median interval width |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for split in SPLITS:
+        block = st[split]
+        groups = [("**all**", block["all"])] + [(f"framework {k}", v) for k, v in block["by_framework"].items()] + \
+            [(f"source {k}", v) for k, v in block["by_source"].items()]
+        for name, s in groups:
+            if not s.get("points"):
+                continue
+            lines.append(f"| {split} | {name} | {s['points']} | {s['median_abs_error']:.1%} | "
+                         f"{s['mean_signed_error']:+.1%} | {s['max_abs_error']:.1%} | {s['pessimistic']}/{s['points']} "
+                         f"| {s['trend_signs_right']}/{s['trends']} | {s['inside_interval']:.0%} | "
+                         f"{s['median_interval_width']:.1%} |")
+    return lines
+
+
+def render_trends(st: dict) -> list[str]:
+    lines = ["| split | sweep | axis | at | from -> to | measured change | predicted change | sign |",
+             "|---|---|---|---|---|---|---|---|"]
+    for t in sorted(st["trends"], key=lambda t: (t["split"], t["point"], t["axis"])):
+        at = ", ".join(f"{k} {v}" for k, v in t["at"].items())
+        lines.append(f"| {t['split']} | {t['point']} | {t['axis']} | {at} | {t['from']} -> {t['to']} | "
+                     f"{t['measured']:+.3f} | {t['predicted']:+.3f} | {'right' if t['right'] else '**wrong**'} |")
+    return lines
+
+
+def machine() -> dict:
+    info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "python": platform.python_version()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            text = f.read()
+        name = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), None)
+        flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), [])
+        info["cpu"] = name or info["cpu"]
+        info["isa"] = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            kb = int(f.readline().split()[1])
+        info["memory_gb"] = round(kb / 2**20, 1)
+    except (OSError, ValueError, StopIteration):
+        pass
+    try:
+        info["torch"] = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        info["torch"] = None
+    return info
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def benchmark_json(results: list[dict], st: dict, level: float, command: str, excluded: list[dict],
+                   sd: float) -> dict:
+    held, cal = st["validation"]["all"], st["calibration"]["all"]
+    row = (f"held-out {held['points']} points: median |error| {held['median_abs_error']:.1%}, mean signed "
+           f"{held['mean_signed_error']:+.1%}, trend signs {held['trend_signs_right']}/{held['trends']}, "
+           f"{held['inside_interval']:.0%} inside the {level:.0%} interval (median width "
+           f"{held['median_interval_width']:.0%}); calibration {cal['points']} points: "
+           f"{cal['median_abs_error']:.1%}")
+    return {"benchmark": "planner_validation", "date": datetime.date.today().isoformat(), "commit": commit(),
+            "command": command, "machine": machine(),
+            "result": {"level": level, "model_log_sd": round(sd, 4), "stats": {k: st[k] for k in SPLITS},
+                       "trends": st["trends"], "points": results, "excluded": excluded},
+            "readme": [{"what": "Planner: predicted vs published speculative-decoding speedups (pure math, no GPU)",
+                        "result": row, "where": "benchmarks/planner_validation.md"}]}
