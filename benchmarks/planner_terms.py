@@ -2,7 +2,7 @@
 
 For a point (batch B, draft length D, measured speedup S_m, acceptance AL) the model's plain step T0 and
 speculative step T1 are sums of terms x0_k and x1_k: target GEMMs, attention, communication, kernel gaps (per-layer
-launch units + sampling), the three host terms (iteration_s exposed, spec_iteration_s, n(D) draft_step_s) and the
+launch units + sampling), the three host terms (iteration_s and spec_iteration_s as exposed, n(D) draft_step_s) and the
 drafter's GPU work. The predicted speedup is AL T0 / T1. Two readings per term k:
 
 - its share of what speculation adds, (x1_k - x0_k) / (T1 - T0);
@@ -45,7 +45,7 @@ def step_terms(p, hw: Hardware, batch: int, draft_len: int) -> dict[str, float]:
     n = (steps if cost.sequential else 1) if draft_len else 0
     return {"target_gemm": tgt.gemm_s, "attention": tgt.attention_s, "communication": tgt.comm_s,
             "kernel_gaps": tgt.overhead_s, "iteration": ov.exposed_iteration_s(draft_len > 0),
-            "spec_iteration": ov.spec_iteration_s if draft_len else 0.0, "draft_host": n * ov.draft_step_s,
+            "spec_iteration": ov.exposed_spec_iteration_s() if draft_len else 0.0, "draft_host": n * ov.draft_step_s,
             "drafting_gpu": drf.total_s if drf is not None else 0.0}
 
 

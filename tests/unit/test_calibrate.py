@@ -43,8 +43,11 @@ def plan_calibrated(cli, recipe, tmp_path, *reports):
 def test_two_reports_recover_what_they_identify_and_both_tpots(cli, recipe, tmp_path):
     r, host, plan = plan_calibrated(cli, recipe, tmp_path, PLAIN, D3)
     assert host["iteration_s"] == pytest.approx(KNOWN["iteration_s"], rel=0.10)
-    spec_sum = host["spec_iteration_s"] + 3 * host["draft_step_s"]
-    assert spec_sum == pytest.approx(KNOWN["spec_iteration_s"] + 3 * KNOWN["draft_step_s"], rel=0.10)
+    # one D identifies what the step waits for: the exposed share of spec_iteration_s (the release's overlap
+    # scheduler hides the rest) plus 3 draft steps
+    c = 1 - TRTLLM_HOST_PROFILES["1.2"].overlap_hides
+    spec_sum = c * host["spec_iteration_s"] + 3 * host["draft_step_s"]
+    assert spec_sum == pytest.approx(c * KNOWN["spec_iteration_s"] + 3 * KNOWN["draft_step_s"], rel=0.10)
     for row in host["fit"]["measurements"]:  # both measured TPOTs reproduced by the step model
         assert row["fitted_tpot_s"] == pytest.approx(row["measured_tpot_s"], rel=0.01)
         assert abs(row["prior_tpot_s"] / row["measured_tpot_s"] - 1) > 0.05  # the release profile did not
@@ -129,6 +132,8 @@ def test_split_follows_the_prior_ratio():
     a, b = split_speculative(1.0, {"spec_iteration_s": 1.0, "draft_step_s": 1.0}, 3)
     assert (a, b) == pytest.approx((0.25, 0.25))  # 0.25 + 3 x 0.25 = 1
     assert split_speculative(1.0, {"spec_iteration_s": 0.0, "draft_step_s": 0.0}, 3) == (1.0, 0.0)
+    a, b = split_speculative(1.0, {"spec_iteration_s": 1.0, "draft_step_s": 1.0}, 3, c_spec=0.5)  # half hidden
+    assert a == pytest.approx(b) and 0.5 * a + 3 * b == pytest.approx(1.0)
 
 
 # ---- profiles and robustness in every plan ---------------------------------------------------------------
@@ -181,10 +186,14 @@ def test_published_profiles_per_release_and_inheritance():
     for p in TRTLLM_HOST_PROFILES.values():  # derived by the release rule from the newest measured release
         assert p.terms() == trt.terms() and p.rule["base_release"] == "0.20-1.0rc" and p.fitted_on == trt.fitted_on
         assert [f["feature"] for f in p.rule["features"]] == ["overlap_with_speculation"]
-        assert p.overlap_with_speculation and p.overlap_hides == 0.5 and "release rule" in p.note
+        assert p.overlap_with_speculation and p.overlap_hides == 0.43 and "release rule" in p.note
         assert all(p.uncertainty[k] > trt_sd for k in p.terms() for trt_sd in [0.25])
     prof, how = published_host_profile("vLLM", "0.10.1")  # no own measurements: the nearest fitted, by the rule
     assert prof.rule["base_release"] == "0.9.2" and how == "rule: nearest fitted 0.9.2, 1.0 minor away"
+    assert prof.overlap_hides is None  # async scheduling with speculation is on by default only from 0.14
+    new = published_host_profile("vLLM", "0.19.1")[0]
+    assert [f["feature"] for f in new.rule["features"]] == ["async_scheduling_with_speculation"]
+    assert new.overlap_with_speculation and "31998" in new.rule["features"][0]["source"]
     assert prof.terms() == PUBLISHED_HOST_PROFILES[("vLLM", "0.9.2")].terms() and prof.release == "0.10.1"
     assert prof.uncertainty["iteration_s"] == pytest.approx((0.25 ** 2 + 0.47 ** 2) ** 0.5)
     older = published_host_profile("vLLM", "0.8.4")[0]  # earlier than every fitted one: the nearest, 0.8.5

@@ -78,6 +78,13 @@ class Overheads(StrictModel):
         hidden = self.overlap_hides if (not speculative or self.overlap_with_speculation) else 0.0
         return self.iteration_s * (1.0 - hidden)
 
+    def exposed_spec_iteration_s(self) -> float:
+        """The speculative iteration's own host work (acceptance bookkeeping, KV rewind, the next drafts' inputs):
+        an overlap scheduler that runs with speculation processes iteration n's results on the host while the GPU
+        runs n + 1 (TensorRT-LLM's overlap scheduler, vLLM's async scheduling), so it hides the same share of it
+        as of ``iteration_s``."""
+        return self.spec_iteration_s * (1.0 - (self.overlap_hides if self.overlap_with_speculation else 0.0))
+
 
 class Hardware(StrictModel):
     """One accelerator (or a probed CPU). Units are in the field names."""

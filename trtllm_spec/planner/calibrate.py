@@ -71,7 +71,7 @@ def host_coefficients(hw: Hardware, cost: DraftCost, draft_len: int) -> dict[str
     """d t_step / d term for one iteration at ``draft_len`` (the model is linear in each term)."""
     spec = draft_len > 0
     hidden = hw.overheads.overlap_hides if (not spec or hw.overheads.overlap_with_speculation) else 0.0
-    return {"iteration_s": 1.0 - hidden, "spec_iteration_s": 1.0 if spec else 0.0,
+    return {"iteration_s": 1.0 - hidden, "spec_iteration_s": (1.0 - hidden) if spec else 0.0,
             "draft_step_s": (draft_len if cost.sequential else 1.0) if spec else 0.0}
 
 
@@ -118,13 +118,17 @@ def _columns(draft_lens: set[int], sequential: bool) -> list[str]:
     return list(TERMS)
 
 
-def split_speculative(total_s: float, prior: dict[str, float], n_steps: float) -> tuple[float, float]:
-    """S = spec_iteration_s + n draft_step_s, split in the prior's ratio at n steps (all to the per-iteration term
-    when the prior has neither)."""
+def split_speculative(total_s: float, prior: dict[str, float], n_steps: float, c_spec: float = 1.0
+                      ) -> tuple[float, float]:
+    """S = c_spec spec_iteration_s + n draft_step_s (c_spec: the exposed share of the per-iteration term under an
+    overlap scheduler), split in the prior's ratio at n steps (all to the per-iteration term when the prior has
+    neither)."""
     a, b = prior["spec_iteration_s"], prior["draft_step_s"] * n_steps
-    if a + b <= 0:
-        return total_s, 0.0
-    return total_s * a / (a + b), total_s * b / (a + b) / n_steps
+    scale = c_spec * a + b
+    if scale <= 0:
+        return total_s / max(c_spec, 1e-9), 0.0
+    k = total_s / scale
+    return k * a, k * b / n_steps
 
 
 def fit_host_costs(ctx: CostContext, cost: DraftCost, measurements: list[StepMeasurement],
@@ -143,7 +147,8 @@ def fit_host_costs(ctx: CostContext, cost: DraftCost, measurements: list[StepMea
     if "speculative_s" in x:
         d = next(m.draft_len for m in measurements if m.draft_len)
         n = d if cost.sequential else 1
-        terms["spec_iteration_s"], terms["draft_step_s"] = split_speculative(x["speculative_s"], prior, n)
+        c_spec = host_coefficients(ctx.hw, cost, d)["spec_iteration_s"]
+        terms["spec_iteration_s"], terms["draft_step_s"] = split_speculative(x["speculative_s"], prior, n, c_spec)
         note = (f"the reports run one draft length (D = {d}): they fix spec_iteration_s + {n} x draft_step_s = "
                 f"{x['speculative_s'] * 1e3:.3f} ms, split in the prior profile's ratio; bench a second D to "
                 "separate them")

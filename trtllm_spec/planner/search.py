@@ -110,7 +110,7 @@ def target_step(ctx: CostContext, batch: int, draft_len: int) -> Breakdown:
     hw = ctx.hw
     b = forward_time(ctx.target, hw, ctx.prec, ctx.par, batch, 1 + draft_len, ctx.workload.mean_context)
     b.overhead_s += hw.overheads.exposed_iteration_s(draft_len > 0)
-    b.overhead_s += hw.overheads.spec_iteration_s if draft_len else 0.0
+    b.overhead_s += hw.overheads.exposed_spec_iteration_s() if draft_len else 0.0
     b.overhead_s += sampling_time_s(hw, batch * (1 + draft_len), ctx.target.vocab_size, ctx.par.tp)
     return b
 
