@@ -26,6 +26,14 @@ def trends(res: dict) -> list[dict]:
     with >= 2 draft lengths; the sign of (last - first), measured and predicted."""
     rows = res["rows"]
     out = []
+    batches = {r["batch"] for r in rows}
+    if len(batches) == len(rows) > 1 and len({r["draft_len"] for r in rows}) > 1:  # a sweep whose D moves with batch
+        line = sorted(rows, key=lambda r: r["batch"])
+        first, last = line[0], line[-1]
+        out.append(_trend(res["point"], res["source_id"], res["split"], "batch (D as run)",
+                          {"draft_len": f"{first['draft_len']}->{last['draft_len']}"}, first["batch"], last["batch"],
+                          last["measured"] - first["measured"], last["predicted"] - first["predicted"],
+                          first["measured"]))
     for axis, fixed in (("batch", "draft_len"), ("draft_len", "batch")):
         for f in sorted({r[fixed] for r in rows}):
             line = sorted((r for r in rows if r[fixed] == f), key=lambda r: r[axis])
@@ -33,10 +41,19 @@ def trends(res: dict) -> list[dict]:
                 continue
             first, last = line[0], line[-1]
             m, p = last["measured"] - first["measured"], last["predicted"] - first["predicted"]
-            out.append({"point": res["point"], "source": res["source_id"], "split": res["split"], "axis": axis,
-                        "at": {fixed: f}, "from": first[axis], "to": last[axis], "measured": round(m, 3),
-                        "predicted": round(p, 3), "right": (m > 0) == (p > 0)})
+            out.append(_trend(res["point"], res["source_id"], res["split"], axis, {fixed: f}, first[axis],
+                              last[axis], m, p, first["measured"]))
     return out
+
+
+FLAT = 0.02  # a measured change under 2% of the first speedup is a flat trend: its sign is noise, not counted
+
+
+def _trend(point, source, split, axis, at, x0, x1, m, p, first) -> dict:
+    flat = abs(m) < FLAT * first
+    return {"point": point, "source": source, "split": split, "axis": axis, "at": at, "from": x0, "to": x1,
+            "measured": round(m, 3), "predicted": round(p, 3), "flat": flat,
+            "right": None if flat else (m > 0) == (p > 0)}
 
 
 def cross_point_trends(results: list[dict]) -> list[dict]:
@@ -56,9 +73,8 @@ def cross_point_trends(results: list[dict]) -> list[dict]:
             line.sort(key=lambda t: t[0])
             (x0, a, r0), (x1, b, _r1) = line[0], line[-1]
             m, p = b["measured"] - a["measured"], b["predicted"] - a["predicted"]
-            out.append({"point": r0["point"], "source": key[0], "split": key[1], "axis": axis, "from": x0, "to": x1,
-                        "at": {"batch": key[3], "draft_len": key[4]}, "measured": round(m, 3),
-                        "predicted": round(p, 3), "right": (m > 0) == (p > 0)})
+            out.append(_trend(r0["point"], key[0], key[1], axis, {"batch": key[3], "draft_len": key[4]}, x0, x1, m,
+                              p, a["measured"]))
     return out
 
 
@@ -70,8 +86,9 @@ def stats(rows: list[dict], trend_rows: list[dict]) -> dict:
     widths = [(r["high"] - r["low"]) / r["predicted"] for r in rows]
     return {"points": len(rows), "median_abs_error": round(statistics.median(abs(e) for e in errs), 4),
             "mean_signed_error": round(statistics.fmean(errs), 4), "max_abs_error": round(max(abs(e) for e in errs), 4),
-            "pessimistic": sum(e < 0 for e in errs), "trends": len(trend_rows),
-            "trend_signs_right": sum(t["right"] for t in trend_rows),
+            "pessimistic": sum(e < 0 for e in errs), "trends": sum(t["right"] is not None for t in trend_rows),
+            "trend_signs_right": sum(t["right"] is True for t in trend_rows),
+            "flat_trends": sum(t["right"] is None for t in trend_rows),
             "inside_interval": round(sum(inside) / len(inside), 4),
             "median_interval_width": round(statistics.median(widths), 4)}
 
@@ -117,7 +134,9 @@ def render_trends(st: dict) -> list[str]:
     for t in sorted(st["trends"], key=lambda t: (t["split"], t["point"], t["axis"])):
         at = ", ".join(f"{k} {v}" for k, v in t["at"].items())
         lines.append(f"| {t['split']} | {t['point']} | {t['axis']} | {at} | {t['from']} -> {t['to']} | "
-                     f"{t['measured']:+.3f} | {t['predicted']:+.3f} | {'right' if t['right'] else '**wrong**'} |")
+                     f"{t['measured']:+.3f} | {t['predicted']:+.3f} | "
+                     + ("flat (< 2%: not counted)" if t["right"] is None else "right" if t["right"] else "**wrong**")
+                     + " |")
     return lines
 
 

@@ -6,9 +6,11 @@ launch units + sampling), the three host terms (iteration_s and spec_iteration_s
 drafter's GPU work. The predicted speedup is AL T0 / T1. Two readings per term k:
 
 - its share of what speculation adds, (x1_k - x0_k) / (T1 - T0);
-- the factor f_k by which that one term (in both steps) would have to be scaled for the prediction to equal the
-  measurement: S_m (T1 + (f - 1) x1_k) = AL (T0 + (f - 1) x0_k). A term that carries a bias needs a plausible f
-  (0 < f, not orders of magnitude) of the same direction across the points of a release.
+- the residual R = T1 - AL T0 / S_m (the model's speculative step minus the one the measurement implies with the
+  model's plain step; > 0 is pessimism), and for each term the factor f_k = 1 - R / (x1_k - x0_k) on what that term
+  adds to the speculative step that alone closes it. A term that carries a bias needs a plausible f (0 < f, not
+  orders of magnitude) of the same direction across the points of a release; the plain step itself is checked
+  against the sources that give it (base_step_s).
 """
 
 from __future__ import annotations
@@ -59,9 +61,13 @@ def decompose(p, hw: Hardware, batch: int, draft_len: int, measured: float) -> d
            "error": predicted / measured - 1, "plain_step_ms": t0 * 1e3, "spec_step_ms": t1 * 1e3,
            # the speculative step the measurement implies with the model's plain step
            "implied_spec_step_ms": al * t0 / measured * 1e3, "terms_ms": {}, "share_of_added": {}, "closing_factor": {}}
+    residual = t1 - al * t0 / measured  # > 0: the model's speculative step is too slow (pessimistic)
+    out["residual_ms"] = residual * 1e3
     for k in TERMS:
         out["terms_ms"][k] = (round(x0[k] * 1e3, 3), round(x1[k] * 1e3, 3))
-        out["share_of_added"][k] = (x1[k] - x0[k]) / added if added else 0.0
-        denom = measured * x1[k] - al * x0[k]
-        out["closing_factor"][k] = (1 + (al * t0 - measured * t1) / denom) if abs(denom) > 1e-12 else None
+        delta = x1[k] - x0[k]
+        out["share_of_added"][k] = delta / added if added else 0.0
+        # the factor on what this term adds to the speculative step that alone closes the residual (the plain
+        # step, which sources that give it pin, stays as it is)
+        out["closing_factor"][k] = 1 - residual / delta if delta > 1e-7 else None
     return out

@@ -24,15 +24,13 @@ import json
 import math
 import statistics
 import sys
-from dataclasses import dataclass, field
 
-from trtllm_spec.core.hardware import GB, TB, TFLOPS, Hardware, load_hardware
+from trtllm_spec.core.hardware import Hardware, load_hardware
 from trtllm_spec.core.host_costs import published_host_profile, release_host_profile
-from trtllm_spec.core.recipe import Eagle3Drafter, MTPDrafter
 from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
-from trtllm_spec.planner.cost import Parallelism, Precision
+from trtllm_spec.planner.cost import Precision
 from trtllm_spec.planner.plan import PlanRequest, build_plans, make_plan
 from trtllm_spec.planner.search import (
     CostContext,
@@ -59,8 +57,9 @@ OVERLAP_GRID = [0.0, 0.25, 0.5, 0.75, 1.0]
 
 from planner_points import EAGLE3_32K, EXCLUDED, POINTS, VLLM_20780_AL, Point  # noqa: E402
 from planner_stats import all_stats, benchmark_json, model_log_sd, render_stats, render_trends  # noqa: E402
-from planner_terms import step_terms  # noqa: E402
+from planner_terms import decompose, step_terms  # noqa: E402
 
+from trtllm_spec.errors import UserError  # noqa: E402
 from trtllm_spec.planner import interval as iv  # noqa: E402
 
 
@@ -248,6 +247,43 @@ def render(results: list[dict], st: dict, level: float) -> str:
     return "\n".join(lines)
 
 
+SHORT = {"target_gemm": "GEMM", "attention": "attn", "communication": "comm", "kernel_gaps": "gaps",
+         "iteration": "iter", "spec_iteration": "spec_it", "draft_host": "draft_host", "drafting_gpu": "draft_gpu"}
+
+
+def terms_rows(points: list[Point]) -> list[dict]:
+    """Every point's residual broken into the step model's terms (planner_terms.decompose), with its own profile."""
+    out = []
+    for p in points:
+        hw = hardware_for(p, GEMM_OVERLAP, profile_of(p)[0])
+        for (b, d), s in sorted(p.speedup.items()):
+            r = decompose(p, hw, b, d, s)
+            plausible = {k: f for k, f in r["closing_factor"].items() if f is not None and f > 0}
+            carrier = min(plausible, key=lambda k: abs(math.log(plausible[k])), default=None)
+            out.append({"point": p.name, "split": p.split, "release": f"{p.framework} {p.release}", **r,
+                        "carrier": carrier})
+    return out
+
+
+def render_terms(rows: list[dict]) -> str:
+    lines = ["| split | sweep | release | B | D | error | plain / spec / implied spec step ms | residual ms | what "
+             "speculation adds, ms by term | term whose addition closes the residual with the smallest change (factor; "
+             "the others) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        added = ", ".join(f"{SHORT[k]} {b - a:+.2f}" for k, (a, b) in r["terms_ms"].items() if abs(b - a) >= 0.005)
+        cf = r["closing_factor"]
+        host = "; ".join(f"{SHORT[k]} x{cf[k]:.2f}" if cf[k] is not None else f"{SHORT[k]} -"
+                         for k in ("iteration", "spec_iteration", "draft_host", "drafting_gpu"))
+        c = r["carrier"]
+        lines.append(f"| {r['split'][:3]} | {r['point']} | {r['release']} | {r['batch']} | {r['draft_len']} | "
+                     f"{r['error']:+.1%} | {r['plain_step_ms']:.2f} / {r['spec_step_ms']:.2f} / "
+                     f"{r['implied_spec_step_ms']:.2f} | {r['residual_ms']:+.2f} | {added} | **{SHORT.get(c, '-')}** "
+                     f"x{cf[c]:.2f} ({host}) |"
+                     if c else f"| {r['split'][:3]} | {r['point']} | {r['release']} | {r['batch']} | {r['draft_len']} "
+                     f"| {r['error']:+.1%} | - | {r['residual_ms']:+.2f} | {added} | - |")
+    return "\n".join(lines)
+
+
 def issue_example() -> str:
     """The sweep of issue 17: Llama-3.1-8B + EAGLE-3 on one H100, ISL = OSL = 512, AL from vllm #20780."""
     batches = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -308,11 +344,20 @@ def main() -> None:
     if "--moe-sensitivity" in sys.argv:
         print(moe_sensitivity())
         return
+    if "--terms" in sys.argv:  # issue 36: each point's residual by term of the step model
+        print(render_terms(terms_rows(selected(POINTS, sys.argv))))
+        return
     if "--fit" in sys.argv:  # --keep-overlap: host costs per release only, the shared GEMM overlap held
         overlap, profiles = fit([GEMM_OVERLAP] if "--keep-overlap" in sys.argv else OVERLAP_GRID)
         print(json.dumps({"gemm_overlap": overlap, "frameworks": profiles}, indent=2))
         return
-    level = iv.check_level(float(_arg("--level") or iv.DEFAULT_LEVEL), "--level")
+    raw = _arg("--level") or str(iv.DEFAULT_LEVEL)
+    try:
+        level = iv.check_level(float(raw), "--level")
+    except (UserError, ValueError) as exc:
+        msg = str(exc) if isinstance(exc, UserError) else f"--level {raw!r} is not a number in (0, 1), e.g. 0.8"
+        print(f"error: {msg}", file=sys.stderr)
+        sys.exit(2)
     points = selected(POINTS, sys.argv)
     results = [predict(p, level=level) for p in points]
     st = all_stats(results)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from trtllm_spec.report.host_costs import speedup_cell
-
 from collections import defaultdict
 from pathlib import Path
 
+from trtllm_spec.report.host_costs import speedup_cell
 from trtllm_spec.report.plots import pyplot, save
 
 
