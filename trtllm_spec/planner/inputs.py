@@ -91,20 +91,21 @@ def hardware_with_host_costs(recipe: Recipe, hw: Hardware, profile: HostProfile 
     return hw, record
 
 
-def interval_inputs(recipe: Recipe, profile: HostProfile | None) -> tuple[dict[str, float] | None,
-                                                                          dict[str, float] | None]:
+def interval_inputs(recipe: Recipe, profile: HostProfile | None
+                    ) -> tuple[dict[str, float] | None, dict[str, float] | None, dict[str, float] | None]:
     """(each host term's log sd for the speedup interval, the release profile's before a calibration): a
     calibrated profile's from its residuals (refused without them), a release profile's from the release rule, a
-    hardware file's None (the planner's fitted-profile default)."""
+    hardware file's None (the planner's fitted-profile default); third, the release profile's terms before a
+    calibration."""
     from trtllm_spec.planner.interval import calibrated_log_sd
 
     if profile is None:
-        return None, None
+        return None, None, None
     if profile.fit is not None or profile.rule is None:  # a calibration (--calibrate, planner.host_costs)
-        prior = trtllm_host_profile(recipe.trtllm_profile).uncertainty
-        data = profile.model_dump(mode="json", by_alias=True) | {"prior_uncertainty": prior}
-        return calibrated_log_sd(data), prior
-    return profile.uncertainty, None
+        release = trtllm_host_profile(recipe.trtllm_profile)
+        data = profile.model_dump(mode="json", by_alias=True) | {"prior_uncertainty": release.uncertainty}
+        return calibrated_log_sd(data), release.uncertainty, release.overhead_fields()
+    return profile.uncertainty, None, None
 
 
 def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapping,
@@ -128,7 +129,7 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         gpu_path = None
         hw = load_hardware(gpu)
     profile = host_profile_for(recipe, hw, host_profile, files, gpu_path)
-    host_sd, prior_sd = interval_inputs(recipe, profile)
+    host_sd, prior_sd, prior_terms = interval_inputs(recipe, profile)
     hw, host_record = hardware_with_host_costs(recipe, hw, profile)
     acceptance: AcceptanceModel | None = None
     acc_path = recipe.resolve_path(recipe.planner.acceptance)
@@ -154,6 +155,6 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         trtllm_profile=recipe.trtllm_profile, max_batch_size=recipe.engine.max_batch_size,
         latency_target_ms=recipe.workload.latency_target_ms, target_id=target.hf_id or recipe.target.model,
         mechanisms=mechanisms, host_costs=host_record, compare_acceptance=compared,
-        interval_level=level, host_log_sd=host_sd, prior_host_log_sd=prior_sd,
+        interval_level=level, host_log_sd=host_sd, prior_host_log_sd=prior_sd, prior_host_costs=prior_terms,
     )
     return PlanInputs(req, target, files)

@@ -43,7 +43,8 @@ def z_of(level: float) -> float:
 
 def calibrated_log_sd(profile: dict) -> dict[str, float]:
     """Host-term uncertainty after ``plan --calibrate``: the fit's residuals (relative TPOT errors of its reports)
-    as a log sd for the terms the reports identify, the prior's for the rest. A file without residuals is refused."""
+    as a log sd (at least 5%) for the terms the reports identify, the release's for the rest (reports at one D
+    identify spec_iteration_s + n draft_step_s, not the split). A file without residuals is refused."""
     fit = profile.get("fit") or {}
     rows = fit.get("measurements") or []
     errs = [r.get("fitted_error") for r in rows]
@@ -53,13 +54,9 @@ def calibrated_log_sd(profile: dict) -> dict[str, float]:
                         "with 'trtllm-spec plan --calibrate' or the bundle's replan.sh")
     rms = math.sqrt(sum(e * e for e in errs) / len(errs))
     sd = max(CALIBRATED_FLOOR_LOG_SD, rms)
-    identified = " ".join(fit.get("identified") or [])
-    prior = profile.get("prior_uncertainty") or {}
-    out = {}
-    for k in TERMS:
-        known = k in identified or (k != "iteration_s" and "spec_iteration_s +" in identified)
-        out[k] = sd if known else prior.get(k, sd)
-    return out
+    identified = set(fit.get("identified") or [])  # a single D identifies only the sum of the speculative terms:
+    prior = profile.get("prior_uncertainty") or {}  # their split keeps the release's uncertainty
+    return {k: sd if k in identified else prior.get(k, sd) for k in TERMS}
 
 
 def elasticities(ctx: CostContext, main: MechanismPlan, plain: Candidate, spec: Candidate) -> dict[str, float]:

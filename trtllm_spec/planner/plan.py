@@ -59,6 +59,7 @@ class PlanRequest:
     interval_level: float = DEFAULT_LEVEL
     host_log_sd: Mapping[str, float] | None = None
     prior_host_log_sd: Mapping[str, float] | None = None
+    prior_host_costs: Mapping[str, float] | None = None  # the release profile's Overheads fields (before calibration)
 
     def mechanism(self, name: str) -> MechanismModel:
         if name not in self.mechanisms:
@@ -161,9 +162,10 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
     rec["uncertainty_note"] = iv.decision_note([r for r in rec["by_batch"]
                                                 if (r["batch_size"], r["draft_len"]) in fits], level, best_spec)
 
-    def median_width(b: dict) -> float | None:
-        w = [(hi - lo) / c.speedup for c in cands if (c.mechanism, c.draft_len > 0) == (main.mechanism.name, True)
-             and (c.batch_size, c.draft_len) in b for lo, hi, _ in [b[(c.batch_size, c.draft_len)]]]
+    def median_width(b: dict, pool: list[Candidate] | None = None) -> float | None:
+        w = [(hi - lo) / c.speedup for c in (pool or cands) if (c.mechanism, c.draft_len > 0) ==
+             (main.mechanism.name, True) and (c.batch_size, c.draft_len) in b
+             for lo, hi, _ in [b[(c.batch_size, c.draft_len)]]]
         return round(sorted(w)[len(w) // 2], 4) if w else None
 
     record = {"level": level, "z": round(iv.z_of(level), 4), "model_log_sd": iv.MODEL_LOG_SD,
@@ -173,8 +175,16 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
                      "benchmarks/planner_validation.py); planner/interval.py",
               "rule": (req.host_costs or {}).get("rule"),
               "median_relative_width": median_width(bands), "note": rec["uncertainty_note"]}
-    if req.prior_host_log_sd:
-        before = median_width(iv.annotate(ctx, main, cands, dict(req.prior_host_log_sd), level))
+    if req.prior_host_log_sd:  # the plan as it was before the calibration: the release's terms and uncertainty
+        from dataclasses import replace
+
+        prior_ctx = ctx
+        if req.prior_host_costs:
+            ov = ctx.hw.overheads.model_copy(update=dict(req.prior_host_costs))
+            prior_ctx = replace(ctx, hw=ctx.hw.model_copy(update={"overheads": ov}))
+        prior_cands = evaluate(prior_ctx, [main])
+        before = median_width(iv.annotate(prior_ctx, main, prior_cands, dict(req.prior_host_log_sd), level),
+                              prior_cands)
         after = record["median_relative_width"]
         record["calibration"] = {"prior_host_log_sd": {k: round(v, 4) for k, v in req.prior_host_log_sd.items()},
                                  "median_relative_width_before": before, "median_relative_width_after": after,
