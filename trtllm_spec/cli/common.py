@@ -163,3 +163,11 @@ def check_calibrate_args(command: str, reports, calibrate: bool, example: str) -
                         "--calibrate or drop them")
     if calibrate and not reports:
         raise UserError(f"--calibrate needs trtllm-bench reports after the options: {example}")
+
+
+def echo_narrowing(plan: dict, err: bool) -> None:
+    """After a calibration: how much it narrowed the predicted-speedup intervals (plan.json uncertainty)."""
+    cal = (plan.get("uncertainty") or {}).get("calibration") or {}
+    if cal.get("median_relative_width_before") is not None and cal.get("median_relative_width_after") is not None:
+        click.echo(f"speedup intervals narrowed from {cal['median_relative_width_before']:.0%} to "
+                   f"{cal['median_relative_width_after']:.0%} of the prediction (median width)", err=err)

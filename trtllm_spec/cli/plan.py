@@ -8,6 +8,7 @@ import click
 
 from trtllm_spec.cli.common import (
     check_calibrate_args,
+    echo_narrowing,
     echo_json,
     field_choices,
     main,
@@ -158,3 +159,4 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
             t = result.host_costs.terms()
             click.echo(f"host costs fitted ({out}/host_costs.json): " + ", ".join(f"{k} {v * 1e3:.3f} ms"
                                                                                    for k, v in t.items()), err=as_json)
+            echo_narrowing(result.plan.to_json(), as_json)
