@@ -8,8 +8,8 @@ import click
 
 from trtllm_spec.cli.common import (
     check_calibrate_args,
-    echo_narrowing,
     echo_json,
+    echo_narrowing,
     field_choices,
     main,
     parse_int_list,
