@@ -255,6 +255,15 @@ def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bu
     assert "## Host costs fitted from the reports" in (bundle / "replan" / "replan.md").read_text()
     overhead = (bundle / "report" / "overhead.md").read_text()  # the bundle's own report: profile and robustness
     assert "## Host costs" in overhead and "tensorrt-llm-1.2" in overhead and "## Robustness to host costs" in overhead
+    # every predicted speedup of the overhead report carries its interval, and the report says how it is made
+    assert "## Uncertainty of the predicted speedups" in overhead and "Host costs by the release rule" in overhead
+    rows = json.loads((bundle / "report" / "overhead.json").read_text())["recommendation"]["by_batch"]
+    assert any(r["draft_len"] for r in rows)
+    for r in (r for r in rows if r["draft_len"]):
+        assert f"{r['speedup']:.2f}x ({r['speedup_low']:.2f}-{r['speedup_high']:.2f})" in overhead
+    replan_plan = (bundle / "replan" / "plan" / "plan.md").read_text()
+    assert "The calibration narrowed the median interval from" in replan_plan
+    assert "speedup intervals narrowed from" in res.stdout + res.stderr
     assert json.loads((bundle / "report" / "overhead.json").read_text())["robustness"]["rows"]
     assert cli("verify", bundle).exit_code == 0  # bench_results_plain/ is not bundle content
     # the plain run of another options file is refused, naming it

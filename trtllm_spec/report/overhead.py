@@ -39,6 +39,7 @@ def overhead_json(plan: dict, profile: dict | None, stages: list[dict]) -> dict:
         "acceptance_source": plan["drafter"]["acceptance"].get("source"),
         "host_costs": plan.get("host_costs"),
         "robustness": plan.get("robustness"),
+        "uncertainty": plan.get("uncertainty"),
         "stages": stages,
     }
 
