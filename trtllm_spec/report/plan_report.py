@@ -72,7 +72,7 @@ def render_markdown(plan: dict) -> str:
             tb, db = c["breakdown"]["target"], c["breakdown"]["draft"]
             lines.append(f"| {c['draft_len']} | {_fmt_ms(tb['gemm_s'])} | {_fmt_ms(tb['attention_s'])} | "
                          f"{_fmt_ms(tb['comm_s'])} | {_fmt_ms(tb['overhead_s'])} | {_fmt_ms(db['total_s'])} | "
-                         f"{_fmt_ms(c['step_time_s'])} | {c['acceptance_length']:.2f} | {c['speedup']:.2f}x |")
+                         f"{_fmt_ms(c['step_time_s'])} | {c['acceptance_length']:.2f} | {_cand_speedup(c)} |")
     from trtllm_spec.report.host_costs import host_costs_markdown, robustness_markdown, uncertainty_markdown
 
     lines += [""] + uncertainty_markdown(plan) + host_costs_markdown(plan) + robustness_markdown(plan)
@@ -81,6 +81,13 @@ def render_markdown(plan: dict) -> str:
     lines += ["", ("Plots: " + ", ".join(f"`{n}`" for n in names) + ".") if names else
               "No plots: no batch size fits in memory, so there is nothing to draw.", ""]
     return "\n".join(lines)
+
+
+def _cand_speedup(c: dict) -> str:
+    band = c.get("speedup_interval")
+    if not band or c["draft_len"] == 0:
+        return f"{c['speedup']:.2f}x"
+    return f"{c['speedup']:.2f}x ({band[0]:.2f}-{band[1]:.2f})"
 
 
 def drawable_plots(plan: dict) -> list[str]:
@@ -121,6 +128,13 @@ def _speedup_vs_batch(ax, plan: dict, main: str, mine: list[dict]) -> None:
     rows = plan["recommendation"]["by_batch"]
     ax.scatter([r["batch_size"] for r in rows], [r["speedup"] for r in rows], s=90, facecolors="none",
                edgecolors="black", lw=1.5, zorder=5, label="chosen D")
+    band = [r for r in rows if r.get("speedup_low") is not None and r["draft_len"]]
+    if band:  # the chosen D's interval (plan.json uncertainty)
+        level = (plan.get("uncertainty") or {}).get("level", 0.8)
+        ax.errorbar([r["batch_size"] for r in band], [r["speedup"] for r in band],
+                    yerr=[[r["speedup"] - r["speedup_low"] for r in band],
+                          [r["speedup_high"] - r["speedup"] for r in band]],
+                    fmt="none", ecolor="black", elinewidth=1, capsize=3, zorder=4, label=f"{level:.0%} interval")
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     limit = plan["recommendation"].get("speculation_limit") or {}
     if limit.get("stops_paying_at") is not None:
