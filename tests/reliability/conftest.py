@@ -89,7 +89,12 @@ SITECUSTOMIZE = textwrap.dedent('''
     # to the 127.0.0.1 ports a test names in TEST_ALLOW_PORTS, and optional pause points make kill points events the
     # code reaches, never time passing: the child prints a marker and then waits for the test's signal (a loaded
     # machine cannot let it run past the point).
-    import os, socket, sys, time
+    import os, signal, socket, sys, time
+
+    # a child started from a background job of a non-interactive shell inherits SIGINT ignored (and Python then keeps
+    # it ignored): the tests' Ctrl-C must reach it as it would from a terminal
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     _allowed = {int(p) for p in os.environ.get("TEST_ALLOW_PORTS", "").split(",") if p}
     _real = socket.socket.connect

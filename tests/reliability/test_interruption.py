@@ -184,6 +184,8 @@ def _regen_child(target: str, out: str, after: int) -> None:  # runs in a spawne
 
     import torch
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # not ignored, even when pytest runs in a background job
+
     torch.set_num_threads(1)  # as the parent (conftest.one_torch_thread)
     _regenerate(Path(target), Path(out), functools.partial(_wait_for_signal, after=after))
 
