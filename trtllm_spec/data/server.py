@@ -27,17 +27,20 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 def _die_with_parent(parent: int):
     """A ``preexec_fn`` (runs in the child between fork and exec): unblock the signals the parent held back, and on
-    Linux ask the kernel for SIGKILL when the parent dies; a parent already gone (the fork outlived it) ends it."""
+    Linux ask the kernel for SIGKILL when the parent dies; a parent already gone (the fork outlived it) ends it.
+    The kernel watches the thread that forked: start a server from the thread that keeps it (every caller does).
+    libc is looked up here, in the parent: nothing is imported between fork and exec."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    kill = int(signal.SIGKILL)
+
     def preexec() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
-        if sys.platform.startswith("linux"):
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-                return  # not allowed here (a seccomp profile): the parent's own stop is the only guard
-            if os.getppid() != parent:
-                os._exit(1)
+        if prctl is not None and prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0) == 0 and os.getppid() != parent:
+            os._exit(1)  # (a prctl refused, e.g. by a seccomp profile, leaves the parent's own stop as the guard)
     return preexec
 
 
