@@ -85,45 +85,90 @@ def one_torch_thread():
 # ---- subprocesses --------------------------------------------------------------------------------------------
 
 SITECUSTOMIZE = textwrap.dedent('''
-    # Put on a child's PYTHONPATH by tests/reliability: IP sockets refuse to connect (and say so on stderr), and
-    # optional hooks make kill points deterministic: pause after a build stage, or sleep after each train step.
-    import os, socket, sys, time
+    # Put on a child's PYTHONPATH by tests/reliability: IP sockets refuse to connect (and say so on stderr), except
+    # to the 127.0.0.1 ports a test names in TEST_ALLOW_PORTS, and optional pause points make kill points events the
+    # code reaches, never time passing: the child prints a marker and then waits for the test's signal (a loaded
+    # machine cannot let it run past the point).
+    import os, signal, socket, sys, time
 
+    # a child started from a background job of a non-interactive shell inherits SIGINT ignored (and Python then keeps
+    # it ignored): the tests' Ctrl-C must reach it as it would from a terminal
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    _allowed = {int(p) for p in os.environ.get("TEST_ALLOW_PORTS", "").split(",") if p}
     _real = socket.socket.connect
+    _real_create = socket.create_connection
+    def _local(address):
+        return isinstance(address, tuple) and address[0] in ("127.0.0.1", "localhost") and address[1] in _allowed
     def _blocked(address):
         sys.stderr.write("NETWORK-USE-BLOCKED %r\\n" % (address,))
         return OSError("network use is not allowed in this test")
     def _connect(self, address):
-        if self.family in (socket.AF_INET, socket.AF_INET6):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not _local(address):
             raise _blocked(address)
         return _real(self, address)
     def _create_connection(address, *a, **kw):
+        if _local(address):
+            return _real_create(address, *a, **kw)
         raise _blocked(address)
     socket.socket.connect = _connect
     socket.create_connection = _create_connection
+
+    def _pause(marker):
+        """Print ``marker`` and wait for the test's signal (SIGINT / SIGTERM raise here, SIGKILL ends the process);
+        TEST_PAUSE_S: resume by itself after that many seconds instead (a build holding its lock a while)."""
+        sys.stderr.write(marker + "\\n")
+        sys.stderr.flush()
+        if os.environ.get("TEST_PAUSE_S"):
+            time.sleep(float(os.environ["TEST_PAUSE_S"]))
+            return
+        end = time.monotonic() + 600
+        while time.monotonic() < end:
+            time.sleep(0.2)
+        sys.stderr.write("PAUSE-EXPIRED: no signal came within 600 s\\n")
+        os._exit(99)
 
     if os.environ.get("TEST_PAUSE_AFTER_STAGE"):
         import trtllm_spec.stages.pipeline as _pipeline
         def _pausing(fn):
             def stage(ctx):
                 result = fn(ctx)
-                sys.stderr.write("PAUSED-AFTER-STAGE %s\\n" % fn.__name__)
-                sys.stderr.flush()
-                time.sleep(float(os.environ.get("TEST_PAUSE_S", "120")))
+                _pause("PAUSED-AFTER-STAGE %s" % fn.__name__)
                 return result
             stage.__name__ = fn.__name__
             return stage
         _pipeline.STAGES[:] = [_pausing(s) if s.__name__ == os.environ["TEST_PAUSE_AFTER_STAGE"] else s
                                for s in _pipeline.STAGES]
 
-    if os.environ.get("TEST_STEP_SLEEP_S"):
+    if os.environ.get("TEST_PAUSE_AT_STEP"):  # after train step N (the checkpoints of earlier steps are written)
         from trtllm_spec.train import trainer as _trainer
         _step = _trainer.Trainer.train_step
-        def _slow_step(self):
+        def _step_then_pause(self):
             out = _step(self)
-            time.sleep(float(os.environ["TEST_STEP_SLEEP_S"]))
+            if self.step == int(os.environ["TEST_PAUSE_AT_STEP"]):
+                _pause("PAUSED-AT-STEP %d" % self.step)
             return out
-        _trainer.Trainer.train_step = _slow_step
+        _trainer.Trainer.train_step = _step_then_pause
+
+    if os.environ.get("TEST_PAUSE_SERVE"):  # assets serve: "starting" (before the server process exists) or
+        from trtllm_spec.data import server as _server  # "loading" (it runs but does not answer yet)
+        _start, _ready = _server.ServerProcess.start, _server.ServerProcess.ready
+        def _start_paused(self, *a, **kw):
+            if os.environ["TEST_PAUSE_SERVE"] == "starting":
+                _pause("PAUSED-SERVE starting")
+            return _start(self, *a, **kw)
+        def _not_ready(self):
+            if self.proc is None:
+                return False  # the check that nothing serves on the port yet
+            if not getattr(self, "_test_paused", False):
+                self._test_paused = True
+                _pause("PAUSED-SERVE loading pid %d" % self.proc.pid)
+            return False
+        _server.ServerProcess.start = _start_paused
+        if os.environ["TEST_PAUSE_SERVE"] == "loading":
+            import trtllm_spec.llamacpp.server as _native
+            _native.NativeServer.ready = _not_ready
 ''')
 
 

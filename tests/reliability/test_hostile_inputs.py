@@ -173,6 +173,55 @@ def _(w, b, target=None):
             _template(w, "{{ raise_exception('roles must alternate') }}"), "--out", w / "m"]
 
 
+@case("template-include", "chat template that includes a file (issue 37)", "t.jinja", "include", "/etc/passwd",
+      "line 1")
+def _(w, b, target=None):
+    return ["measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--chat-template",
+            _template(w, "{% include '/etc/passwd' %}{{ messages[0].content }}"), "--out", w / "m"]
+
+
+@case("template-import", "chat template that imports macros from another template", "t.jinja", "import from",
+      "macros.j2")
+def _(w, b, target=None):
+    return ["measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--chat-template",
+            _template(w, "{% for m in messages %}{{ m.content }}{% endfor %}\n"
+                         "{% from 'macros.j2' import fmt %}{{ fmt() }}"), "--out", w / "m"]
+
+
+@case("template-extends", "chat template that extends a computed template name", "t.jinja", "extend",
+      "computed template name")
+def _(w, b, target=None):
+    return ["measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--chat-template",
+            _template(w, "{% extends messages[0].content %}"), "--out", w / "m"]
+
+
+def _train_recipe(w: Path, target: Path) -> Path:
+    p = w / "train.yaml"
+    p.write_text(yaml.safe_dump({
+        "name": "hostile", "target": {"model": str(target)}, "hardware": {"gpu": "l40s"},
+        "workload": {"batch_sizes": [1], "isl": 64, "osl": 32},
+        "drafter": {"type": "eagle3", "training": {"max_steps": 1, "seq_len": 32, "data": {
+            "num_conversations": 3, "regen_max_new_tokens": 8}}}}, sort_keys=False))
+    return p
+
+
+@case("features-messages-string", "data features --conversations: a line whose messages is a string (issue 37)",
+      "--conversations", "conv.jsonl", "'c1'", "messages is not a list of turns", "got str 'hello there'")
+def _(w, b, target=None):
+    conv = w / "conv.jsonl"
+    conv.write_text(json.dumps({"id": "c1", "messages": "hello there"}) + "\n")
+    return ["data", "features", _train_recipe(w, target), "--conversations", conv, "--out", w / "f"]
+
+
+@case("features-content-number", "data features --conversations: a turn whose content is a number",
+      "conv.jsonl", "'c2'", "messages[1].content is not a string", "got int '7'")
+def _(w, b, target=None):
+    conv = w / "conv.jsonl"
+    conv.write_text(json.dumps({"id": "c2", "messages": [{"role": "user", "content": "hi"},
+                                                        {"role": "assistant", "content": 7}]}) + "\n")
+    return ["data", "features", _train_recipe(w, target), "--conversations", conv, "--out", w / "f"]
+
+
 @case("force-not-ours", "plan --out FOLDER --force on a folder of the user's files", "not a trtllm-spec output",
       "another --out")
 def _(w, b):

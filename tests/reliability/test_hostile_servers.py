@@ -30,6 +30,7 @@ class Hostile:
     url: str | None = None  # a bad URL instead of the fake's
     leaves: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
+    named: bool = True  # measure: --server-model names the fake's model (it cannot be checked to serve the target)
 
 
 def _chunk(**choice) -> dict:
@@ -83,6 +84,12 @@ CASES = [
             ("suite prompt", "delta.content", '["a"]')),
     Hostile("metrics-cut-short", "metrics", "trtllm-serve /metrics body cut short (IncompleteRead)",
             {"GET /metrics": Reply(b'[{"specDecodingStats": {', declared=500)}, ("metrics endpoint", "cut short")),
+    Hostile("metrics-500", "metrics", "trtllm-serve /metrics answers HTTP 500 (issue 37: say what it answered)",
+            {"GET /metrics": Reply({"error": "stats queue broken"}, status=500)},
+            ("metrics endpoint", "answered HTTP 500", "stats queue broken")),
+    Hostile("served-other-model", "measure", "/v1/models lists only another model than --target, no usage, no "
+            "/tokenize (issue 37)", {MODELS: Reply({"object": "list", "data": [{"id": "meta-llama/Llama-3.1-70B"}]})},
+            ("'meta-llama/Llama-3.1-70B'", "does not name the target", "target", "--server-model"), named=False),
     Hostile("metrics-url-port", "metrics", "--from-trtllm-metrics URL with a non-numeric port", {},
             ("'http://127.0.0.1:9x'", "port"), url="http://127.0.0.1:9x"),
     # ---- class 2: runs where requests fail exit non-zero with the count, the first error and the rerun command
@@ -128,7 +135,7 @@ def _args(case: Hostile, w: Path, target: Path, url: str) -> list:
     if case.command == "regenerate":
         return ["data", "regenerate", _regen_recipe(w, target), "--server-url", url, "--out", w / "conv.jsonl",
                 *case.extra]
-    flags = {"--concurrency": "1", "--max-new-tokens": "8"}
+    flags = {"--concurrency": "1", "--max-new-tokens": "8", **({"--server-model": "fake-model"} if case.named else {})}
     extra = list(case.extra)
     for i in range(0, len(extra) - 1):
         if extra[i] in flags:
@@ -252,3 +259,47 @@ def test_a_stream_without_usage_is_counted_with_the_targets_tokenizer(cli, work,
     level = json.loads((work / "served" / "served_measurement.json").read_text())["levels"][0]
     assert level["token_count_source"] == "re-tokenized with the target's tokenizer"
     assert level["output_tokens"] > 0
+
+
+def test_regenerate_out_under_a_file_is_refused_before_any_request(cli, work, tiny_target):
+    """``--out X/afile/conversations.jsonl`` where ``X/afile`` is a file (issue 37: was a FileExistsError traceback
+    after the server check): one line naming the flag and the file, exit 2, nothing sent or written."""
+    (work / "afile").write_text("mine")
+    with FakeOpenAI(lifetime_s=60) as fake:
+        recipe = _regen_recipe(work, tiny_target)
+        before = snapshot(work)
+        r = cli("data", "regenerate", recipe, "--server-url", fake.url, "--out", work / "afile" / "c" / "conv.jsonl")
+    assert_clean_failure(r.output, r.exit_code, 2, ("--out", "afile", "is a file, not a folder"), before,
+                         snapshot(work))
+    assert not [q for q in fake.requests if "chat" in q], fake.requests
+
+
+def test_served_model_named_explicitly_is_measured_and_recorded(cli, work, tiny_target):
+    """The refusal of an unnamed other model (case served-other-model) is lifted by naming it: --server-model."""
+    routes = {MODELS: Reply({"object": "list", "data": [{"id": "meta-llama/Llama-3.1-70B"}]})}
+    with FakeOpenAI(routes, lifetime_s=60) as fake:
+        args = _args(Hostile("named", "measure", "", {}, ()), work, tiny_target, fake.url)
+        r = cli(*args[:args.index("--server-model")], *args[args.index("--server-model") + 2:],
+                "--server-model", "meta-llama/Llama-3.1-70B")
+        assert r.exit_code == 0, r.output
+    data = json.loads((work / "served" / "served_measurement.json").read_text())
+    assert data["server"]["model"] == "meta-llama/Llama-3.1-70B" and data["server"]["serves_target_checked"] is False
+
+
+def test_a_served_id_names_the_target_by_its_name_not_by_chance():
+    from trtllm_spec.measure.served import names_target
+
+    assert names_target("SmolLM2-135M-Instruct", ["smollm2-135m"])
+    assert names_target("/models/smollm2-135m-instruct-f16.gguf", ["/cache/models/SmolLM2-135M", "hf"])
+    assert not names_target("meta-llama/Llama-3.1-70B", ["smollm2-135m", "hf", "models"])
+    assert not names_target("hf", ["hf"])  # too short to name anything
+
+
+def test_metrics_answering_500_is_reported_with_what_it_answered(cli, work, tiny_target):
+    """measure --engine openai: a /metrics that answers HTTP 500 is not 'no /metrics': the level says what came."""
+    with FakeOpenAI({"GET /metrics": Reply({"error": "exporter crashed"}, status=500)}, lifetime_s=60) as fake:
+        r = cli(*_args(Hostile("m500", "measure", "", {}, ()), work, tiny_target, fake.url))
+        assert r.exit_code == 0, r.output
+    acc = json.loads((work / "served" / "served_measurement.json").read_text())["levels"][0]["server_acceptance"]
+    assert acc["reported"] is False
+    assert "/metrics answered HTTP 500" in acc["note"] and "exporter crashed" in acc["note"], acc["note"]

@@ -90,3 +90,26 @@ def test_limit_note_names_only_a_gate_the_engine_applies():
     note12 = make_plan(request(al, "1.2"))["recommendation"]["speculation_limit"]["note"]
     assert "stops paying" in note13 and "max_concurrency, or the draft_len_schedule" in note13
     assert "no schedule or max_concurrency applies" in note12 and "deployment without speculative_config" in note12
+
+
+def test_14_implicit_tier_is_settled_per_main_state_and_never_reached():
+    """Issue 37: what a batch above the largest key runs is ``get_draft_len_for_batch_size(..., min_runtime_draft_len)``
+    (``tensorrt_llm/_torch/speculative/utils.py``), and main changed it: every one-engine mode floored at 1 (upstream
+    test id 58916828372: {4: 4, 8: 2, 32: 1} gives 1 at batch 33), then linear EAGLE-3 / MTP-Eagle one-model went
+    back to 0 with the drafter kept warm while draft-target, PARD, DFlash and SA keep 1 (test id 69637569920;
+    newest main's draft_len_schedule description: "Batch sizes 33+: use draft_len=0 (implicit, speculation
+    disabled)"). The 1.4 pages cannot say which a 1.4 release runs, so the plan names both and never reaches that
+    tier: the schedule's largest key is max_batch_size."""
+    from trtllm_spec.core.trtllm_gates import IMPLICIT_TIER, engine_schedule
+
+    floor, warm = IMPLICIT_TIER.values()
+    assert floor["eagle3"] == 1 and warm["eagle3"] == 0 and warm["mtp"] == 0
+    assert floor["dflash"] == warm["dflash"] == 1 and warm["draft_model"] == 1
+    _, switches_off, why = engine_schedule(MECHANISMS["eagle3"], "1.4")
+    assert switches_off is False and "D = 0 (newest main, keep-warm" in why and "D = 1 (main, floor" in why
+    assert "not settled" in why and "never reached" in why
+    _, _, why = engine_schedule(MECHANISMS["dflash"], "1.4")
+    assert "D = 1 in every main state read" in why and "not settled" not in why
+    rec = make_plan(request({1: 1.78, 2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54}, "1.4"))["recommendation"]
+    sched = rec["draft_len_schedule"]
+    assert sched is None or max(int(k) for k in sched) >= max(BATCHES)  # the implicit tier is beyond every batch

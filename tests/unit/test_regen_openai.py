@@ -148,6 +148,10 @@ def test_openai_feeds_offline_training(cli, server, smollm2, tmp_path):
     assert "bf16 features" in res.output and "no features kept" not in res.output
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python then installs its KeyboardInterrupt handler
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_assets_serve_starts_answers_and_stops(sig, smollm2, llama_server_bin, tmp_path):
     """Ctrl-C and SIGTERM (what timeout, Slurm and container runtimes send) both stop native llama-server too:
@@ -156,7 +160,8 @@ def test_assets_serve_starts_answers_and_stops(sig, smollm2, llama_server_bin, t
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "trtllm_spec", "assets", "serve", "smollm2-135m", "--port",
-                             str(port)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(port)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)  # from a background job SIGINT would arrive ignored
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

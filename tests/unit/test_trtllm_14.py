@@ -42,6 +42,28 @@ def test_fields_new_in_14_validate_there_and_not_in_13(tag, fields):
         validate_options(spec(tag, **fields), "1.3")
 
 
+MAIN_CONFIDENCE = {"confidence_sts_path": "sts.json", "confidence_sps_table_path": "sps.json",
+                   "confidence_sps_live_fingerprint_path": "live.json",
+                   "confidence_admission_receipt_path": "receipt.json", "confidence_admission_receipt_sha256": "a" * 64,
+                   "confidence_mixed_evidence": {"costs_path": "costs.json"}}
+
+
+@pytest.mark.parametrize("field", sorted(MAIN_CONFIDENCE))
+def test_dspark_confidence_fields_are_the_14_release_pages_not_newest_main(field):
+    """Issue 37: the 1.4.0rc4 DSparkDecodingConfig page lists enable_confidence_scheduling,
+    confidence_cost_table_path, confidence_calibration_path, confidence_min_predicted_gain (>= 0, default 0.04) and
+    enable_fused_confidence_scheduler (rc1 has none of them); newest main replaced the three rc4 inputs with the
+    STS / SPS / admission-receipt artifacts (upstream tests ids 71255583118, 71003507844 construct
+    DSparkDecodingConfig with confidence_sts_path, confidence_sps_table_path, confidence_sps_live_fingerprint_path,
+    confidence_admission_receipt_path / _sha256; id 70943366260 confidence_mixed_evidence). The 1.4 profile is the
+    rc1 / rc4 release: main's names are refused naming the release that reads them and what 1.4 reads instead."""
+    with pytest.raises(UserError, match=rf"speculative_config\.{field}: .*newest main.*1\.4\.0rc4 reads "
+                                        r"confidence_cost_table_path"):
+        validate_options(spec("DSpark", enable_confidence_scheduling=True, **{field: MAIN_CONFIDENCE[field]}), "1.4")
+    with pytest.raises(UserError, match=rf"unknown key 'speculative_config\.{field}'"):
+        validate_options(spec("DSpark", **{field: MAIN_CONFIDENCE[field]}), "1.3")
+
+
 def test_dspark_head_fields_and_bad_values():
     validate_options(spec("DSpark", block_size=8, markov_rank=64, markov_head_type="gated"), "1.4")
     with pytest.raises(UserError, match="markov_head_type"):

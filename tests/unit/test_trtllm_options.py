@@ -141,7 +141,71 @@ def test_release_differences():
     assert "num_nextn_predict_layers" not in build("mtp_1.3")["speculative_config"]
     assert build("draft_model_1.2")["speculative_config"]["decoding_type"] == "Draft_Target"
     assert build("draft_model_1.2")["cuda_graph_config"] is None
-    assert build("draft_model_1.3")["kv_cache_config"]["dtype"] == "bfloat16"
+    assert build("draft_model_1.3")["kv_cache_config"]["dtype"] == "auto"  # bf16: the model's precision
+
+
+# ---- the 1.2 form both stored 1.2-era parsers read (issue 37) ---------------------------------------------------
+# Parser A: NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py, stored version id 1520735490 (the from_dict era,
+# with max_concurrency and acceptance_window); R12: the same file, id 7019226376 (pydantic decoding_type Literals,
+# TensorRT backend still present). Both read with the read_file tool; no commit is recorded for either.
+
+ONE_TWO = sorted(n for n, c in CASES.items() if c["profile"] == "1.2")
+
+
+@pytest.mark.parametrize("name", ONE_TWO)
+def test_12_cuda_graphs_are_batch_sizes_only(name):
+    """Parser A's TorchLlmArgs.validate_cuda_graph_config raises "Please don't set both cuda_graph_config.batch_sizes
+    and cuda_graph_config.max_batch_size" unless batch_sizes is exactly the list it generates from max_batch_size;
+    R12's CudaGraphConfig.validate_cuda_graph_config sets max_batch_size = max(batch_sizes) when it is 0. So a 1.2
+    bundle writes batch_sizes alone (1.3 / 1.4 keep both, equal maxima: MAIN accepts that)."""
+    graphs = build(name)["cuda_graph_config"]
+    assert graphs is None or ("max_batch_size" not in graphs and graphs["batch_sizes"]), graphs
+    both = {**build("eagle3_1.2"), "cuda_graph_config": {"batch_sizes": [1, 8, 64], "max_batch_size": 64}}
+    with pytest.raises(UserError, match=r"cuda_graph_config.max_batch_size: .*parser A.*Please don't set both"):
+        validate_options(both, "1.2")
+    validate_options({**both, "speculative_config": build("eagle3_1.3")["speculative_config"]}, "1.3")
+
+
+def test_12_draft_model_key_is_the_one_both_parsers_read():
+    """Parser A's DecodingBaseConfig has only speculative_model_dir (StrictBaseModel: an unknown key is an error);
+    R12's has speculative_model with validation_alias=AliasChoices("speculative_model", "speculative_model_dir")."""
+    for name in ("eagle3_1.2", "draft_model_1.2"):
+        spec = build(name)["speculative_config"]
+        assert "speculative_model_dir" in spec and "speculative_model" not in spec, spec
+    for name in ("eagle3_1.3", "draft_model_1.3", "eagle3_1.4", "draft_model_1.4"):
+        assert "speculative_model" in build(name)["speculative_config"]
+    legacy = build("eagle3_1.2")
+    legacy["speculative_config"]["speculative_model"] = legacy["speculative_config"].pop("speculative_model_dir")
+    with pytest.raises(UserError, match=r"speculative_config.speculative_model: the 1.2-era parser A knows only "
+                                        r"speculative_model_dir"):
+        validate_options(legacy, "1.2")
+
+
+def test_12_draft_target_targets_the_1_2_1_parser():
+    """No tag reads in both: parser A's DecodingBaseConfig.from_dict maps "DraftTarget" and raises "Invalid decoding
+    type: Draft_Target"; R12's DraftTargetDecodingConfig is decoding_type: Literal["Draft_Target"] in a union with
+    Field(discriminator="decoding_type"). A 1.2 draft-model bundle targets TensorRT-LLM 1.2.1 (the R12 line:
+    docs/trtllm_compat.md), so it writes Draft_Target and the mirror refuses parser A's spelling."""
+    assert build("draft_model_1.2")["speculative_config"]["decoding_type"] == "Draft_Target"
+    wrong = build("draft_model_1.2")
+    wrong["speculative_config"]["decoding_type"] = "DraftTarget"
+    with pytest.raises(UserError, match="'DraftTarget' is unknown; spell it 'Draft_Target'"):
+        validate_options(wrong, "1.2")
+
+
+@pytest.mark.parametrize("profile", ["1.2", "1.3", "1.4"])
+def test_kv_cache_dtype_is_what_upstream_documents(profile):
+    """KvCacheConfig.dtype: upstream documents auto | fp8 | fp8_ds_mla | nvfp4, and
+    TorchLlmArgs.sync_quant_config_with_kv_cache_config_dtype (parser A id 1520735490 and MAIN) syncs auto and fp8
+    only, warning "Cannot sync quant_config.kv_cache_quant_algo with kv_cache_config.dtype of bfloat16" for a torch
+    dtype name. A bf16 KV cache is the model's own precision: written as auto; bfloat16 is refused."""
+    name = next(n for n, c in CASES.items() if c["profile"] == profile and c["drafter_type"] == "draft_model")
+    opts = make_llm_api_options(**{**BASE, **CASES[name], "kv_cache_dtype": "bf16"})
+    assert opts["kv_cache_config"]["dtype"] == "auto"
+    assert make_llm_api_options(**{**BASE, **CASES[name], "kv_cache_dtype": "fp8"})["kv_cache_config"]["dtype"] == "fp8"
+    opts["kv_cache_config"]["dtype"] = "bfloat16"
+    with pytest.raises(UserError, match="kv_cache_config.dtype"):
+        validate_options(opts, profile)
 
 
 def test_no_speculation_without_draft_len():

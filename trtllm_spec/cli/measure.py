@@ -96,7 +96,8 @@ def _given(names) -> list[str]:
 @click.option("--server-url", metavar="URL", help="With --engine openai: the server, e.g. http://127.0.0.1:8000 "
               "(trtllm-serve, vLLM, SGLang, llama.cpp; 'trtllm-spec assets serve' starts one here).")
 @click.option("--server-model", metavar="ID", help="With --engine openai: the model id to request, when the server "
-              "lists several in /v1/models.")
+              "lists several in /v1/models, or one whose id does not name the target and that cannot be checked "
+              "(no /tokenize, no usage): naming it says it is the target.")
 @click.option("--concurrency", default="1,4,16", show_default=True, metavar="N[,N...]",
               help="With --engine openai: requests in flight, one measurement per level.")
 @click.option("--request-timeout", type=float, default=300.0, show_default=True,

@@ -18,10 +18,17 @@ engine applies ``draft_len_schedule`` / ``max_concurrency`` only in modes where 
 support_dynamic_draft_len()`` is true (``_torch/speculative/interface.py``: one stored version lists EAGLE-3
 one-model only, main adds MTP, MTP-Eagle, PARD, DFlash, draft-target one-model and SA, PR #12262; NGram and
 DSpark never). The one-model path gained dynamic draft length in PR #10860 (merged 2026-03-13), after the 1.2
-branch: a 1.2 bundle never carries a schedule. Main's ``get_draft_len_for_batch_size`` floors one-engine modes at
-``min_runtime_draft_len = 1`` (zero tiers and batches above the largest key draft 1 token, not 0); the 1.4.0rc1 /
-rc4 pages do not settle whether 1.4 has that floor, so a 1.4 plan never relies on a tier switching speculation off.
-Each descriptor lists the releases that apply a schedule to it (``Mechanism.trtllm_dynamic_draft_len``).
+branch: a 1.2 bundle never carries a schedule. What a batch above the largest key (or a zero tier) runs is
+``_torch/speculative/utils.get_draft_len_for_batch_size(schedule, batch, max_draft_len, min_runtime_draft_len)``,
+and main changed it twice (``IMPLICIT_TIER``): first every one-engine mode floored at ``min_runtime_draft_len = 1``
+(upstream test id 58916828372: ``{4: 4, 8: 2, 32: 1}`` gives 1 at batch 33), then linear EAGLE-3 and MTP-Eagle
+one-model went back to 0 with the drafter kept warm (``keep_drafter_warm``; test id 69637569920) while
+draft-target, PARD, DFlash, SA and tree EAGLE-3 keep the floor of 1 -- the state newest main's ``draft_len_schedule``
+description ("Batch sizes 33+: use draft_len=0 (implicit, speculation disabled)") describes for EAGLE-3. The
+1.4.0rc1 / rc4 pages cannot say which of the two a 1.4 release runs (``min_runtime_draft_len`` is a property, not a
+field), so a 1.4 plan relies on neither: it drafts at least 1 token wherever it drafts, and its schedule's largest
+key is the engine's ``max_batch_size`` (``planner.schedule.render_schedule``), so the implicit tier, 0 or 1, is
+never reached. Each descriptor lists the releases that apply a schedule to it (``Mechanism.trtllm_dynamic_draft_len``).
 
 Pure Python (no pydantic): the planner, the options builder and the reports use it.
 """
@@ -56,6 +63,13 @@ def gate_reasons(options: dict | None, profile: str) -> list[str]:
 
 # can a schedule tier (value 0, or above the largest key) switch speculation off in this release?
 SCHEDULE_SWITCHES_OFF = {"1.2": True, "1.3": True, "1.4": False}
+# what main's get_draft_len_for_batch_size runs above the largest key (and on a zero tier), per one-engine mode, in
+# the two main states read (the module docstring); a 1.4 plan must hold under both
+IMPLICIT_TIER = {
+    "main, floor (test id 58916828372)": {"eagle3": 1, "mtp": 1, "draft_model": 1, "dflash": 1, "suffix": 1},
+    "newest main, keep-warm (test id 69637569920)": {"eagle3": 0, "mtp": 0, "draft_model": 1, "dflash": 1,
+                                                     "suffix": 1},
+}
 
 
 def engine_schedule(mechanism, profile: str) -> tuple[bool, bool, str | None]:
@@ -69,7 +83,15 @@ def engine_schedule(mechanism, profile: str) -> tuple[bool, bool, str | None]:
         return False, False, (f"TensorRT-LLM {profile} applies no draft_len_schedule or max_concurrency to {title} "
                               f"(support_dynamic_draft_len() is false for it{later})")
     if not SCHEDULE_SWITCHES_OFF.get(profile, False):
-        return True, False, (f"TensorRT-LLM {profile} may not switch {title} speculation off at a batch size (main "
-                             "floors one-engine modes at D = 1 above the largest key and on zero tiers); the plan "
-                             "drafts at least 1 token wherever it drafts at all")
+        name = getattr(mechanism, "name", "")
+        tiers = {state: t[name] for state, t in IMPLICIT_TIER.items() if name in t}
+        if len(set(tiers.values())) > 1:
+            above = (" or ".join(f"D = {d} ({state})" for state, d in tiers.items())
+                     + f"; which one a {profile} release runs is not settled")
+        else:
+            above = f"D = {next(iter(tiers.values()), 1)} in every main state read ({', '.join(tiers)})"
+        return True, False, (f"TensorRT-LLM {profile} may not switch {title} speculation off at a batch size (above "
+                             f"the largest key and on a zero tier main runs {above}); the plan drafts at least 1 "
+                             "token wherever it drafts at all, and its schedule's largest key is max_batch_size, so "
+                             "the implicit tier is never reached")
     return True, True, None

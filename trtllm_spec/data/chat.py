@@ -44,9 +44,45 @@ def load_tokenizer(folder: str | Path, chat_template: str | Path | None = None):
     if not tok.chat_template:
         raise UserError(f"the tokenizer in {folder} has no chat template; supply one with "
                         "target.chat_template: path/to/template.jinja (a Jinja file as in tokenizer_config.json)")
+    templates = tok.chat_template if isinstance(tok.chat_template, dict) else {"": tok.chat_template}
+    for text in templates.values():
+        refuse_loads(text, source)
     tok._trtllm_spec_template = source
     _apply(tok, [{"role": "user", "content": "Hello."}], add_generation_prompt=True, tokenize=True)  # renders at all
     return tok
+
+
+def refuse_loads(text: str, source: str) -> None:
+    """A chat template is one self-contained file: one that includes, imports or extends another template is
+    refused, naming ``source`` and what it tried (transformers renders templates in jinja2's
+    ImmutableSandboxedEnvironment without a loader, so such a statement could read nothing, but it fails deep
+    inside the render). A template that does not parse is left to the render, which names the line."""
+    try:
+        import jinja2
+        from jinja2 import nodes
+        from jinja2.ext import Extension
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError:
+        return
+
+    class Generation(Extension):  # transformers' {% generation %} ... {% endgeneration %} tag: parsed, not run
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.Scope(body).set_lineno(lineno)
+
+    try:
+        tree = ImmutableSandboxedEnvironment(extensions=[Generation, "jinja2.ext.loopcontrols"]).parse(text)
+    except jinja2.TemplateSyntaxError:
+        return
+    for node in tree.find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
+        verb = {nodes.Include: "include", nodes.Import: "import", nodes.FromImport: "import from",
+                nodes.Extends: "extend"}[type(node)]
+        what = node.template.value if isinstance(node.template, nodes.Const) else "a computed template name"
+        raise UserError(f"{source} tries to {verb} {what!r} (line {node.lineno}): chat templates are rendered "
+                        "sandboxed and may not include, import or extend other templates; inline what it needs")
 
 
 def _apply(tok, messages: list[dict], **kw):
@@ -87,6 +123,10 @@ def _ids(out) -> list[int]:
 
 def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None) -> Tokenized:
     """All turns with an assistant mask. Raises if the template does not render prefixes as prefixes."""
+    problem = message_problem(messages)
+    if problem:
+        raise UserError(f"a conversation's {problem}; each line needs \"messages\": [{{\"role\": ..., "
+                        "\"content\": ...}, ...]")
     ids: list[int] = []
     mask: list[int] = []
     for i, msg in enumerate(messages):
@@ -102,6 +142,22 @@ def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None)
     if max_len is not None:
         ids, mask = ids[:max_len], mask[:max_len]
     return Tokenized(ids, mask)
+
+
+def message_problem(messages) -> str | None:
+    """What is wrong with a conversation's ``messages`` (a list of {role, content} objects, strings both), or None."""
+    def got(v) -> str:
+        return f"got {type(v).__name__} {str(v)[:40]!r}"
+
+    if not isinstance(messages, list):
+        return f"messages is not a list of turns ({got(messages)})"
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            return f"messages[{i}] is not an object with role and content ({got(m)})"
+        for key in ("role", "content"):
+            if not isinstance(m.get(key), str):
+                return f"messages[{i}].{key} is not a string ({'missing' if key not in m else got(m[key])})"
+    return None
 
 
 # How ``recipe_training_items`` selects prompts; part of the drafter stage's cache key, so a cached drafter trained

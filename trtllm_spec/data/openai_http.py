@@ -40,10 +40,16 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
 class RequestFailed(Exception):
-    def __init__(self, url: str, what: str, retry: bool):
+    def __init__(self, url: str, what: str, retry: bool, status: int | None = None):
         what = " ".join(str(what).split())  # a server's body may hold newlines: the message stays one line
         super().__init__(f"{url}: {what}")
         self.url, self.what, self.retry = url, what, retry
+        self.status = status  # the HTTP status it answered with, when it answered one
+
+    @property
+    def answer(self) -> str:
+        """``answered HTTP 500: ...`` when the server answered with an error status, else ``did not answer (...)``."""
+        return f"answered {self.what}" if self.status is not None else f"did not answer ({self.what})"
 
 
 def base_url(url: str) -> str:
@@ -136,7 +142,7 @@ def _request(method: str, url: str, body: dict | None, timeout: float) -> Iterat
                 detail = e.read()[:300].decode("utf-8", "replace")
             except BROKEN:
                 detail = "(the error body was cut short)"
-            raise RequestFailed(url, f"HTTP {e.code}: {detail}", e.code in RETRY_STATUS) from None
+            raise RequestFailed(url, f"HTTP {e.code}: {detail}", e.code in RETRY_STATUS, e.code) from None
         except (urllib.error.URLError, *BROKEN, ValueError) as e:
             if deadline.expired or isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError):
                 raise deadline.failure(url) from None

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtllm_spec.data.openai_http import RequestFailed, base_url, check_server, http_chat, with_retries
-from trtllm_spec.data.regenerate import RegenReport, read_done, rewrite_clean
+from trtllm_spec.data.regenerate import RegenReport, check_output_file, read_done, rewrite_clean
 from trtllm_spec.errors import UserError
 
 
@@ -53,6 +53,7 @@ def regenerate_openai(items: list, target_dir: Path, out: Path, server, *, max_n
     twice = sorted({u for u in urls if urls.count(u) > 1})
     if twice:
         raise UserError(f"server url {twice[0]} is given twice; list each server once")
+    check_output_file(out, "--out")  # before anything is sent
     tok = load_tokenizer(target_dir, chat_template)
     found = {u: check_server(u, tok, server.model, server.timeout_s, "drafter.training.data.server.model")
              for u in urls}

@@ -43,6 +43,37 @@ def read_done(path: Path) -> dict[str, dict]:
     return done
 
 
+def read_conversations(path: Path, what: str) -> list[dict]:
+    """The conversations of ``path`` (``read_done``), each one's ``messages`` checked: a record of the wrong shape
+    is refused naming ``what`` (the file's flag or field), the file, the id and what is wrong."""
+    from trtllm_spec.data.chat import message_problem
+    from trtllm_spec.errors import UserError
+
+    convs = list(read_done(path).values())
+    for c in convs:
+        if "tokens" in c and "assistant" in c:
+            continue  # regeneration's exact tokens: the messages are not re-rendered
+        problem = message_problem(c.get("messages"))
+        if problem:
+            raise UserError(f"{what} {path}: conversation {str(c['id'])[:60]!r}: {problem}; each line must be "
+                            '{"id": ..., "messages": [{"role": "user", "content": "..."}, {"role": "assistant", '
+                            '"content": "..."}]}')
+    return convs
+
+
+def check_output_file(path: Path, what: str) -> None:
+    """``path`` can be written as a file: it is not a folder and no existing part of its parent is a file."""
+    from trtllm_spec.errors import UserError
+
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a folder; give a file path (e.g. {path / 'conversations.jsonl'})")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{what} {path}: {parent} is a file, not a folder; choose another path")
+            break
+
+
 def rewrite_clean(path: Path, done: dict[str, dict]) -> None:
     """Drop a torn tail so appends start on a clean line."""
     if not path.exists():

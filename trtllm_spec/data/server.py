@@ -1,15 +1,47 @@
 """The lifecycle of a server child process on this machine (127.0.0.1 by default): started, waited on until it
 answers, stopped (terminate, then kill) when closed. ``llamacpp.server.NativeServer`` (native llama-server: ``assets
 serve``, the tests' server, ``measure --engine llamacpp``) is the one subclass today.
+
+No server outlives us, in any phase: Ctrl-C / SIGTERM while it starts (our ``start`` loop), while it loads (not yet
+answering) or while it serves all end in ``stop``, which a second signal cannot cut short (the kill is in a
+``finally``); SIGINT and SIGTERM are held back between the fork and the moment we hold the child's handle; and
+where we are killed outright (SIGKILL, a crash) the kernel ends the child: on Linux it starts with
+``PR_SET_PDEATHSIG`` = SIGKILL (prctl(2)), checked against the race of a parent that died before the call.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from trtllm_spec.errors import UserError
+
+STOP_GRACE_S = 5.0  # what a server gets to shut down on SIGTERM before it is killed
+_HELD = {signal.SIGINT, signal.SIGTERM}
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int):
+    """A ``preexec_fn`` (runs in the child between fork and exec): unblock the signals the parent held back, and on
+    Linux ask the kernel for SIGKILL when the parent dies; a parent already gone (the fork outlived it) ends it.
+    The kernel watches the thread that forked: start a server from the thread that keeps it (every caller does).
+    libc is looked up here, in the parent: nothing is imported between fork and exec."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    kill = int(signal.SIGKILL)
+
+    def preexec() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+        if prctl is not None and prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0) == 0 and os.getppid() != parent:
+            os._exit(1)  # (a prctl refused, e.g. by a seccomp profile, leaves the parent's own stop as the guard)
+    return preexec
 
 
 class ServerProcess:
@@ -32,9 +64,19 @@ class ServerProcess:
         if self.ready():
             raise UserError(f"{self.url} already answers: something else serves on that port; choose another --port")
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)  # a signal now would lose the child's handle
+        try:
+            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         preexec_fn=_die_with_parent(os.getpid()))
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            raise
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()  # the child holds its own descriptor
         deadline = time.monotonic() + timeout_s
         try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is raised here
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise UserError(f"{self.title} exited with code {self.proc.returncode} before answering "
@@ -49,14 +91,20 @@ class ServerProcess:
         raise UserError(f"{self.title} did not answer {self.url}{self.ready_path} within {timeout_s:.0f} s")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+        """SIGTERM, ``STOP_GRACE_S`` to exit, then SIGKILL; a signal arriving meanwhile (a second Ctrl-C) skips the
+        grace, never the kill."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            proc.terminate()
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def __enter__(self):
         return self.start()

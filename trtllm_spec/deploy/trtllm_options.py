@@ -17,18 +17,23 @@ from trtllm_spec.deploy.trtllm_schema import validate_options
 from trtllm_spec.drafters import registry
 from trtllm_spec.errors import UserError
 
-# recipe quantization.kv_cache_dtype -> KvCacheConfig.dtype ("auto" | "fp8" | torch dtype name)
-KV_CACHE_DTYPES = {"auto": "auto", "fp8": "fp8", "bf16": "bfloat16", "bfloat16": "bfloat16",
-                   "fp16": "float16", "float16": "float16"}
+# recipe quantization.kv_cache_dtype -> KvCacheConfig.dtype. Upstream documents auto | fp8 | fp8_ds_mla | nvfp4
+# (KvCacheConfig.dtype) and its TorchLlmArgs.sync_quant_config_with_kv_cache_config_dtype handles auto and fp8
+# only, warning "Cannot sync quant_config.kv_cache_quant_algo with kv_cache_config.dtype of bfloat16" for a torch
+# dtype name (1.2-era id 1520735490, MAIN): a 16-bit KV cache is the model's own precision, written as auto.
+KV_CACHE_DTYPES = {"auto": "auto", "fp8": "fp8", "bf16": "auto", "bfloat16": "auto", "fp16": "auto",
+                   "float16": "auto"}
 
 
 def _cuda_graph_config(batch_sizes: Iterable[int], schedule: dict[int, int] | None,
-                       max_batch_size: int | None) -> dict:
+                       max_batch_size: int | None, profile: str = "1.3") -> dict:
     """Graphs for the planned batch sizes plus the schedule's thresholds, with padding on.
 
     Padding rounds a batch up to the next captured size ("usually a net win", CudaGraphConfig); 1.3 forces
     ``enable_padding`` and merges the schedule keys into ``batch_sizes`` itself (MAIN
     ``TorchLlmArgs.validate_speculative_config``), so both are written explicitly here for every release.
+    1.2 writes ``batch_sizes`` without ``max_batch_size``: the 1.2-era parser A refuses the two together and R12
+    derives the maximum from the list (``trtllm_schema.PARSER_A_12``).
     """
     sizes = {int(b) for b in batch_sizes}
     if not sizes or min(sizes) < 1:
@@ -37,6 +42,8 @@ def _cuda_graph_config(batch_sizes: Iterable[int], schedule: dict[int, int] | No
     if max_batch_size:
         sizes = {b for b in sizes if b <= max_batch_size} | {max_batch_size}
     ordered = sorted(sizes)
+    if profile == "1.2":
+        return {"batch_sizes": ordered, "enable_padding": True}
     return {"batch_sizes": ordered, "max_batch_size": ordered[-1], "enable_padding": True}
 
 
@@ -77,7 +84,7 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
                                   "enable_block_reuse": enable_block_reuse,
                                   "dtype": KV_CACHE_DTYPES[kv_cache_dtype]}
     graph_sizes = schedule if max_draft_len > 0 else None
-    options["cuda_graph_config"] = (_cuda_graph_config(batch_sizes, graph_sizes, max_batch_size)
+    options["cuda_graph_config"] = (_cuda_graph_config(batch_sizes, graph_sizes, max_batch_size, profile)
                                     if cuda_graphs else None)
     if disable_overlap_scheduler is not None:
         options["disable_overlap_scheduler"] = disable_overlap_scheduler

@@ -64,8 +64,10 @@ class KvCacheConfig(StrictModel):
     # KvCacheConfig (R12 and MAIN): free_gpu_memory_fraction Optional[float]=0.9 in [0, 1]
     free_gpu_memory_fraction: float | None = Field(None, ge=0, le=1)
     enable_block_reuse: bool | None = None  # default True
-    # dtype: str="auto"; MAIN validates auto|fp8|fp8_ds_mla|nvfp4 or a torch dtype name, R12 syncs only fp8
-    dtype: Literal["auto", "fp8", "bfloat16", "float16"] | None = None
+    # dtype: str="auto"; MAIN documents auto|fp8|fp8_ds_mla|nvfp4; every release's
+    # sync_quant_config_with_kv_cache_config_dtype handles auto and fp8 and only warns on anything else (a torch
+    # dtype name such as bfloat16 is not synced): those are refused here (deploy/trtllm_options.KV_CACHE_DTYPES)
+    dtype: Literal["auto", "fp8", "fp8_ds_mla", "nvfp4"] | None = None
 
 
 class CudaGraphConfig(StrictModel):
@@ -356,6 +358,7 @@ class DSpark14(_Base14, _BlockFields):
     block_size: PositiveInt | None = None
     markov_rank: NonNegativeInt | None = None
     markov_head_type: Literal["vanilla", "gated", "rnn"] | None = None
+    # (rc4 page; newest main replaced the three inputs below: DSPARK_CONFIDENCE_MAIN, refused naming the release)
     enable_confidence_scheduling: bool | None = None  # default False
     confidence_cost_table_path: str | None = None
     confidence_calibration_path: str | None = None
@@ -469,10 +472,47 @@ RENAMED_AFTER_12 = {"acceptance_window": "acceptance_rate_window_size (a window 
                     "acceptance_length_threshold": "acceptance_rate_threshold (on accepted/drafted, in [0, 1])"}
 
 
+# The 1.2 form both stored 1.2-era parsers read (docs/trtllm_compat.md, "The two 1.2-era parsers"): parser A
+# (llm_args.py id 1520735490, the from_dict era) rejects what R12 (id 7019226376) would accept here.
+PARSER_A_12 = {
+    "cuda_graph_config.max_batch_size": "beside cuda_graph_config.batch_sizes the 1.2-era parser A refuses it "
+    "(TorchLlmArgs.validate_cuda_graph_config: \"Please don't set both cuda_graph_config.batch_sizes and "
+    "cuda_graph_config.max_batch_size\" unless batch_sizes is exactly the list it generates); R12 derives it as "
+    "max(batch_sizes): write batch_sizes only",
+    "speculative_config.speculative_model": "the 1.2-era parser A knows only speculative_model_dir "
+    "(DecodingBaseConfig, extra fields forbidden); R12 reads speculative_model_dir as an alias "
+    "(AliasChoices): write speculative_model_dir",
+}
+
+
+# DSparkDecodingConfig's confidence scheduling on newest main (upstream tests ids 71255583118, 71003507844,
+# 70943366260), not in the 1.4 release pages (rc4 lists confidence_cost_table_path, confidence_calibration_path,
+# confidence_min_predicted_gain; newest main refuses those as extra inputs)
+DSPARK_CONFIDENCE_MAIN = ("confidence_sts_path", "confidence_sps_table_path", "confidence_sps_live_fingerprint_path",
+                          "confidence_admission_receipt_path", "confidence_admission_receipt_sha256",
+                          "confidence_mixed_evidence")
+DSPARK_CONFIDENCE_MAIN_WHY = ("newest main's DSpark confidence scheduling (STS / SPS tables and an admission receipt), "
+                              "after the 1.4 releases; 1.4.0rc4 reads confidence_cost_table_path, "
+                              "confidence_calibration_path and confidence_min_predicted_gain instead (1.4.0rc1 none)")
+# our 1.2 tags parser A's from_dict also knows (it has no "Eagle3" and spells draft-target "DraftTarget")
+PARSER_A_TAGS = ("Eagle", "MTP", "NGram")
+
+
 def _check_release_changes(options: dict, profile: str) -> None:
     spec = options.get("speculative_config")
+    if profile == "1.2":
+        graphs = options.get("cuda_graph_config")
+        if isinstance(graphs, dict) and graphs.get("batch_sizes") and graphs.get("max_batch_size"):
+            raise UserError(f"TensorRT-LLM 1.2 options: cuda_graph_config.max_batch_size: "
+                            f"{PARSER_A_12['cuda_graph_config.max_batch_size']}")
+        if isinstance(spec, dict) and "speculative_model" in spec and spec.get("decoding_type") in PARSER_A_TAGS:
+            raise UserError(f"TensorRT-LLM 1.2 options: speculative_config.speculative_model: "
+                            f"{PARSER_A_12['speculative_config.speculative_model']}")
     if not isinstance(spec, dict):
         return
+    main_only = [k for k in DSPARK_CONFIDENCE_MAIN if k in spec] if spec.get("decoding_type") == "DSpark" else []
+    if profile == "1.4" and main_only:
+        raise UserError(f"TensorRT-LLM 1.4 options: speculative_config.{main_only[0]}: {DSPARK_CONFIDENCE_MAIN_WHY}")
     for (key, value), why in REMOVED_IN.get(profile, {}).items():
         if key in spec and spec[key] is value:
             raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{key}: {value}: {why}")

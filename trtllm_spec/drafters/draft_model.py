@@ -78,6 +78,8 @@ class DraftModel(Mechanism):
 
     def trtllm_speculative_config(self, cfg: DraftModelDrafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, **extra) -> dict:
-        # the pydantic Literal is "Draft_Target" (docs spell "DraftTarget"; not verified to be accepted)
-        return {"decoding_type": "Draft_Target", "max_draft_len": max_draft_len,
-                "speculative_model": speculative_model}
+        # Draft_Target: the Literal of 1.2.1's parser (R12, id 7019226376), 1.3 and 1.4; the older 1.2-era parser A
+        # (id 1520735490, from_dict) knows only "DraftTarget", so a 1.2 bundle targets 1.2.1 here
+        # (docs/trtllm_compat.md). 1.2: speculative_model_dir, which both 1.2-era parsers read.
+        key = "speculative_model_dir" if profile == "1.2" else "speculative_model"
+        return {"decoding_type": "Draft_Target", "max_draft_len": max_draft_len, key: speculative_model}

@@ -239,7 +239,7 @@ def read_iteration_stats(source: str, timeout: float = METRICS_TIMEOUT_S) -> tup
         try:  # one deadline for the request; a body cut short or a broken connection is a RequestFailed
             text = get_text(source, timeout)
         except RequestFailed as exc:
-            raise UserError(f"metrics endpoint {source} did not answer ({exc.what}); start the bundle's serve.sh "
+            raise UserError(f"metrics endpoint {source} {exc.answer}; start the bundle's serve.sh "
                             "(trtllm-serve with enable_iter_perf_stats: true) and give its /metrics URL") from None
         origin = {"url": source}
         where = f"metrics endpoint {source}"

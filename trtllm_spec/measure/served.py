@@ -130,13 +130,46 @@ def _stats(values: Sequence[float], scale: float = 1.0, digits: int = 3) -> dict
             "p90": round(float(np.percentile(v, 90)), digits), "p99": round(float(np.percentile(v, 99)), digits)}
 
 
+# ---- which model the server serves ---------------------------------------------------------------------------
+
+def _norm(name: str) -> str:
+    base = re.split(r"[\\/]", str(name).strip().rstrip("/\\"))[-1].lower()
+    return re.sub(r"[^a-z0-9]", "", re.sub(r"\.(gguf|safetensors|bin)$", "", base))
+
+
+def names_target(served_id: str, target_names: Sequence[str]) -> bool:
+    """Whether a served model id names the target: the id (its last path part, lower case, letters and digits
+    only, a .gguf suffix dropped) contains one of the target's names or is contained in one (``SmolLM2-135M`` and
+    ``smollm2-135m-instruct-f16.gguf`` agree; ``Llama-3.1-70B`` does not). Names shorter than 5 such characters
+    (a folder called ``hf``) name nothing."""
+    sid = _norm(served_id)
+    return len(sid) >= 5 and any(len(n) >= 5 and (n in sid or sid in n) for n in map(_norm, target_names))
+
+
+def check_served_model(url: str, served_id: str, token_checked: bool, named: bool, target_names: Sequence[str]
+                       ) -> None:
+    """Refuse to measure a server that may serve another model: its tokens could not be compared with the target's
+    (no /tokenize, no usage.prompt_tokens), the model was not named with --server-model, and the id it lists does
+    not name the target. Measuring it would time another model under the target's name."""
+    if token_checked or named or names_target(served_id, target_names):
+        return
+    names = ", ".join(repr(n) for n in dict.fromkeys(n for n in target_names if n))
+    raise UserError(f"server {url} serves {served_id!r}, which does not name the target ({names}), and it has no "
+                    "/tokenize and reports no usage.prompt_tokens, so it cannot be checked to serve the target; "
+                    f"point --server-url at the target's server, or, if {served_id!r} is the target under another "
+                    f"name, say so with --server-model {served_id}")
+
+
 # ---- what the server reports about acceptance ----------------------------------------------------------------
 
-def scrape_metrics(url: str) -> str | None:
-    """The server's /metrics page, or None where it has none (not every server does)."""
+def scrape_metrics(url: str, failures: list[str] | None = None) -> str | None:
+    """The server's /metrics page, or None where it has none (not every server does); what it answered instead
+    (``answered HTTP 500: ...``, ``did not answer (...)``) is appended to ``failures``."""
     try:
         return get_text(f"{url}/metrics", METRICS_TIMEOUT_S)
-    except RequestFailed:
+    except RequestFailed as e:
+        if failures is not None:
+            failures.append(f"{url}/metrics {e.answer}")
         return None
 
 
@@ -206,7 +239,8 @@ def llamacpp_acceptance(before: str | None, after: str | None) -> dict | None:
                     "iterations without drafts are not counted, unlike 'measure --engine llamacpp')"}
 
 
-def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, after: str | None) -> dict:
+def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, after: str | None,
+                      metrics_failure: str | None = None) -> dict:
     """The acceptance the server itself reports over one level (see the module docstring), else not reported."""
     from trtllm_spec.measure.trtllm_engine import iteration_acceptance
 
@@ -245,7 +279,7 @@ def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, a
                     "acceptance_length": round(its["acceptance_length"], 6)}
     return {"reported": False, "source": None, "acceptance_length": None, "draft_acceptance_rate": None,
             "note": "not reported: the server sent none of " + "; ".join(LOOKED_FOR)
-            + ("" if after is not None else " (it has no /metrics)")}
+            + ("" if after is not None else f" ({metrics_failure or 'it has no /metrics'})")}
 
 
 # ---- one concurrency level -----------------------------------------------------------------------------------
@@ -254,7 +288,8 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
               seed: int, timeout: float, count_tokens: Callable[[str], int]) -> dict:
     """The summary of one level: ``concurrency`` workers over max(len(items), concurrency) requests."""
     work = [items[i % len(items)] for i in range(max(len(items), concurrency))]
-    before = scrape_metrics(url)
+    metrics_failures: list[str] = []
+    before = scrape_metrics(url, metrics_failures)
 
     def one(it) -> StreamedRequest:
         body = chat_body(model, it.messages, max_tokens, temperature, seed if temperature > 0 else None)
@@ -271,7 +306,7 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
         reqs = list(pool.map(one, work))
     finally:  # a failed request stops the level: requests not yet sent are not sent
         pool.shutdown(wait=True, cancel_futures=True)
-    after = scrape_metrics(url)
+    after = scrape_metrics(url, metrics_failures)
     cut = [r for r in reqs if r.finish_reason is None]
     if cut:
         raise UserError(f"server {url}: {len(cut)} of {len(reqs)} streams at concurrency {concurrency} ended without "
@@ -299,7 +334,8 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
         "tokens_per_s_server": round(tokens / wall, 2) if wall > 0 else None,
         "tokens_per_event": round(tokens / chunks, 3) if chunks else None,
         "finish_reasons": reasons,
-        "server_acceptance": server_acceptance(reqs, before, after),
+        "server_acceptance": server_acceptance(reqs, before, after,
+                                               metrics_failures[-1] if metrics_failures else None),
         "requests_detail": [{"id": r.item_id, "tokens": r.tokens, "events": len(r.content_times),
                              "ttft_ms": round(r.ttft_s * 1e3, 3) if r.ttft_s is not None else None,
                              "tpot_ms": round(r.tpot_s * 1e3, 3) if r.tpot_s is not None else None,

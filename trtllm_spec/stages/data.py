@@ -37,6 +37,9 @@ def regenerate_data(recipe: Recipe, path: Path | None, log: Callable[[str], None
     where = choose(tc.device, tc.precision)  # before anything is written: --device cuda without a GPU exits 2
     name = CONVERSATIONS.name if shard is None else f"conversations.shard-{shard[0]}-of-{shard[1]}.jsonl"
     path = path or default_train_dir(recipe) / CONVERSATIONS.parent / name
+    from trtllm_spec.data.regenerate import check_output_file
+
+    check_output_file(path, "--out")  # a file where a folder must be: one line, before the target is loaded
     convs = conversations(recipe, target_dir, path.parent, log, file_name=path.name, shard=shard, placement=where)
     return convs, path, where
 
@@ -64,7 +67,7 @@ def features_data(recipe: Recipe, conversations: Path | None, out: Path | None, 
     Returns (report, the folder)."""
     from trtllm_spec.data.backends import data_target
     from trtllm_spec.data.features import capture_layers, run_features
-    from trtllm_spec.data.regenerate import read_done
+    from trtllm_spec.data.regenerate import read_conversations
     from trtllm_spec.runtime.device import choose
     from trtllm_spec.train.run import require_checkpoint
 
@@ -78,7 +81,7 @@ def features_data(recipe: Recipe, conversations: Path | None, out: Path | None, 
     if not path.is_file():
         raise UserError(f"conversations file {path} does not exist; write it first with 'trtllm-spec data "
                         "regenerate RECIPE' (or give --conversations FILE)")
-    convs = list(read_done(path).values())
+    convs = read_conversations(path, "--conversations" if conversations else "conversations file")
     if not convs:
         raise UserError(f"{path} holds no conversations ({{id, messages}} JSON lines); regenerate them first")
     tc = recipe.drafter.training

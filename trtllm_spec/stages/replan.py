@@ -76,7 +76,7 @@ def replanned_options(old: dict, rec: dict, profile: str) -> tuple[dict, list[st
     graphs = new.get("cuda_graph_config")
     if isinstance(graphs, dict) and graphs.get("batch_sizes"):
         new["cuda_graph_config"] = _cuda_graph_config(graphs["batch_sizes"], schedule if d else None,
-                                                      new.get("max_batch_size"))
+                                                      new.get("max_batch_size"), profile)
     validate_options(new, profile)
     return new, notes
 

@@ -86,7 +86,7 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     from trtllm_spec.data.openai_http import base_url, check_server
     from trtllm_spec.data.user_suite import check_context, measure_budget, select_suite, suite_checker
     from trtllm_spec.measure.run import check_settings
-    from trtllm_spec.measure.served import measure_served, parse_concurrency
+    from trtllm_spec.measure.served import check_served_model, measure_served, parse_concurrency
 
     levels = parse_concurrency(concurrency)
     url = base_url(server_url)
@@ -111,6 +111,8 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
                   cfg.get("max_position_embeddings"))
     checked = check_server(url, tok, server_model, timeout_s, "--server-model")
     model = checked.model
+    check_served_model(url, model, checked.token_checked, server_model is not None,
+                       [recipe.target.model, folder.name, folder.parent.name, str(cfg.get("_name_or_path") or "")])
     if checked.note and progress:
         progress(f"warning: server {url}: {checked.note}")
     measured = measure_served(url, model, items, levels, max_tokens=max_new_tokens, temperature=temperature,

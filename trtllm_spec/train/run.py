@@ -49,14 +49,14 @@ def conversations(recipe: Recipe, target_dir: Path, data_dir: Path, log, *, rege
     features step, ``capture_offline``, the rest).
     ``regenerate_missing=False``: only read what is already there (ranks > 0 of a distributed run)."""
     from trtllm_spec.data.chat import recipe_training_items
-    from trtllm_spec.data.regenerate import read_done
+    from trtllm_spec.data.regenerate import read_conversations, read_done
 
     d = recipe.drafter.training.data
     if d.path:
         p = recipe.resolve_path(d.path)
         if p is None or not p.is_file():
             raise UserError(f"drafter.training.data.path {d.path} does not exist")
-        return list(read_done(p).values())
+        return read_conversations(p, "drafter.training.data.path")
     if not d.regenerate:
         raise UserError("drafter.training.data: the prompt sets carry no answers; set regenerate: true (the target "
                         "writes them) or give data.path with your own conversations")
