@@ -28,11 +28,16 @@ class ServerProcess:
     def ready(self) -> bool:
         raise NotImplementedError
 
+    def popen_kwargs(self) -> dict:
+        """Extra ``subprocess.Popen`` arguments (environment, session) of a subclass."""
+        return {}
+
     def start(self, timeout_s: float = 180.0):
         if self.ready():
             raise UserError(f"{self.url} already answers: something else serves on that port; choose another --port")
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     **self.popen_kwargs())
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:
