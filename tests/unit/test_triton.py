@@ -258,3 +258,25 @@ def test_llmapi_transaction_policy_in_config_pbtxt(tmp_path, decoupled):
                                            f"decoupled: {str(not decoupled).lower()}"))
     problems = check_triton_repo(repo, profile="1.2")
     assert len(problems) == 1 and "model_transaction_policy.decoupled" in problems[0]
+
+
+def test_llmapi_inputs_against_upstream():
+    """Our llmapi inputs are upstream's @c8c6df08 set; the optional inputs upstream added later
+    (@0a71057313ec0626527e164a8fc0205c5822e2f5: image_url, lora_*) are left out with a reason each, and
+    docs/trtllm_compat.md names every one."""
+    from trtllm_spec.deploy.triton_tensors import LLMAPI_INPUTS, LLMAPI_LEFT_OUT
+
+    ours = [row.split()[0] for row in LLMAPI_INPUTS.strip().splitlines()]
+    c8c6df08 = ["text_input", "streaming", "sampling_param_best_of", "sampling_param_temperature",
+                "sampling_param_top_k", "sampling_param_top_p", "sampling_param_frequency_penalty",
+                "sampling_param_presence_penalty", "sampling_param_max_tokens", "sampling_param_stop",
+                "sampling_param_seed", "sampling_param_exclude_input_from_output",
+                "sampling_param_return_perf_metrics", "return_finish_reason", "return_stop_reason",
+                "return_cumulative_logprob", "stop"]
+    assert ours == c8c6df08
+    assert set(LLMAPI_LEFT_OUT) == {"image_url", "lora_id", "lora_name", "lora_path", "lora_ckpt_source"}
+    assert not set(LLMAPI_LEFT_OUT) & set(ours)
+    compat = (GOLDEN.parents[1].parent / "docs" / "trtllm_compat.md").read_text()
+    section = compat[compat.index("### Triton llmapi inputs"):]
+    assert all(f"`{name}`" in section for name in LLMAPI_LEFT_OUT)
+    assert "0a71057313ec0626527e164a8fc0205c5822e2f5" in section and "c8c6df08bd0ead54cd47f7973e1e425c28a174cd" in section
