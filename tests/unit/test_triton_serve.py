@@ -326,3 +326,20 @@ def test_serve_triton_stops_everything_on_sigterm(bundle, tmp_path):
             os.killpg(session, 0)
     assert not {n for n in os.listdir("/dev/shm") if n.startswith("trtllm_spec_")} - shm_before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("trtllm-spec-")]
+
+
+def test_a_model_that_cannot_load_fails_the_start_with_its_reason(repo, tmp_path):
+    """The worker cannot load (preview.json names a folder that is no bundle): Triton fails the model and exits,
+    and the start names the model and the worker's reason within seconds, leaving nothing behind."""
+    from trtllm_spec.deploy.triton_server import TritonServer
+    from trtllm_spec.errors import UserError
+
+    broken = tmp_path / "triton"
+    shutil.copytree(repo, broken)
+    cfg = broken / "tensorrt_llm/1/preview.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "bundle": str(tmp_path)}))
+    srv = TritonServer(broken, log_file=tmp_path / "triton.log")
+    t0 = time.monotonic()
+    with pytest.raises(UserError, match=r"could not load model 'tensorrt_llm': .*is not a bundle \(no manifest.json\)"):
+        srv.start(timeout_s=90)
+    assert time.monotonic() - t0 < 60 and srv.proc is None and not srv.leftovers()

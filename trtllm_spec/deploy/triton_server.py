@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -172,17 +173,23 @@ class TritonServer(ServerProcess):
         try:
             super().start(timeout_s)
         except UserError as exc:
-            raise UserError(f"{exc}{self._diagnosis()}") from None
+            why = self._diagnosis()
+            if "exited with code" in str(exc) and why:  # the command line adds nothing to the reason
+                raise UserError(f"{self.title} exited before it was ready{why} (log: {self.log_file})") from None
+            raise UserError(f"{exc}{why}") from None
         self.started_s = time.monotonic() - t0
         return self
 
     def _diagnosis(self) -> str:
-        tail = ""
-        if self.log_file and Path(self.log_file).is_file():
-            lines = [ln for ln in Path(self.log_file).read_text(errors="replace").splitlines()
-                     if " E" in ln[:3] or "error" in ln.lower() or "failed" in ln.lower()]
-            tail = ("; Triton's log says: " + " | ".join(lines[-3:])) if lines else ""
-        return tail
+        """What Triton's log says went wrong: the model that failed to load and why, else its last error lines."""
+        if not self.log_file or not Path(self.log_file).is_file():
+            return ""
+        text = Path(self.log_file).read_text(errors="replace")
+        failed = re.search(r"failed to load '([^']+)' version \d+: (.*?)(?:\\n|\"$)", text, re.M)
+        if failed:
+            return f"; Triton could not load model {failed.group(1)!r}: {failed.group(2)}"
+        lines = [ln for ln in text.splitlines() if ln.startswith("E") or "error" in ln.lower()]
+        return ("; Triton's log says: " + " | ".join(lines[-3:])) if lines else ""
 
     # -- stop ---------------------------------------------------------------------------------------------
     def stop(self) -> None:
