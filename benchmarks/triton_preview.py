@@ -115,6 +115,7 @@ def run(args) -> dict:
     from trtllm_spec.stages.triton import triton_from_bundle
 
     install = find_triton()
+    load_before = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="triton-preview-bench-"))
     repo = tmp / "triton"
     triton_from_bundle(args.bundle, repo, force=False, model_name="tensorrt_llm", preview="reference")
@@ -154,6 +155,7 @@ def run(args) -> dict:
         "responses_per_streamed_request": med(rows["grpc_stream"], "responses"),
         "tokens_per_request": med(rows["direct"], "tokens"),
         "identical_to_direct": identical,
+        "loadavg_1min": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],  # before, after: a busy machine?
     }
     d = result["median"]["direct"]["total_s"]
     result["overhead_vs_direct"] = {k: round(result["median"][k]["total_s"] / d, 3) for k in ("grpc_stream", "grpc", "http")}
@@ -167,7 +169,8 @@ def markdown(rec: dict) -> str:
              f"Python {m['python']}, torch {m['torch']}, {m['triton']}.  ",
              f"Command: `{rec['command']}` (commit {rec['commit']}, {rec['date']}).  ",
              f"Bundle drafter: {r['bundle_drafter']} (D = {r['draft_len']}); greedy, {r['max_tokens']} new tokens; "
-             f"{r['requests_per_path']} requests per path.", "",
+             f"{r['requests_per_path']} requests per path; 1-minute load average before / after: "
+             f"{r['loadavg_1min'][0]} / {r['loadavg_1min'][1]}.", "",
              "| what | median |", "|---|---|",
              f"| tritonserver start to ready (worker loads the bundle), {len(r['start_to_ready_s'])} starts | "
              f"{statistics.median(r['start_to_ready_s']):.2f} s (all: {', '.join(map(str, r['start_to_ready_s']))}) |",
