@@ -343,3 +343,15 @@ def test_a_model_that_cannot_load_fails_the_start_with_its_reason(repo, tmp_path
     with pytest.raises(UserError, match=r"could not load model 'tensorrt_llm': .*is not a bundle \(no manifest.json\)"):
         srv.start(timeout_s=90)
     assert time.monotonic() - t0 < 60 and srv.proc is None and not srv.leftovers()
+
+
+def test_stop_string_ends_the_request_with_its_reason(server, greedy):
+    stop = greedy.split()[3]
+    got = infer_stream(server, [text_input(), _input("sampling_param_max_tokens", np.array([MAX_TOKENS], dtype=np.int32)),
+                                _input("sampling_param_stop", np.array([stop.encode()], dtype=object)),
+                                _input("return_finish_reason", np.array([True])),
+                                _input("return_stop_reason", np.array([True]))])
+    result, error = got[-1]
+    assert error is None and len(got) == 1
+    assert result.as_numpy("text_output")[0].decode() == greedy[:greedy.index(stop)]
+    assert result.as_numpy("finish_reason")[0] == b"stop" and result.as_numpy("stop_reason")[0] == stop.encode()
