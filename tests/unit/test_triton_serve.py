@@ -253,20 +253,22 @@ def test_every_output_has_the_dtype_config_pbtxt_declares(server, repo):
     assert last.as_numpy("last_token_time_ns")[0] >= last.as_numpy("first_token_time_ns")[0] > 0
 
 
-@pytest.mark.parametrize("case", ["empty", "wrong_type", "best_of", "two_prompts", "lora_left_out"])
+@pytest.mark.parametrize("case", ["empty", "wrong_type", "best_of", "two_prompts", "lora_left_out", "top_p"])
 def test_bad_request_gets_an_error_not_a_hang(server, case):
     inputs = {"empty": [text_input("")],
               "wrong_type": [_input("text_input", np.array([7], dtype=np.int32))],
               "best_of": [text_input(), _input("sampling_param_best_of", np.array([2], dtype=np.int32))],
               "two_prompts": [_input("text_input", np.array([b"w1", b"w2"], dtype=object))],
-              "lora_left_out": [text_input(), _input("lora_id", np.array([1], dtype=np.uint64))]}[case]
+              "lora_left_out": [text_input(), _input("lora_id", np.array([1], dtype=np.uint64))],
+              "top_p": [text_input(), _input("sampling_param_top_p", np.array([1.5], dtype=np.float32))]}[case]
     t0 = time.monotonic()
     got = infer_stream(server, inputs, timeout_s=30)
     error = got[-1][1]
     assert error is not None and time.monotonic() - t0 < 30
     message = error.message()
     assert {"empty": "text_input is empty", "wrong_type": "data-type is 'INT32', but model 'tensorrt_llm' expects 'BYTES'", "best_of": "sampling_param_best_of=2",
-            "two_prompts": "one prompt", "lora_left_out": "unexpected inference input 'lora_id'"}[case] in message, message
+            "two_prompts": "one prompt", "lora_left_out": "unexpected inference input 'lora_id'",
+            "top_p": "sampling_param_top_p 1.5 (in (0, 1])"}[case] in message, message
     # the model keeps serving after a bad request
     ok = infer_stream(server, [text_input(), _input("sampling_param_max_tokens", np.array([2], dtype=np.int32))])
     assert ok[-1][1] is None

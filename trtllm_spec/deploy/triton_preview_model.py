@@ -194,6 +194,8 @@ class TritonPythonModel:
                 self._run(request, lambda response, final, s=sender: s.send(response, flags=FINAL if final else 0))
             except Exception as exc:  # noqa: BLE001 (the client gets the reason, the model keeps serving)
                 sender.send(self._error(f"Error generating request: {exc}"), flags=FINAL)
+            finally:
+                self.cancelled.discard(request.request_id())  # a stop applies to the requests it found
 
     def execute(self, requests):
         if not self.decoupled:

@@ -136,6 +136,9 @@ class Engine:
                             f"target's {self.max_positions} positions")
         params = SamplingParams(temperature=float(req.get("temperature", 0.0)), top_k=int(req.get("top_k", 0)),
                                 top_p=float(req.get("top_p", 1.0)))
+        if params.temperature < 0 or params.top_k < 0 or not 0 < params.top_p <= 1:
+            raise UserError(f"sampling_param_temperature {params.temperature} (>= 0), sampling_param_top_k "
+                            f"{params.top_k} (>= 0) and sampling_param_top_p {params.top_p} (in (0, 1]) are out of range")
         gen = torch.Generator().manual_seed(int(req.get("seed", 0)))
         stops = [s for s in req.get("stop") or [] if s]
         stream = bool(req.get("stream"))
