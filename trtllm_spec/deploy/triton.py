@@ -345,6 +345,10 @@ The Python models ({", ".join(python_models)}) run NVIDIA's own `model.py`, whic
 bundle: `launch_triton.sh` copies it at start from the Triton TensorRT-LLM container, where it lives in
 `/app/all_models/{upstream}/1/` (override with `TRTLLM_TRITON_MODELS`), then runs
 `/app/scripts/launch_triton_server.py` from the bundle root, because every path in the configs is relative to it.
+It refuses to start when a `model.py` is missing after the copy{" or `python3` cannot import `tensorrt_llm`" if backend == "pytorch" else ""}
+(Triton would otherwise stay in LOADING forever), then waits for `/v2/health/ready` on `TRTLLM_TRITON_HTTP_PORT`
+(default 8000) for `TRTLLM_TRITON_READY_TIMEOUT` seconds (default 1800), naming a model that failed or is still
+loading, and stays while the server lives (`TRTLLM_TRITON_FOREGROUND=0`: return once ready).
 
     docker run --rm --gpus all --ipc=host --shm-size=16g -p 8000:8000 -p 8001:8001 -p 8002:8002 \\
         -v "$PWD":/bundle -w /bundle nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3 \\

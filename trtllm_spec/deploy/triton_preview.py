@@ -66,6 +66,9 @@ What differs from the GPU node:
   speeds that say nothing about the GPU;
 - `kv_cache_*` and `cumulative_logprob` outputs are not produced; `sampling_param_best_of` other than 1,
   frequency/presence penalties and `return_cumulative_logprob` are refused with an error response;
+- `sampling_param_stop` strings end the text before them (`finish_reason` stop); sampling (temperature, top-k,
+  top-p, seed) follows the target's distribution through the reference decoder's rejection sampling, not
+  TensorRT-LLM's random stream; a `stop` request cancels its request id between two responses;
 - every output has the data type `config.pbtxt` declares (NVIDIA's `model.py` sends the perf outputs as strings:
   Triton 2.51 does not check a python model's output types);
 - on the GPU node `launch_triton.sh` copies NVIDIA's `model.py` over this one and `preview.json` is unused.
