@@ -32,6 +32,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+if "OMP_WAIT_POLICY" not in os.environ:  # the OpenMP policy the CLI and the preview's worker use
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 PROMPTS = ["The future of AI is", "Write a Python function that returns the n-th Fibonacci number.",
            "Explain in two sentences why the sky is blue."]

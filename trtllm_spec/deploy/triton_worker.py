@@ -230,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bundle", type=Path, required=True)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args(argv)
+    if "torch" not in sys.modules and "OMP_WAIT_POLICY" not in os.environ:  # as the CLI (cli/common.short_omp_spin):
+        os.environ.setdefault("GOMP_SPINCOUNT", "10000")  # idle OpenMP threads sleep soon on a shared machine
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints goes to stderr (Triton's log), never into the protocol
     sys.stdout = sys.stderr
