@@ -198,6 +198,7 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--md", type=Path, help="also write the markdown (benchmarks/triton_preview.md)")
     args = ap.parse_args()
     result = run(args)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
@@ -216,6 +217,9 @@ def main() -> None:
                    f"{r['median']['grpc_stream']['total_s']:.2f} s = {r['overhead_vs_direct']['grpc_stream']:.2f}x "
                    "the reference decoder alone", "where": "benchmarks/triton_preview.md"}]
     print(markdown(rec))
+    if args.md:
+        args.md.write_text("# Triton CPU preview: start-up and request times\n\n" + __doc__.split("\n\n", 1)[1]
+                           + "\n## Result\n\n" + markdown(rec))
     if args.json:
         args.json.write_text(json.dumps(rec, indent=1) + "\n")
 
