@@ -2,9 +2,9 @@
 (nvidia-pytriton 0.7.0's tritonserver 2.51) serving a bundle's llmapi repository through the preview model.py,
 next to the same bundle in the reference decoder called directly (no Triton, no worker process), in one run.
 
-Run (under the heavy lock on a shared machine):
+Run (under the shared machine's heavy-work lock, if it has one):
 
-    flock /tmp/heavy.lock .venv/bin/python benchmarks/triton_preview.py --bundle BUNDLE --json benchmarks/triton_preview.json
+    .venv/bin/python benchmarks/triton_preview.py --bundle BUNDLE --json benchmarks/triton_preview.json --md benchmarks/triton_preview.md
 
 Measured:
 - start: spawning tritonserver until /v2/health/ready (the worker loads the bundle's target and drafter), and
