@@ -357,3 +357,12 @@ def test_stop_string_ends_the_request_with_its_reason(server, greedy):
     assert error is None and len(got) == 1
     assert result.as_numpy("text_output")[0].decode() == greedy[:greedy.index(stop)]
     assert result.as_numpy("finish_reason")[0] == b"stop" and result.as_numpy("stop_reason")[0] == stop.encode()
+
+
+def test_serve_triton_refuses_a_preview_whose_bundle_moved(cli, repo, tmp_path):
+    broken = tmp_path / "triton"
+    shutil.copytree(repo, broken)
+    cfg = broken / "tensorrt_llm/1/preview.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "bundle": str(tmp_path / "gone")}))
+    r = cli("assets", "serve-triton", tmp_path / "gone", "--repo", broken)
+    assert r.exit_code == 2 and "has no manifest.json (was the bundle moved?)" in r.output, r.output
