@@ -46,10 +46,15 @@ def test_serve_triton_bad_flags(cli, tmp_path, args, message):
 
 
 def test_serve_triton_without_the_triton_venv(cli, tmp_path, monkeypatch):
+    import tempfile
+
     monkeypatch.setenv("TRTLLM_SPEC_TRITON_VENV", str(tmp_path / "none"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     r = cli("assets", "serve-triton", tmp_path)
     assert r.exit_code == 2 and "no Triton venv at" in r.output and "scripts/setup.sh --dev" in r.output
     assert "Traceback" not in r.output
+    assert not list((tmp_path / "tmp").iterdir())  # the refused start left no temporary log folder
 
 
 def test_serve_triton_refuses_a_repository_that_fails_its_check(cli, tmp_path):

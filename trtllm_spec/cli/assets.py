@@ -187,8 +187,13 @@ def serve_triton(bundle: Path, repo: Path | None, http_port: int | None, grpc_po
     if log_file is None:
         log_dir = Path(tempfile.mkdtemp(prefix="trtllm-spec-triton-log-"))
         log_file = log_dir / "triton.log"
-    server, tmp = preview_server(bundle, repo, http_port=http_port, grpc_port=grpc_port, log_file=log_file,
-                                 threads=threads)
+    try:
+        server, tmp = preview_server(bundle, repo, http_port=http_port, grpc_port=grpc_port, log_file=log_file,
+                                     threads=threads)
+    except BaseException:  # refused before anything started: no log to keep
+        if log_dir:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        raise
     code = 0
     try:
         try:
