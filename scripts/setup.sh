@@ -18,3 +18,28 @@ echo "trtllm-spec installed in .venv ($(.venv/bin/trtllm-spec --version))"
 # --dev also builds llama.cpp's native llama-server once (cached under the trtllm-spec cache per CPU; a few
 # minutes on 2 cores the first time): the tests' real OpenAI-compatible server and the second engine
 if [ "${1:-}" = "--dev" ]; then .venv/bin/trtllm-spec assets build-llamacpp; fi
+# --dev also installs a real Triton Inference Server (the nvidia-pytriton wheel: tritonserver 2.51 with the python
+# backend) in its own venv under the trtllm-spec cache, only what is missing: the wheel pins numpy < 2, and the
+# python backend's stub links the shared libpython of the venv's Python (Debian: libpython3.X). The tests serve a
+# bundle's Triton repository with it (trtllm_spec/deploy/triton_server.py; 'assets serve-triton').
+if [ "${1:-}" = "--dev" ]; then
+    TPY="${TRITON_PYTHON:-/usr/bin/python3}"
+    [ -x "$TPY" ] || TPY="$PY"
+    TVER=$("$TPY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    need=()
+    ldconfig -p | grep -q "libpython$TVER.so.1.0" || need+=("libpython$TVER")
+    "$TPY" -c 'import ensurepip' 2>/dev/null || need+=("python$TVER-venv")
+    if [ ${#need[@]} -gt 0 ]; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            apt-get install -y -q "${need[@]}" >/dev/null
+        else
+            echo "the Triton venv needs ${need[*]} (Debian packages): install them as root" >&2
+            exit 1
+        fi
+    fi
+    TVENV="${TRTLLM_SPEC_TRITON_VENV:-${TRTLLM_SPEC_CACHE:-$HOME/.cache/trtllm-spec}/triton-venv}"
+    [ -x "$TVENV/bin/python" ] || "$TPY" -m venv "$TVENV"
+    "$TVENV/bin/python" -c 'import pytriton, numpy; assert int(numpy.__version__.split(".")[0]) < 2' 2>/dev/null \
+        || "$TVENV/bin/python" -m pip install -q "nvidia-pytriton==0.7.0" "numpy<2"
+    echo "Triton Inference Server (nvidia-pytriton 0.7.0) in $TVENV"
+fi

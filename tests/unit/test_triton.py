@@ -217,26 +217,20 @@ def test_checker_model_yaml_and_names(tmp_path):
 
 @pytest.mark.parametrize("layout", ["llmapi", "engines"])
 def test_launch_script_copies_model_py_and_runs_from_bundle_root(tmp_path, layout):
-    # Fake: NVIDIA's container layout (/app/all_models, /app/scripts/launch_triton_server.py) rebuilt from the
-    # paths the notes give; the fake launcher only records its folder and arguments.
+    # Fakes: NVIDIA's container layout and a Triton HTTP endpoint (tests/unit/test_triton_launch.py)
+    from tests.unit.test_triton_launch import fake_container, fake_triton_http
+
     bundle = tmp_path / "bundle"
     repo = bundle / "triton"
     (write_llmapi if layout == "llmapi" else write_engines)(repo)
-    models, scripts = tmp_path / "app" / "all_models", tmp_path / "app" / "scripts"
-    for src in (["llmapi/tensorrt_llm"] if layout == "llmapi" else
-                ["inflight_batcher_llm/preprocessing", "inflight_batcher_llm/postprocessing",
-                 "inflight_batcher_llm/tensorrt_llm_bls"]):
-        (models / src / "1").mkdir(parents=True)
-        (models / src / "1" / "model.py").write_text("# upstream model.py\n")
-        (models / src / "1" / "model.yaml").write_text("model: TinyLlama/TinyLlama-1.1B-Chat-v1.0\n")
-    scripts.mkdir(parents=True)
-    log = tmp_path / "launch.log"
-    (scripts / "launch_triton_server.py").write_text(
-        f"import os, sys\nopen({str(log)!r}, 'w').write(os.getcwd() + ' ' + ' '.join(sys.argv[1:]))\n")
-    env = {**os.environ, "TRTLLM_TRITON_MODELS": str(models), "TRTLLM_TRITON_SCRIPTS": str(scripts)}
-    subprocess.run(["bash", str(repo / "launch_triton.sh")], cwd=tmp_path, env=env, check=True)
-    cwd, *args = log.read_text().split()
-    assert Path(cwd) == bundle and args[0] == f"--model_repo={repo}"
+    env = fake_container(tmp_path, layout)
+    with fake_triton_http(True, []) as port:
+        r = subprocess.run(["bash", str(repo / "launch_triton.sh")], cwd=tmp_path, capture_output=True, text=True,
+                           env={**env, "TRTLLM_TRITON_HTTP_PORT": str(port)}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"Triton ready on port {port}" in r.stderr
+    cwd, *args = (tmp_path / "launch.log").read_text().split()
+    assert Path(cwd) == bundle and args[0] == f"--model_repo={repo}" and args[1] == f"--http_port={port}"
     if layout == "llmapi":
         assert (repo / "tensorrt_llm" / "1" / "model.py").exists()
         assert yaml.safe_load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text())["model"] == "target"
@@ -264,3 +258,25 @@ def test_llmapi_transaction_policy_in_config_pbtxt(tmp_path, decoupled):
                                            f"decoupled: {str(not decoupled).lower()}"))
     problems = check_triton_repo(repo, profile="1.2")
     assert len(problems) == 1 and "model_transaction_policy.decoupled" in problems[0]
+
+
+def test_llmapi_inputs_against_upstream():
+    """Our llmapi inputs are upstream's @c8c6df08 set; the optional inputs upstream added later
+    (@0a71057313ec0626527e164a8fc0205c5822e2f5: image_url, lora_*) are left out with a reason each, and
+    docs/trtllm_compat.md names every one."""
+    from trtllm_spec.deploy.triton_tensors import LLMAPI_INPUTS, LLMAPI_LEFT_OUT
+
+    ours = [row.split()[0] for row in LLMAPI_INPUTS.strip().splitlines()]
+    c8c6df08 = ["text_input", "streaming", "sampling_param_best_of", "sampling_param_temperature",
+                "sampling_param_top_k", "sampling_param_top_p", "sampling_param_frequency_penalty",
+                "sampling_param_presence_penalty", "sampling_param_max_tokens", "sampling_param_stop",
+                "sampling_param_seed", "sampling_param_exclude_input_from_output",
+                "sampling_param_return_perf_metrics", "return_finish_reason", "return_stop_reason",
+                "return_cumulative_logprob", "stop"]
+    assert ours == c8c6df08
+    assert set(LLMAPI_LEFT_OUT) == {"image_url", "lora_id", "lora_name", "lora_path", "lora_ckpt_source"}
+    assert not set(LLMAPI_LEFT_OUT) & set(ours)
+    compat = (GOLDEN.parents[1].parent / "docs" / "trtllm_compat.md").read_text()
+    section = compat[compat.index("### Triton llmapi inputs"):]
+    assert all(f"`{name}`" in section for name in LLMAPI_LEFT_OUT)
+    assert "0a71057313ec0626527e164a8fc0205c5822e2f5" in section and "c8c6df08bd0ead54cd47f7973e1e425c28a174cd" in section

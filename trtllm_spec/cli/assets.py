@@ -150,3 +150,65 @@ def _run_server(server, label: str) -> None:
         code = 0
     if code:
         raise UserError(f"the llama.cpp server for {label} exited with code {code}")
+
+
+@assets_group.command("serve-triton")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--repo", type=click.Path(path_type=Path), help="A repository written by 'trtllm-spec triton BUNDLE "
+              "--preview reference' (default: one written to a temporary folder now).")
+@click.option("--http-port", type=int, help="Triton's HTTP port on 127.0.0.1 (default: a free one).")
+@click.option("--grpc-port", type=int, help="Triton's gRPC port on 127.0.0.1 (default: a free one).")
+@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+              help="Seconds to wait for the server and the model to be ready.")
+@click.option("--threads", type=int, default=0, show_default=True, help="Torch threads of the preview's worker "
+              "(0: torch's default); only without --repo.")
+@click.option("--log", "log_file", type=click.Path(path_type=Path), help="Triton's log file (default: a temporary "
+              "one, named in errors).")
+def serve_triton(bundle: Path, repo: Path | None, http_port: int | None, grpc_port: int | None, timeout_s: float,
+                 threads: int, log_file: Path | None) -> None:
+    """Serve BUNDLE's Triton repository (CPU preview) with a real Triton Inference Server (the nvidia-pytriton
+    wheel's tritonserver, 'scripts/setup.sh --dev' installs it) on 127.0.0.1 until Ctrl-C or SIGTERM, which stop
+    the server, its model processes and their /dev/shm regions."""
+    import shutil
+    import tempfile
+
+    from trtllm_spec.errors import UserError
+    from trtllm_spec.stages.triton import preview_server
+
+    for flag, port in (("--http-port", http_port), ("--grpc-port", grpc_port)):
+        if port is not None and not 0 < port < 65536:
+            raise UserError(f"{flag} {port}: give a TCP port in 1..65535")
+    if timeout_s <= 0:
+        raise UserError(f"--timeout {timeout_s}: give a positive number of seconds")
+    if threads < 0 or (threads and repo is not None):
+        raise UserError(f"--threads {threads}: >= 0, and only without --repo (the repository's preview.json "
+                        "holds its own)")
+    log_dir = None
+    if log_file is None:
+        log_dir = Path(tempfile.mkdtemp(prefix="trtllm-spec-triton-log-"))
+        log_file = log_dir / "triton.log"
+    try:
+        server, tmp = preview_server(bundle, repo, http_port=http_port, grpc_port=grpc_port, log_file=log_file,
+                                     threads=threads)
+    except BaseException:  # refused before anything started: no log to keep
+        if log_dir:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        raise
+    code = 0
+    try:
+        try:
+            server.start(timeout_s)
+            click.echo(f"Triton ready in {server.started_s:.1f} s: HTTP {server.url}, gRPC {server.grpc_url} "
+                       f"(pid {server.proc.pid}, log {log_file}); Ctrl-C stops it", err=True)
+            click.echo(server.url)
+            code = server.proc.wait()
+        finally:
+            server.stop()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (Group: Terminated): the server was stopped on the way out
+        code = 0
+    finally:
+        for folder in (tmp, log_dir if not code else None):
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
+    if code:
+        raise UserError(f"Triton exited with code {code}; see {log_file}")

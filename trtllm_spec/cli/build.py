@@ -73,10 +73,20 @@ def verify_cmd(bundle: Path, as_json: bool) -> None:
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Model repository folder to write.")
 @click.option("--force", is_flag=True)
 @click.option("--model-name", default="tensorrt_llm", show_default=True)
-def triton_cmd(bundle: Path, out: Path, force: bool, model_name: str) -> None:
+@click.option("--preview", type=click.Choice(["reference"]), help="Also write a model.py that serves the llmapi "
+              "tensor contract on this CPU through the reference decoder with the bundle's drafter (a preview of "
+              "the GPU node; start it with 'assets serve-triton'). config.pbtxt is unchanged.")
+@click.option("--threads", type=int, default=0, show_default=True, help="With --preview: torch threads of the "
+              "preview's worker (0: torch's default).")
+def triton_cmd(bundle: Path, out: Path, force: bool, model_name: str, preview: str | None, threads: int) -> None:
     """Write a Triton model repository for BUNDLE (llmapi layout for the PyTorch backend, the inflight-batcher
     ensemble for TensorRT engines), parsed back with tritonclient's ModelConfig."""
+    from trtllm_spec.errors import UserError
     from trtllm_spec.stages.triton import triton_from_bundle
 
-    files, backend = triton_from_bundle(bundle, out, force=force, model_name=model_name)
-    click.echo(f"{out}: {len(files)} files ({backend} backend); see {out}/README.md to launch")
+    if threads < 0 or (threads and not preview):
+        raise UserError(f"--threads {threads}: a setting of --preview's worker (>= 0); add --preview or drop it")
+    files, backend = triton_from_bundle(bundle, out, force=force, model_name=model_name, preview=preview,
+                                        threads=threads)
+    what = f"; CPU preview ({preview}): 'trtllm-spec assets serve-triton {bundle} --repo {out}'" if preview else ""
+    click.echo(f"{out}: {len(files)} files ({backend} backend); see {out}/README.md to launch{what}")

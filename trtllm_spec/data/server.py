@@ -60,6 +60,10 @@ class ServerProcess:
     def ready(self) -> bool:
         raise NotImplementedError
 
+    def popen_kwargs(self) -> dict:
+        """Extra ``subprocess.Popen`` arguments (environment, session) of a subclass."""
+        return {}
+
     def start(self, timeout_s: float = 180.0):
         if self.ready():
             raise UserError(f"{self.url} already answers: something else serves on that port; choose another --port")
@@ -67,7 +71,7 @@ class ServerProcess:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)  # a signal now would lose the child's handle
         try:
             self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         preexec_fn=_die_with_parent(os.getpid()))
+                                         preexec_fn=_die_with_parent(os.getpid()), **self.popen_kwargs())
         except BaseException:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
             raise

@@ -55,6 +55,18 @@ total_accepted_draft_tokens INT32 1
 total_draft_tokens INT32 1
 """
 
+# Optional inputs of upstream's llmapi config.pbtxt that ours leaves out, with the reason (docs/trtllm_compat.md,
+# "Triton llmapi inputs"): declared by @0a71057313ec0626527e164a8fc0205c5822e2f5, absent from @c8c6df08. Leaving an
+# input out means Triton refuses a request that sends it, so nothing a client sends is accepted and ignored.
+LLMAPI_LEFT_OUT = {
+    "image_url": "multimodal: upstream reads it only when model.yaml sets triton_config.multimodal, which a "
+                 "bundle (a text LLM + drafter) never writes",
+    "lora_id": "LoRA: a bundle carries no adapters and its LLM API options no lora_config, which LoRA requests need",
+    "lora_name": "LoRA (with lora_id and lora_path, all three together)",
+    "lora_path": "LoRA (a path on the Triton server's filesystem)",
+    "lora_ckpt_source": "LoRA (checkpoint format of lora_path; default hf)",
+}
+
 PREPROCESSING_INPUTS = """
 QUERY STRING 1
 DECODER_QUERY STRING 1 opt

@@ -38,9 +38,11 @@ def triton(ctx: BuildContext) -> StageResult:
     return StageResult("triton", "done", detail=f"{len(files)} files ({layout} layout)")
 
 
-def triton_from_bundle(bundle: Path, out: Path, *, force: bool, model_name: str) -> tuple[list[Path], str]:
+def triton_from_bundle(bundle: Path, out: Path, *, force: bool, model_name: str, preview: str | None = None,
+                       threads: int = 0) -> tuple[list[Path], str]:
     """``trtllm-spec triton``: the repository of an existing bundle (checked against its manifest), written
-    atomically to ``out``. Returns (files, backend)."""
+    atomically to ``out``. Returns (files, backend). ``preview`` ('reference'): add the CPU preview's model.py
+    (deploy/triton_preview.py), served by ``assets serve-triton``."""
     import json
     import os
 
@@ -66,4 +68,38 @@ def triton_from_bundle(bundle: Path, out: Path, *, force: bool, model_name: str)
         root = os.path.relpath(bundle.resolve(), out.resolve())  # the launch script runs from the repository
         files = write_repository(tmp, options=options, backend=backend, model=served, batch_sizes=batches, tp=hw.tp,
                                  pp=hw.pp, profile=profile, model_name=model_name, bundle_root=root)
+        if preview:
+            from trtllm_spec.deploy.triton_preview import add_preview
+
+            files += add_preview(tmp, mode=preview, model_name=model_name, bundle=bundle, threads=threads)
     return files, backend
+
+
+def preview_server(bundle: Path, repo: Path | None, *, http_port: int | None, grpc_port: int | None,
+                   log_file: Path | None, threads: int = 0, model_name: str = "tensorrt_llm"):
+    """``assets serve-triton``: (a TritonServer not started yet, the temporary folder to remove or None). Without
+    ``repo`` a preview repository of ``bundle`` is written to a temporary folder first."""
+    import shutil
+    import tempfile
+
+    from trtllm_spec.deploy.triton import check_triton_repo
+    from trtllm_spec.deploy.triton_preview import preview_paths_ok
+    from trtllm_spec.deploy.triton_server import TritonServer, find_triton
+
+    install = find_triton()  # before writing anything: the wheel's venv must be there
+    tmp = None
+    if repo is None:
+        tmp = Path(tempfile.mkdtemp(prefix="trtllm-spec-preview-"))
+        repo = tmp / "triton"
+        try:
+            triton_from_bundle(bundle, repo, force=False, model_name=model_name, preview="reference", threads=threads)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    problems = check_triton_repo(repo) + ([] if not (repo / model_name / "1" / "preview.json").is_file()
+                                          else preview_paths_ok(repo, model_name))
+    if problems:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise UserError(f"{repo}: {problems[0]}")
+    return TritonServer(repo, install=install, http_port=http_port, grpc_port=grpc_port, log_file=log_file), tmp
