@@ -3,7 +3,7 @@
 prediction (probed CPU + measured acceptance) against the measured speedup, per category.
 
 Run:  .venv/bin/python benchmarks/ecosystem.py --eagle out/<recipe>/drafter [--num-prompts 3] [--max-new-tokens 64] \
-          [--hw probe.json] [--from-json benchmarks/ecosystem.json]
+          [--hw probe.json] [--from-json benchmarks/ecosystem-run.json]
 Prints markdown; --json FILE also writes the raw numbers. The planner check probes this CPU
 ('trtllm-spec hw probe', or --hw FILE from an earlier probe), feeds it each category's measured AL at the
 benchmarked D, and compares its predicted speedup and pick (none / n-gram / EAGLE-3) with the measured ones. Needs 'trtllm-spec assets fetch smollm2-135m prompts'.

@@ -1,0 +1,144 @@
+"""What a clone holds is self-contained and indexed (issue 34): every file under ``benchmarks/`` is in
+``benchmarks/README.md``; no committed file carries a path of the machine that recorded it; docs and docstrings cite
+only files a clone has (upstream ones by repository, path and release); every ``benchmarks/...`` path the repo
+names exists; README's "Measured on this CPU" table is what ``scripts/render_readme_table.py`` renders from the
+benchmarks' JSON records."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SELF = Path(__file__).resolve()  # this file spells out the patterns it looks for
+SKIP_DIRS = {".git", ".venv", "out", "build", "dist", "__pycache__", ".pytest_cache", ".ruff_cache"}
+TEXT_SUFFIXES = {".py", ".md", ".json", ".yaml", ".yml", ".toml", ".sh", ".txt", ".cfg", ".ini", ".sbatch", ""}
+
+
+def repo_files() -> list[Path]:
+    """The committed (or to-be-committed) files: ``git ls-files`` in a checkout, else a walk of the tree."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split("\n")
+        files = [ROOT / p for p in out if p]
+    except (OSError, subprocess.CalledProcessError):
+        files = [p for p in ROOT.rglob("*") if p.is_file()]
+    return sorted(p for p in files if p.is_file() and not p.is_symlink() and p.resolve() != SELF
+                  and not SKIP_DIRS & set(p.relative_to(ROOT).parts) and p.suffix in TEXT_SUFFIXES)
+
+
+# -- the benchmarks index ---------------------------------------------------------------------------------------------
+
+def benchmark_files() -> list[str]:
+    bench = ROOT / "benchmarks"
+    return sorted(str(p.relative_to(bench)) for p in bench.rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and p.name != "README.md")
+
+
+def test_every_benchmark_file_is_in_the_index():
+    files = benchmark_files()
+    assert len(files) > 20 and "decisions/plan_speed.py" in files  # the walk found them, the decisions folder too
+    index = (ROOT / "benchmarks" / "README.md").read_text()
+    missing = [f for f in files if f"`{f}`" not in index]
+    assert not missing, "benchmarks/README.md does not list: " + ", ".join(missing)
+
+
+def test_the_index_names_no_file_that_is_gone():
+    index = (ROOT / "benchmarks" / "README.md").read_text()
+    named = set(re.findall(r"`([\w./-]+\.(?:md|py|json|sh))`", index))
+    gone = sorted(n for n in named if "/" not in n.split("decisions/")[-1] and not (ROOT / "benchmarks" / n).exists()
+                  and not (ROOT / n).exists())
+    assert not gone, "benchmarks/README.md names files that do not exist: " + ", ".join(gone)
+
+
+# -- machine paths --------------------------------------------------------------------------------------------------
+
+# A machine path is one that exists only where a record was made: this workplace's tree (/work/...), a home folder
+# (/root/..., /home/<user>/...), a scratch folder under /tmp named in a recorded command or result, or a stage-cache
+# key of one run. Not machine paths: /tmp in code (Dockerfile build mounts, a test's hostile input), lock files a
+# command creates anywhere (flock /tmp/heavy.lock), container mount points, the documented default cache
+# (~/.cache/trtllm-spec), and the made-up paths tests feed as bad input.
+MACHINE = [
+    (re.compile(r"(?<![\w.$-])/work/[\w.-]"), "a path of this workplace's tree"),
+    (re.compile(r"(?<![\w.$-])/(?:root|home/[\w.-]+)/"), "a home folder"),
+    (re.compile(r"stages/[\w-]+-[0-9a-f]{12,}"), "the stage-cache key of one run"),
+]
+RECORD_ONLY = [(re.compile(r"(?<![\w.$-])/tmp/(?![\w-]+\.lock\b)[\w.-]+"), "a scratch folder of one machine")]
+RECORDS = ("benchmarks/", "docs/", "README.md", "tests/reliability/README.md", "scripts/gpu/gpu_check.md")
+ALLOWED = {
+    # the container's mount points, not the host's
+    "scripts/docker_check.sh": ("/work/conversations.jsonl", "/work/out", "/work/train.yaml"),
+    "docs/docker.md": (":/root/.cache/huggingface", "/tmp/pip.conf"),
+    # bad input the tests feed on purpose
+    "tests/unit/test_build_scripts.py": ("/home/me/",),
+    "tests/unit/test_trtllm_options.py": ("/home/me/",),
+    "tests/reliability/test_hostile_inputs.py": ("/tmp/pwned",),
+}
+
+
+def machine_paths(rel: str, text: str) -> list[str]:
+    for allowed in ALLOWED.get(rel, ()):
+        text = text.replace(allowed, "")
+    rules = MACHINE + (RECORD_ONLY if rel.startswith(RECORDS) else [])
+    out = []
+    for no, line in enumerate(text.split("\n"), 1):
+        out += [f"{rel}:{no}: {m.group(0)!r} ({why})" for rx, why in rules for m in rx.finditer(line)]
+    return out
+
+
+def test_no_committed_file_carries_a_machine_path():
+    files = repo_files()
+    assert any(p.name == "suffix.json" for p in files)
+    bad = [hit for p in files for hit in machine_paths(str(p.relative_to(ROOT)), p.read_text(errors="replace"))]
+    assert not bad, "machine paths in committed files:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("rel, text, hits", [
+    ("benchmarks/x.md", "git clone /work/main /tmp/mainjob", 2),
+    ("benchmarks/x.json", '"command": "x --eagle /root/.cache/trtllm-spec/stages/drafter-575ab268e7c2d12728b6/d"', 2),
+    ("trtllm_spec/x.py", "see /work/notes/x.md and /home/me/y", 2),
+    ("benchmarks/x.md", "flock /tmp/heavy.lock .venv/bin/python benchmarks/suffix.py --out out/x", 0),
+    ("trtllm_spec/x.py", 'tempfile.mkdtemp(dir="/tmp/x")', 0),  # /tmp in code is not a record
+    ("docs/x.md", "cache `~/.cache/trtllm-spec/models/smollm2-135m/hf`; /dev/shm", 0),
+])
+def test_the_machine_path_rule(rel, text, hits):
+    assert len(machine_paths(rel, text)) == hits
+
+
+# -- citations ------------------------------------------------------------------------------------------------------
+
+# Files of the sessions that wrote this code, which a clone does not have.
+OUTSIDE = re.compile(r"\b(?:REFERENCE\.md|ARCHITECTURE\.md|SEED\.md)|(?<![\w.])notes/[\w-]+\.md|\.\./shared/")
+
+
+def test_docs_and_docstrings_cite_only_what_a_clone_has():
+    bad = [f"{p.relative_to(ROOT)}:{no}: {line.strip()[:120]}" for p in repo_files()
+           if p.relative_to(ROOT).parts[0] in {"trtllm_spec", "docs", "tests", "benchmarks", "scripts", "recipes"}
+           or p.name == "README.md"
+           for no, line in enumerate(p.read_text(errors="replace").split("\n"), 1)
+           if OUTSIDE.search(line)]
+    assert not bad, "citations of files a clone does not have:\n" + "\n".join(bad)
+
+
+def test_every_benchmarks_path_named_exists():
+    rx = re.compile(r"(?<![\w/.-])((?:benchmarks|scripts/gpu|tests/reliability)/[\w./-]*\.(?:md|py|json|sh))")
+    bad = []
+    for p in repo_files():
+        if p.suffix == ".json" and p.parent.name == "benchmarks":
+            continue  # recorded commands name the files of their own run
+        for no, line in enumerate(p.read_text(errors="replace").split("\n"), 1):
+            bad += [f"{p.relative_to(ROOT)}:{no}: {m}" for m in rx.findall(line)
+                    if "<" not in m and not (ROOT / m).exists()]
+    assert not bad, "paths that do not exist:\n" + "\n".join(bad)
+
+
+# -- README's measured table ----------------------------------------------------------------------------------------
+
+def test_readme_table_is_what_the_benchmark_records_render():
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "render_readme_table.py"), "--check"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
