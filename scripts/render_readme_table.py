@@ -58,7 +58,7 @@ def load_records(bench: Path) -> list[dict]:
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise SystemExit(f"error: {path.relative_to(ROOT)}: not JSON ({exc}); fix or remove the file")
+            raise SystemExit(f"error: {path.relative_to(ROOT)}: not JSON ({exc}); fix or remove the file") from None
         if isinstance(data, dict) and "readme" in data:
             missing = [k for k in ("benchmark", "date", "commit", "command", "machine", "result") if k not in data]
             if missing:
