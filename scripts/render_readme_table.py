@@ -24,6 +24,12 @@ ORDER = ["build", "drafter_training", "learning_curve", "regen_engines", "ecosys
          "planner_validation", "engine_parity", "suffix"]
 
 
+def fail(message: str) -> None:
+    """Bad input: one line on stderr, exit 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def machine_summary(m: dict | None) -> str:
     """'2-core AMD EPYC, AVX2 only' from a record's machine."""
     if not m:
@@ -58,12 +64,12 @@ def load_records(bench: Path) -> list[dict]:
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise SystemExit(f"error: {path.relative_to(ROOT)}: not JSON ({exc}); fix or remove the file") from None
+            fail(f"error: benchmarks/{path.name}: not JSON ({exc}); fix or remove the file")
         if isinstance(data, dict) and "readme" in data:
             missing = [k for k in ("benchmark", "date", "commit", "command", "machine", "result") if k not in data]
             if missing:
-                raise SystemExit(f"error: {path.relative_to(ROOT)}: a record with readme rows lacks "
-                                 f"{', '.join(missing)} (the convention of benchmarks/_record.py)")
+                fail(f"error: benchmarks/{path.name}: a record with readme rows lacks {', '.join(missing)} "
+                     "(the convention of benchmarks/_record.py)")
             recs.append(data)
     rank = {name: i for i, name in enumerate(ORDER)}
     return sorted(recs, key=lambda r: (rank.get(r["benchmark"], len(ORDER)), r["benchmark"]))
@@ -82,8 +88,8 @@ def render(records: list[dict]) -> str:
 
 def splice(readme: str, table: str) -> str:
     if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
-        raise SystemExit(f"error: README.md must hold one {BEGIN} ... {END} block; add the two markers around the "
-                         "measured table")
+        fail(f"error: README.md must hold one {BEGIN} ... {END} block; add the two markers around the "
+             "measured table")
     head, rest = readme.split(BEGIN)
     _, tail = rest.split(END)
     return f"{head}{BEGIN}\n{table}\n{END}{tail}"

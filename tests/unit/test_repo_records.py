@@ -6,6 +6,7 @@ benchmarks' JSON records."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -142,3 +143,57 @@ def test_readme_table_is_what_the_benchmark_records_render():
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "render_readme_table.py"), "--check"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# -- the record helper and the renderer -----------------------------------------------------------------------------
+
+def _load(path: Path, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_record_carries_the_convention_and_no_machine_path(tmp_path, monkeypatch):
+    rec = _load(ROOT / "benchmarks" / "_record.py", "_record")
+    argv = [str(ROOT / "benchmarks" / "suffix.py"), "--eagle", "/root/.cache/x/stages/drafter-abc/drafter",
+            f"--json={ROOT / 'benchmarks' / 'suffix.json'}", "--draft-len", "4"]
+    out = rec.write_record("suffix", {"al": 1.5}, [{"what": "w", "result": "r", "where": "`benchmarks/suffix.md`"}],
+                           argv=argv, out=tmp_path / "suffix.json")
+    data = json.loads(out.read_text())
+    assert set(data) >= {"benchmark", "date", "commit", "command", "machine", "result", "readme"}
+    assert data["command"] == (".venv/bin/python benchmarks/suffix.py --eagle .../drafter-abc/drafter "
+                               "--json=benchmarks/suffix.json --draft-len 4")
+    assert {"cpu", "cores", "memory_gib", "flags", "python", "torch"} <= set(data["machine"])
+    assert isinstance(data["machine"]["flags"], list)
+    assert not machine_paths("benchmarks/suffix.json", out.read_text())
+    assert not list(tmp_path.glob("*.tmp"))  # written through a temporary file, renamed
+    with pytest.raises(ValueError, match="what, result, where"):
+        rec.write_record("x", {}, [{"what": "w", "result": "r"}], argv=argv, out=tmp_path / "x.json")
+
+
+def test_the_renderer_writes_and_checks_the_table(tmp_path):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    base = {"date": "2026-12-01", "commit": "a871ce2abc", "command": "x", "result": {}}
+    (bench / "build.json").write_text(json.dumps({**base, "benchmark": "build", "machine": {
+        "cpu": "AMD EPYC 9R14 (VM)", "cores": 2, "flags": ["avx2", "avx512f", "avx512_bf16"]},
+        "readme": [{"what": "main job", "result": "18 min | 14 s", "where": "`benchmarks/build.md`"}]}))
+    (bench / "ecosystem-run.json").write_text(json.dumps({"rows": []}))  # raw data, no readme rows: not a row
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n<!-- measured:begin -->\nold\n<!-- measured:end -->\n\nafter\n")
+    script = str(ROOT / "scripts" / "render_readme_table.py")
+    args = ["--readme", str(readme), "--benchmarks", str(bench)]
+    r = subprocess.run([sys.executable, script, "--check", *args], capture_output=True, text=True)
+    assert r.returncode == 1 and "+| main job |" in r.stdout
+    assert subprocess.run([sys.executable, script, *args]).returncode == 0
+    text = readme.read_text()
+    assert ("| main job | 18 min \\| 14 s | `benchmarks/build.md` (2026-12-01, a871ce2, 2-core AMD EPYC 9R14, "
+            "AVX-512 BF16, no AMX) |") in text and text.endswith("<!-- measured:end -->\n\nafter\n")
+    assert subprocess.run([sys.executable, script, "--check", *args]).returncode == 0
+    (bench / "bad.json").write_text(json.dumps({"benchmark": "bad", "readme": []}))
+    r = subprocess.run([sys.executable, script, "--check", *args], capture_output=True, text=True)
+    assert r.returncode == 2 and "benchmarks/bad.json: a record with readme rows lacks date, commit" in r.stderr
+    assert "Traceback" not in r.stderr
