@@ -8,7 +8,7 @@ reference decoder on the same prompts.
 
 A variant is NAME:KEY=VALUE[,KEY=VALUE...] (recipe `--set` overrides). Prints one markdown row per variant
 (held-out accuracy per draft position, training seconds, AL per category). Findings: benchmarks/drafter_training.md.
-The run writes its record ``benchmarks/drafter_sweep.json`` (``benchmarks/_record.py``; ``--record`` elsewhere,
+The run writes its record ``drafter_sweep.json`` in this folder (``benchmarks/_record.py``; ``--record`` elsewhere,
 ``--no-record`` none); README's table shows its row (``scripts/render_readme_table.py``).
 """
 

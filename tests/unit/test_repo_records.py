@@ -197,3 +197,80 @@ def test_the_renderer_writes_and_checks_the_table(tmp_path):
     r = subprocess.run([sys.executable, script, "--check", *args], capture_output=True, text=True)
     assert r.returncode == 2 and "benchmarks/bad.json: a record with readme rows lacks date, commit" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+# -- each kept script computes README's rows from its result --------------------------------------------------------
+
+def _script(name: str):
+    bench = str(ROOT / "benchmarks")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)  # the scripts import _record from their own folder, as when run
+    return _load(ROOT / "benchmarks" / f"{name}.py", f"bench_{name}")
+
+
+@pytest.mark.parametrize("name", ["suffix", "reference_decoder"])
+def test_a_recorded_row_is_what_its_script_computes(name):
+    rec = json.loads((ROOT / "benchmarks" / f"{name}.json").read_text())
+    assert _script(name).readme_rows(rec["result"]) == rec["readme"]
+
+
+def test_learning_curve_rows_from_the_recorded_raw_rows():
+    rows = json.loads((ROOT / "benchmarks" / "learning_curve-long.json").read_text())
+    out = _script("learning_curve").readme_rows({"recipe": "recipes/smollm2-135m-eagle3-cpu-long.yaml",
+                                                  "overrides": "", "num_prompts": 1, "draft_len": 3, "rows": rows})
+    assert out[0]["result"].startswith("AL(3) 1.31 after 8 min (0.46M training tokens) -> 1.55 after 120 min")
+    assert "11-prompt slice" in out[0]["result"]
+
+
+def test_ecosystem_rows_from_the_recorded_run():
+    eco = _script("ecosystem")
+    data = json.loads((ROOT / "benchmarks" / "ecosystem-run.json").read_text())
+    stats = {"cells": 22, "picks_measured_fastest": 20, "median_abs_error": 0.031, "max_abs_error": 0.36}
+    result = eco.record_result(data, stats, ROOT / "benchmarks" / "ecosystem-run.json", reread=True)
+    assert result["overall_speedup"]["bf16"]["ours-ngram"] == 1.33 and result["overall_speedup"]["fp32"]["ours-ngram"] == 1.12
+    rows = eco.readme_rows(result)
+    assert rows[0]["what"].endswith("(decoding rows re-read from benchmarks/ecosystem-run.json, not re-run)")
+    assert rows[1]["result"] == ("picks the fastest in 20/22 (dtype, category) cells; median error of the predicted "
+                                 "decode speedup 3% (max 36%)")
+    recorded = json.loads((ROOT / "benchmarks" / "ecosystem.json").read_text())["readme"]
+    assert rows[1]["result"] == recorded[1]["result"]  # the transcribed planner row is what the script computes
+
+
+def test_regen_engines_and_engine_parity_rows():
+    regen = _script("regen_engines").readme_rows({"rows": [
+        {"engine": "ours fp32, batch 16, no capture", "short": False, "tok_s": 122.9, "vs_ours": 1.0, "identical": 16, "of": 16},
+        {"engine": "hf (transformers generate) fp32, batch 16", "short": False, "tok_s": 110.0, "vs_ours": 0.9, "identical": 16, "of": 16},
+        {"engine": "llama.cpp llama-server (native, GGUF Q4_1), 1 concurrent", "short": False, "tok_s": 105.6,
+         "vs_ours": 0.86, "identical": 8, "of": 16},
+        {"engine": "llama.cpp llama-server (native, GGUF Q4_1), 8 concurrent", "short": False, "tok_s": 208.9,
+         "vs_ours": 1.7, "identical": 8, "of": 16}]})
+    assert regen[0]["result"] == ("ours fp32 122.9 tok/s; transformers 0.90x; native llama-server (Q4_1 GGUF, what "
+                                  "`assets serve` starts) 0.86x (1 stream) / 1.70x (8) but 8/16 replies differ from "
+                                  "the checkpoint's: `auto` keeps ours")
+
+    def prompt(same, a, b):
+        return {"same_output_both_engines": same, "acceptance_length_llamacpp": a, "acceptance_length_reference": b}
+
+    overall = {"num_prompts": 2, "relative_difference": 0.003, "identical_to_llamacpp_target_greedy": 2}
+    rows = _script("engine_parity").readme_rows([
+        {"type": "eagle3", "comparison": {"overall": overall, "prompts": [prompt(True, 1.5, 1.5), prompt(False, 1.2, 1.3)]}},
+        {"type": "mtp", "error": "llama.cpp runs a target's own nextn layers"}], 3)
+    assert rows[0]["result"] == ("AL ratio llama.cpp / ours 1.003 (EAGLE-3); same AL to 4 decimals on 1 of 1 prompts "
+                                 "with the same output on both engines; llama.cpp's output equals its own target-only "
+                                 "greedy on 2/2; not run by llama.cpp: EAGLE-MTP")
+
+
+def test_build_rows():
+    build = _script("build")
+    result = {"recipe": build.RECIPE, "fresh_clone": True, "wall_s": 1094.4, "peak_rss_gb": 2.62,
+              "cached_rebuild_s": 7.2, "bundle": {
+                  "stages": {"drafter": {"seconds": 547.2}, "measure": {"seconds": 399.0}},
+                  "max_draft_len": 0, "speculation_recommended": False,
+                  "measured": {"num_prompts": 33, "acceptance_length": {"1": 1.2, "2": 1.25, "3": 1.27},
+                               "identical_outputs": 33}}}
+    rows = build.readme_rows(result)
+    assert rows[0] == {"what": "main job (README's first line, fresh clone, setup included)",
+                       "result": "18 min 14 s, 2.62 GB peak RSS (547 s drafter, 399 s measure); cached rebuild 7.2 s",
+                       "where": "`benchmarks/build.md`"}
+    assert rows[1]["result"] == ("AL(3) 1.27 on 33 speed-lite prompts, lossless 33/33; the plan for the recipe's GPU: "
+                                 "no speculation")
