@@ -8,6 +8,8 @@ rendered from these files by ``scripts/render_readme_table.py``):
     machine    CPU model, cores, memory, the ISA flags that decide speed (AVX2, AVX-512, BF16, AMX), Python, torch
     result     the benchmark's own data
     readme     rows ``{"what", "result", "where"}`` of README's table
+    stale      (optional, set by hand) why a record kept in README is not current; README shows it beside the row
+    source     (optional) where a record not written by its script came from ("transcribed from X.md")
 
 Import it from a benchmark script (``benchmarks/`` is ``sys.path[0]`` when the script runs):
 ``from _record import write_record``. Loads nothing heavy: torch is asked only when the script already imported it.

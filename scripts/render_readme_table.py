@@ -1,6 +1,6 @@
 """Render README's "Measured on this CPU" table from the benchmarks' records (``benchmarks/<name>.json``, the
 convention of ``benchmarks/_record.py``): every record's ``readme`` rows, in ORDER, each row's "where" followed by
-the record's date, commit and machine. The table sits between ``<!-- measured:begin -->`` and
+the record's date, commit and machine (and its ``stale`` reason, for a record kept although not current). The table sits between ``<!-- measured:begin -->`` and
 ``<!-- measured:end -->`` in README.md.
 
     .venv/bin/python scripts/render_readme_table.py           # rewrite README's table from the records
@@ -80,6 +80,8 @@ def render(records: list[dict]) -> str:
     for rec in records:
         commit = str(rec.get("commit") or "commit not recorded")[:7]
         stamp = f"{rec['date']}, {commit}, {machine_summary(rec.get('machine'))}"
+        if rec.get("stale"):  # a record its benchmark's index marks not current: say so beside its numbers
+            stamp += f"; not current: {rec['stale']}"
         for row in rec["readme"]:
             cells = [row["what"], row["result"], f"{row['where']} ({stamp})"]
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")

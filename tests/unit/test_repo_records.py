@@ -193,6 +193,10 @@ def test_the_renderer_writes_and_checks_the_table(tmp_path):
     assert ("| main job | 18 min \\| 14 s | `benchmarks/build.md` (2026-12-01, a871ce2, 2-core AMD EPYC 9R14, "
             "AVX-512 BF16, no AMX) |") in text and text.endswith("<!-- measured:end -->\n\nafter\n")
     assert subprocess.run([sys.executable, script, "--check", *args]).returncode == 0
+    rec = json.loads((bench / "build.json").read_text())
+    (bench / "build.json").write_text(json.dumps({**rec, "stale": "rerun it"}))
+    assert subprocess.run([sys.executable, script, *args]).returncode == 0
+    assert "AVX-512 BF16, no AMX; not current: rerun it) |" in readme.read_text()
     (bench / "bad.json").write_text(json.dumps({"benchmark": "bad", "readme": []}))
     r = subprocess.run([sys.executable, script, "--check", *args], capture_output=True, text=True)
     assert r.returncode == 2 and "benchmarks/bad.json: a record with readme rows lacks date, commit" in r.stderr
