@@ -1,6 +1,6 @@
 """A strict, versioned mirror of the TensorRT-LLM LLM API fields we emit (``TorchLlmArgs``).
 
-``tensorrt_llm`` cannot be imported here (no GPU; PyPI's ``tensorrt-llm`` is a stub fetching NVIDIA's wheel), so the YAML we
+``tensorrt_llm`` cannot be imported here (no GPU; PyPI's ``tensorrt-llm`` is only a stub), so the options YAML we
 write for ``trtllm-serve --extra_llm_api_options``, ``trtllm-bench`` and Triton's llmapi ``model.yaml`` is
 validated against this mirror instead: unknown keys fail (upstream's ``StrictBaseModel`` is
 ``extra="forbid"``), tags and renamed fields follow each release, and the validators we depend on are
