@@ -8,6 +8,8 @@ reference decoder on the same prompts.
 
 A variant is NAME:KEY=VALUE[,KEY=VALUE...] (recipe `--set` overrides). Prints one markdown row per variant
 (held-out accuracy per draft position, training seconds, AL per category). Findings: benchmarks/drafter_training.md.
+The run writes its record ``drafter_sweep.json`` in this folder (``benchmarks/_record.py``; ``--record`` elsewhere,
+``--no-record`` none); README's table shows its row (``scripts/render_readme_table.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,23 @@ import argparse
 import json
 import time
 from pathlib import Path
+
+from _record import BENCHMARKS, write_record
+
+
+def readme_rows(result: dict) -> list[dict]:
+    """README's row: the spread of AL and held-out first-step accuracy over the variants, and the best one."""
+    rows = result["rows"]
+    if not rows:
+        return []
+    als = [r["al"] for r in rows]
+    first = [r["heldout_acc"][0] for r in rows if r.get("heldout_acc")]
+    best = max(rows, key=lambda r: r["al"])
+    acc = f" (held-out first-step accuracy {min(first):.2f}-{max(first):.2f})" if first else ""
+    return [{"what": f"training variants of `{result['recipe']}` from one regeneration ({len(rows)} heads, "
+                     f"{result['num_prompts']} prompts per category at D = {result['draft_len']})",
+             "result": f"AL {min(als):.2f}-{max(als):.2f}{acc}; best: {best['variant']} ({best['al']:.2f})",
+             "where": "`benchmarks/drafter_training.md`"}]
 
 
 def main() -> None:
@@ -27,6 +46,8 @@ def main() -> None:
     ap.add_argument("--draft-len", type=int, default=3)
     ap.add_argument("--num-prompts", type=int, default=2, help="speed-lite prompts per category")
     ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--record", type=Path, default=BENCHMARKS / "drafter_sweep.json", help="the record to write")
+    ap.add_argument("--no-record", action="store_true", help="write no record (a trial run)")
     args = ap.parse_args()
 
     from trtllm_spec.core.recipe import load_recipe
@@ -62,6 +83,11 @@ def main() -> None:
     for r in rows:
         acc = " / ".join(f"{a:.2f}" for a in r["heldout_acc"] or [])
         print(f"| {r['variant']} | {', '.join(r['sets']) or '-'} | {acc} | {r['train_s']} | {r['al']:.3f} |")
+    if not args.no_record:
+        result = {"recipe": args.recipe.as_posix(), "steps": args.steps, "draft_len": args.draft_len,
+                  "num_prompts": args.num_prompts, "max_new_tokens": args.max_new_tokens,
+                  "conversations": len(convs), "rows": rows}
+        print(f"record: {write_record('drafter_sweep', result, readme_rows(result), out=args.record)}")
 
 
 def _parse(spec: str) -> tuple[str, list[str]]:

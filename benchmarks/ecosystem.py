@@ -3,8 +3,10 @@
 prediction (probed CPU + measured acceptance) against the measured speedup, per category.
 
 Run:  .venv/bin/python benchmarks/ecosystem.py --eagle out/<recipe>/drafter [--num-prompts 3] [--max-new-tokens 64] \
-          [--hw probe.json] [--from-json benchmarks/ecosystem.json]
-Prints markdown; --json FILE also writes the raw numbers. The planner check probes this CPU
+          [--hw probe.json] [--from-json benchmarks/ecosystem-run.json]
+Prints markdown; --json FILE also writes the raw numbers (benchmarks/ecosystem-run.json is the recorded run's), and
+the run writes its record benchmarks/ecosystem.json (benchmarks/_record.py; --record elsewhere, --no-record none),
+from which README's table is rendered. The planner check probes this CPU
 ('trtllm-spec hw probe', or --hw FILE from an earlier probe), feeds it each category's measured AL at the
 benchmarked D, and compares its predicted speedup and pick (none / n-gram / EAGLE-3) with the measured ones. Needs 'trtllm-spec assets fetch smollm2-135m prompts'.
 """
@@ -19,6 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from _record import BENCHMARKS, portable_arg, read_record, write_record
 
 
 def _hf_generate(model, ids: list[int], max_new: int, eos: int, lookup: int | None) -> list[int]:
@@ -139,12 +142,13 @@ def summarize(data: dict) -> str:
     return "\n".join(lines)
 
 
-def same_output_line(rows: list[dict], dtype: str, cats: list[str]) -> str:
+def same_output_cells(rows: list[dict], dtype: str, cats: list[str]) -> list[tuple[str, float, float, int] | None]:
     """Our n-gram vs transformers' prompt lookup in absolute tokens/s over the prompts where both wrote the same
     tokens (both equal transformers' greedy output): the same work, so only the implementations differ. In
     bf16 the two diverge after the first rounding difference and may stop at different lengths, which moves
-    end-to-end tokens/s by the prompt's prefill share."""
-    cells = []
+    end-to-end tokens/s by the prompt's prefill share. One (category, ours, hf, prompts) per category, None where
+    no prompt had the same output."""
+    cells: list[tuple[str, float, float, int] | None] = []
     for c in cats:
         def sel(cfg: str, c: str = c) -> list[dict]:
             return [r for r in rows if r["dtype"] == dtype and r["category"] == c and r["config"] == cfg]
@@ -152,15 +156,72 @@ def same_output_line(rows: list[dict], dtype: str, cats: list[str]) -> str:
         pairs = [(a, b) for a, b in zip(sel("ours-ngram"), sel("hf-prompt-lookup"), strict=True)
                  if a["same_as_hf_greedy"] and b["identical"]]
         if not pairs:
-            cells.append(f"{c} -")
+            cells.append(None)
             continue
         ours = sum(a["tokens"] for a, _ in pairs) / sum(a["seconds"] for a, _ in pairs)
         hf = sum(b["tokens"] for _, b in pairs) / sum(b["seconds"] for _, b in pairs)
-        cells.append(f"{c} {ours:.1f} vs {hf:.1f} ({len(pairs)})")
+        cells.append((c, ours, hf, len(pairs)))
+    return cells
+
+
+def same_output_line(rows: list[dict], dtype: str, cats: list[str]) -> str:
+    cells = [f"{c} -" if x is None else f"{c} {x[1]:.1f} vs {x[2]:.1f} ({x[3]})"
+             for c, x in zip(cats, same_output_cells(rows, dtype, cats), strict=True)]
     return ("same-output prompts, ours-ngram vs hf-prompt-lookup t/s (prompts): " + "; ".join(cells))
 
 
-def planner_check(data: dict, hw_file: Path, eagle: Path | None) -> str:
+def overall(data: dict) -> dict[str, dict[str, float]]:
+    """Per dtype and config: tokens/s over all prompts against the same library's greedy decoding (the tables'
+    'overall' column)."""
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    rows = data["rows"]
+    for dtype in sorted({r["dtype"] for r in rows}):
+        for cfg in ("ours-ngram", "ours-eagle3", "hf-prompt-lookup"):
+            mine = [r for r in rows if r["dtype"] == dtype and r["config"] == cfg]
+            base_cfg = "hf-greedy" if cfg.startswith("hf") else "ours-greedy"
+            cats = {m["category"] for m in mine}
+            base = [r for r in rows if r["dtype"] == dtype and r["config"] == base_cfg and r["category"] in cats]
+            if mine and base:
+                rate = sum(r["tokens"] for r in mine) / sum(r["seconds"] for r in mine)
+                out[dtype][cfg] = round(rate / (sum(r["tokens"] for r in base) / sum(r["seconds"] for r in base)), 2)
+    return dict(out)
+
+
+def readme_rows(result: dict) -> list[dict]:
+    """README's rows: the n-gram speedups of both libraries, and the planner check's agreement and error."""
+    ov, out = result["overall_speedup"], []
+    dtypes = sorted(ov)
+    if dtypes and all("ours-ngram" in ov[d] for d in dtypes):
+        same = result["same_output_cells"]
+        ahead = sum(c["ours"] >= c["hf"] for c in same)
+        ours = " / ".join(f"{ov[d]['ours-ngram']:.2f}x" for d in dtypes)
+        theirs = " / ".join(f"{ov[d].get('hf-prompt-lookup', 0):.2f}x" for d in dtypes)
+        text = (f"n-gram {ours} overall ({' / '.join(dtypes)}), transformers' prompt lookup {theirs}; on the prompts "
+                f"where both wrote the same tokens ours is ahead in {ahead} of {len(same)} (dtype, category) cells")
+        reread = f" (decoding rows re-read from {result['raw_rows']}, not re-run)" if result.get("reread") else ""
+        out.append({"what": "our decoder vs transformers (greedy, prompt lookup, EAGLE-3), " + " + ".join(dtypes)
+                    + reread, "result": text, "where": "`benchmarks/ecosystem.md`"})
+    pc = result.get("planner_check")
+    if pc:
+        out.append({"what": "planner (probe at the target's shapes + measured AL) vs measured speedup on this CPU",
+                    "result": f"picks the fastest in {pc['picks_measured_fastest']}/{pc['cells']} (dtype, category) "
+                              f"cells; median error of the predicted decode speedup {pc['median_abs_error']:.0%} "
+                              f"(max {pc['max_abs_error']:.0%})",
+                    "where": "`benchmarks/ecosystem.md`"})
+    return out
+
+
+def record_result(data: dict, stats: dict | None, raw: Path | None, reread: bool = False) -> dict:
+    rows = data["rows"]
+    cats = sorted({r["category"] for r in rows})
+    same = [{"dtype": d, "category": x[0], "ours": round(x[1], 2), "hf": round(x[2], 2), "prompts": x[3]}
+            for d in sorted({r["dtype"] for r in rows}) for x in same_output_cells(rows, d, cats) if x]
+    settings = {k: (portable_arg(v) if isinstance(v, str) else v) for k, v in data["settings"].items()}
+    return {"settings": settings, "raw_rows": portable_arg(str(raw)) if raw else None,
+            "reread": reread, "overall_speedup": overall(data), "same_output_cells": same, "planner_check": stats}
+
+
+def planner_check(data: dict, hw_file: Path, eagle: Path | None, stats: dict | None = None) -> str:
     """Per dtype and category: the planner's predicted bs-1 speedup for n-gram and EAGLE-3 at the benchmarked D
     (probed CPU, measured AL) against the measured speedup, and whether it picks the measured-fastest config.
 
@@ -225,6 +286,9 @@ def planner_check(data: dict, hw_file: Path, eagle: Path | None) -> str:
                     errors.append(abs(err))
                     lines.append(f"| {dtype} | {cat} | {cfg} | {als[cfg]:.2f} | {measured[cfg]:.2f}x | {decode[cfg]:.2f}x | "
                                  f"{predicted[cfg]:.2f}x | {err:+.0%} | {best_m} | {best_p} |")
+    if stats is not None:
+        stats.update(cells=total, picks_measured_fastest=agree, median_abs_error=round(statistics.median(errors), 4),
+                     max_abs_error=round(max(errors), 4))
     lines.append(f"\nplanner pick = measured fastest in {agree}/{total} (dtype, category) cells; median |error| of "
                  f"the predicted decode speedup {statistics.median(errors):.0%} (goal <= 15%), max {max(errors):.0%}")
     return "\n".join(lines)
@@ -255,11 +319,14 @@ def main() -> None:
     ap.add_argument("--no-planner", action="store_true", help="skip the planner check")
     ap.add_argument("--from-json", type=Path, help="re-check the planner against an earlier run's --json file "
                     "(no decoding; --eagle still names the drafter whose config the planner prices)")
+    ap.add_argument("--record", type=Path, default=BENCHMARKS / "ecosystem.json", help="the record to write")
+    ap.add_argument("--no-record", action="store_true", help="write no record (a trial run)")
     args = ap.parse_args()
-    data = json.loads(args.from_json.read_text()) if args.from_json else run(args)
+    data = read_record(args.from_json)["result"] if args.from_json else run(args)
     if args.json and not args.from_json:
         args.json.write_text(json.dumps(data, indent=2, default=str))
     print(summarize(data), flush=True)
+    stats: dict | None = None
     if not args.no_planner:
         hw = args.hw
         if hw is None:
@@ -272,7 +339,11 @@ def main() -> None:
             hw.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(hw, probe(device="cpu", target=resolve_shape("smollm2-135m")).model_dump(mode="json"))
         print("## Planner check (bs 1, probed CPU, measured AL)\n")
-        print(planner_check(data, hw, args.eagle))
+        stats = {}
+        print(planner_check(data, hw, args.eagle, stats))
+    if not args.no_record:
+        result = record_result(data, stats, args.from_json or args.json, reread=args.from_json is not None)
+        print(f"record: {write_record('ecosystem', result, readme_rows(result), out=args.record)}")
 
 
 if __name__ == "__main__":

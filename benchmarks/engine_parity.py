@@ -7,7 +7,8 @@ machine. A drafter type llama.cpp cannot run is listed with the reason the descr
 
 Each drafter comes from its CPU recipe (``trtllm-spec train recipes/smollm2-135m-<type>-cpu.yaml``). Needs
 ``trtllm-spec assets fetch smollm2-135m prompts``; builds llama.cpp on first use. Results:
-benchmarks/engine_parity.md.
+benchmarks/engine_parity.md; the run writes its record ``benchmarks/engine_parity.json`` (``--json`` elsewhere,
+``--no-record`` not at all), from which README's table is rendered (``scripts/render_readme_table.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,30 @@ import platform
 import sys
 import time
 from pathlib import Path
+
+from _record import BENCHMARKS, write_record
+
+NAMES = {"eagle3": "EAGLE-3", "dflash": "DFlash", "draft_model": "draft model", "dspark": "DSpark", "mtp": "EAGLE-MTP"}
+
+
+def readme_rows(results: list[dict], draft_len: int) -> list[dict]:
+    """README's row: AL ratio per type, and how often the two engines agree to 4 decimals where outputs agree."""
+    ran = [r for r in results if "comparison" in r]
+    if not ran:
+        return []
+    prompts = ran[0]["comparison"]["overall"]["num_prompts"]
+    ratios = ", ".join(f"{1 + r['comparison']['overall']['relative_difference']:.3f} ({NAMES.get(r['type'], r['type'])})"
+                       for r in ran)
+    same = [p for r in ran for p in r["comparison"]["prompts"] if p["same_output_both_engines"]]
+    equal = sum(p["acceptance_length_llamacpp"] == p["acceptance_length_reference"] for p in same)
+    lossless = sum(r["comparison"]["overall"]["identical_to_llamacpp_target_greedy"] for r in ran)
+    refused = [NAMES.get(r["type"], r["type"]) for r in results if "error" in r]
+    result = (f"AL ratio llama.cpp / ours {ratios}; same AL to 4 decimals on {equal} of {len(same)} prompts with the "
+              f"same output on both engines; llama.cpp's output equals its own target-only greedy on "
+              f"{lossless}/{prompts * len(ran)}" + (f"; not run by llama.cpp: {', '.join(refused)}" if refused else ""))
+    return [{"what": f"llama.cpp's own speculative decoding vs our reference decoder, every type it runs ({prompts} "
+                     f"speed-lite prompts, D = {draft_len}, f32)",
+             "result": result, "where": "`benchmarks/engine_parity.md`"}]
 
 
 def machine() -> str:
@@ -42,6 +67,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--categories", default=None)
     ap.add_argument("--out", type=Path, default=None, help="keep each measurement folder here")
+    ap.add_argument("--json", type=Path, default=BENCHMARKS / "engine_parity.json", help="the record to write")
+    ap.add_argument("--no-record", action="store_true", help="write no record (a trial run)")
     args = ap.parse_args()
 
     from trtllm_spec.errors import TrtllmSpecError
@@ -73,9 +100,15 @@ def main() -> None:
                   f"{r['acceptance_length_llamacpp']:.3f} | {1 + r['relative_difference']:.3f} | "
                   f"{r['identical_to_llamacpp_target_greedy']}/{r['num_prompts']} | "
                   f"{r['identical_to_reference_target_greedy']}/{r['num_prompts']} |")
-        results.append({"type": kind, "folder": folder, "comparison": {k: c[k] for k in ("overall", "categories")},
-                        "llamacpp": prof["settings"]["llamacpp"]["version"]})
+        results.append({"type": kind, "comparison": {k: c[k] for k in ("overall", "categories", "prompts")},
+                        "llamacpp": prof["settings"]["llamacpp"]["version"],
+                        "spec_type": prof["settings"]["llamacpp"]["spec_type"],
+                        "wall_s": round(time.perf_counter() - t0, 1)})
     print("\n" + json.dumps({"machine": machine(), "results": results}, indent=1)[:4000], file=sys.stderr)
+    if not args.no_record:
+        result = {"draft_len": args.draft_len, "num_prompts_per_category": args.num_prompts,
+                  "max_new_tokens": args.max_new_tokens, "drafters": results}
+        print(f"record: {write_record('engine_parity', result, readme_rows(results, args.draft_len), out=args.json)}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ AL on a fixed slice of speed-lite with the reference decoder.
 
 Run:  .venv/bin/python benchmarks/learning_curve.py recipes/smollm2-135m-eagle3-cpu.yaml --every 50 \
           --out out/curve [--num-prompts 1] [--max-new-tokens 48] [--draft-len 3] [--set key=value ...]
-Prints a markdown table; the raw rows go to OUT/curve.json. Run again on the same OUT (e.g. with a larger
+Prints a markdown table; the raw rows go to OUT/curve.json, and the run writes its record
+``benchmarks/learning_curve.json`` (``benchmarks/_record.py``; ``--record`` elsewhere, ``--no-record`` none), from
+which README's table is rendered. Run again on the same OUT (e.g. with a larger
 ``--set drafter.training.time_budget_minutes=``) to resume the training and measure only the new checkpoints.
 """
 
@@ -15,6 +17,27 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+
+from _record import BENCHMARKS, write_record
+
+
+def readme_rows(result: dict) -> list[dict]:
+    """README's row: AL at the first and the last checkpoint, with minutes and training tokens."""
+    rows = result["rows"]
+    if not rows:
+        return []
+    first, last = rows[0], rows[-1]
+    d = result["draft_len"]
+
+    def al(r: dict) -> float:  # AL at D from the chain's AL(d) (the table's column), else the run's mean
+        return (r.get("al_by_d") or {}).get(str(d), r["al"])
+
+    slice_ = len(last.get("categories") or {}) * result["num_prompts"]
+    return [{"what": f"learning curve of `{result['recipe']}` ({result['overrides'] or 'as written'})",
+             "result": f"AL({d}) {al(first):.2f} after {first['minutes']:.0f} min ({first['tokens'] / 1e6:.2f}M "
+                       f"training tokens) -> {al(last):.2f} after {last['minutes']:.0f} min "
+                       f"({last['tokens'] / 1e6:.2f}M) on its {slice_}-prompt slice",
+             "where": "`benchmarks/learning_curve.md`"}]
 
 
 def export_checkpoint(recipe, target_dir: Path, final_drafter: Path, ckpt: Path, out: Path) -> None:
@@ -57,6 +80,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--draft-len", type=int, default=3)
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--record", type=Path, default=BENCHMARKS / "learning_curve.json", help="the record to write")
+    ap.add_argument("--no-record", action="store_true", help="write no record (a trial run)")
     args = ap.parse_args()
     recipe = load_recipe(args.recipe, [*args.overrides, f"drafter.training.checkpoint_every={args.every}",
                                        "drafter.training.keep_checkpoints=1000"])
@@ -90,6 +115,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['step']} | {r['tokens']} | {r['minutes']} | {r['train_acc']} | {r['al']:.2f} | {r['speedup']:.2f}x |")
+    if not args.no_record:
+        result = {"recipe": args.recipe.as_posix(), "overrides": ", ".join(args.overrides), **settings, "rows": rows}
+        print(f"record: {write_record('learning_curve', result, readme_rows(result), out=args.record)}")
 
 
 if __name__ == "__main__":

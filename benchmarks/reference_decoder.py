@@ -9,7 +9,8 @@ neighbour's load on a shared machine hits both alike.
 ``smollm2-135m``: the real SmolLM2-135M-Instruct asset (`trtllm-spec assets fetch smollm2-135m prompts`);
 ``tiny``: a random 4-layer, hidden-64 Llama with SmolLM2's tokenizer and vocabulary (per-forward overhead
 dominates there). Any other name is a checkpoint folder. fp32 (measure's default; bf16 is emulated on AVX2).
-Results: benchmarks/reference_decoder.md.
+Results: benchmarks/reference_decoder.md; the run writes its record ``benchmarks/reference_decoder.json``
+(``benchmarks/_record.py``; ``--json`` elsewhere, ``--no-record`` none), from which README's table is rendered.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import platform
 import tempfile
 import time
 from pathlib import Path
+
+from _record import BENCHMARKS, write_record
 
 CLOCK = time.process_time  # --clock
 
@@ -42,7 +45,7 @@ def tiny_llama(folder: Path, like: Path) -> Path:
     return folder
 
 
-def bench(label: str, folder: Path, prompts_text: list, args) -> None:
+def bench(label: str, folder: Path, prompts_text: list, args) -> list[dict]:
     import json
 
     import torch
@@ -83,6 +86,8 @@ def bench(label: str, folder: Path, prompts_text: list, args) -> None:
                 toks[e, m] += len(o)
                 outs[e, m].append(o)
     n_tok = sum(len(p) for p in prompts)
+    rows = [{"target": label, "phase": "prefill", "prompt_tokens": n_tok, "ours_tok_s": round(n_tok / prefill["ours"], 1),
+             "hf_tok_s": round(n_tok / prefill["hf"], 1), "ratio": round(prefill["hf"] / prefill["ours"], 2)}]
     print(f"| {label} | prefill ({n_tok} prompt tokens) | {n_tok / prefill['ours']:.1f} | {n_tok / prefill['hf']:.1f} | "
           f"{prefill['hf'] / prefill['ours']:.2f}x | | | | |", flush=True)
     for m, mode in (("target", "target only"), ("ngram", f"n-gram D={args.draft_len}")):
@@ -92,6 +97,36 @@ def bench(label: str, folder: Path, prompts_text: list, args) -> None:
         lossless = outs["ours", m] == outs["ours", "target"] and outs["hf", m] == outs["hf", "target"]
         print(f"| {label} | {mode}, decode | {rate['ours']:.1f} | {rate['hf']:.1f} | {rate['ours'] / rate['hf']:.2f}x "
               f"| {e2e['ours'] / e2e['hf']:.2f}x | {toks['ours', m]} | {same} | {lossless} |", flush=True)
+        rows.append({"target": label, "phase": f"{mode}, decode", "ours_tok_s": round(rate["ours"], 1),
+                     "hf_tok_s": round(rate["hf"], 1), "ratio": round(rate["ours"] / rate["hf"], 2),
+                     "ratio_with_prefill": round(e2e["ours"] / e2e["hf"], 2), "new_tokens": toks["ours", m],
+                     "same_tokens": same, "lossless": lossless})
+    return rows
+
+
+def readme_rows(result: dict) -> list[dict]:
+    """README's row: ours / transformers per target (prefill, target-only decode; a range where both decodes)."""
+    by: dict[str, list[dict]] = {}
+    for r in result["rows"]:
+        by.setdefault(r["target"], []).append(r)
+    parts = []
+    for target, rows in by.items():
+        pre = next(r["ratio"] for r in rows if r["phase"] == "prefill")
+        dec = [r["ratio"] for r in rows if r["phase"] != "prefill"]
+        if target == "smollm2-135m":
+            parts.append(f"ours {pre:.2f}x prefill, {dec[0]:.2f}x decode on SmolLM2-135M")
+        else:
+            name = "a tiny Llama" if target == "tiny" else target
+            parts.append(f"{min(dec):.1f}-{max(dec):.1f}x on {name}")
+    ratios = [r["ratio"] for r in result["rows"]]
+    lossless = all(r.get("lossless", True) for r in result["rows"])
+    verdict = ("`auto` keeps ours for the Llama family" if min(ratios) >= 1
+               else "transformers faster in at least one phase: see the benchmark")
+    return [{"what": f"reference decoder: our Llama path vs the transformers target (same checkpoint, prompts, tokens; "
+                     f"{'CPU time' if result['clock'] == 'cpu' else 'wall clock'}, {result['threads']} thread"
+                     f"{'s' if result['threads'] != 1 else ''})",
+             "result": "; ".join(parts) + f": {verdict}" + ("" if lossless else " (NOT lossless: see the benchmark)"),
+             "where": "`benchmarks/reference_decoder.md`"}]
 
 
 def main() -> None:
@@ -104,6 +139,8 @@ def main() -> None:
                     help="torch threads; with 1, process CPU time measures the work alone even on a shared machine")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="cpu: this process's CPU time (robust to neighbours on a shared machine); wall: elapsed")
+    ap.add_argument("--json", type=Path, default=BENCHMARKS / "reference_decoder.json", help="the record to write")
+    ap.add_argument("--no-record", action="store_true", help="write no record (a trial run)")
     args = ap.parse_args()
 
     import torch
@@ -124,13 +161,19 @@ def main() -> None:
     print("| target | phase | ours tok/s | transformers tok/s | ours / transformers | same, with prefill | "
           "new tokens | same tokens | lossless |")
     print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for spec in args.targets:
             folder = {"smollm2-135m": smol, "tiny": None}.get(spec, Path(spec))
             if folder is None:
                 folder = tiny_llama(Path(tmp) / "tiny", smol)
-            bench(spec, folder, items, args)
+            rows += bench(spec if spec in ("smollm2-135m", "tiny") else Path(spec).name, folder, items, args)
     print(f"load average at end {os.getloadavg()[0]:.1f}")
+    if not args.no_record:
+        result = {"clock": args.clock, "threads": args.threads, "dtype": "fp32", "prompts": len(items),
+                  "max_new_tokens": args.max_new_tokens, "draft_len": args.draft_len,
+                  "load_average": [round(load[0], 1), round(os.getloadavg()[0], 1)], "rows": rows}
+        print(f"record: {write_record('reference_decoder', result, readme_rows(result), out=args.json)}")
 
 
 if __name__ == "__main__":

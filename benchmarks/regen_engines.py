@@ -12,7 +12,8 @@ short spin, ``GOMP_SPINCOUNT=10000``, unless a row says otherwise). The short
 rows (bf16 is ~70x slower than fp32 on an AVX2-only CPU; spinning threads are ~10x slower on a shared CPU) use
 --short-prompts x --short-tokens, with an fp32 row of that size to compare against. Needs
 `trtllm-spec assets fetch smollm2-135m prompts` and, for the server rows, `trtllm-spec assets build-llamacpp`.
-Results: benchmarks/regen_engines.md.
+Results: benchmarks/regen_engines.md; the run writes its record ``benchmarks/regen_engines.json``
+(``benchmarks/_record.py``; ``--json`` elsewhere, ``--no-record`` none), from which README's table is rendered.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _record import BENCHMARKS, write_record
 
 CAPTURE = (1, 14, 26)
 
@@ -133,6 +136,8 @@ def main() -> None:
     ap.add_argument("--n", type=int)
     ap.add_argument("--tokens", type=int)
     ap.add_argument("--capture", action="store_true")
+    ap.add_argument("--json", type=Path, default=BENCHMARKS / "regen_engines.json", help="the record to write")
+    ap.add_argument("--no-record", action="store_true", help="write no record (a trial run)")
     args = ap.parse_args()
     if args.child:
         args.engine = args.child
@@ -145,6 +150,7 @@ def main() -> None:
     print("| engine | tokens | seconds | tok/s | vs ours fp32 | replies identical to ours fp32 |")
     print("|---|---|---|---|---|---|", flush=True)
     refs: dict[bool, dict] = {}
+    rows: list[dict] = []
 
     def row(name: str, r: dict, short: bool = False) -> None:  # printed as it comes: a long run keeps its rows
         base = refs.setdefault(short, r)
@@ -152,6 +158,9 @@ def main() -> None:
         same = sum(r["replies"].get(k) == v for k, v in base["replies"].items())
         print(f"| {'[short] ' if short else ''}{name} | {r['tokens']} | {r['seconds']:.1f} | {rate:.1f} "
               f"| {rate / base_rate:.2f}x | {same}/{len(base['replies'])} |", flush=True)
+        rows.append({"engine": name, "short": short, "tokens": r["tokens"], "seconds": round(r["seconds"], 1),
+                     "tok_s": round(rate, 1), "vs_ours": round(rate / base_rate, 2), "identical": same,
+                     "of": len(base["replies"])})
 
     row(f"ours fp32, batch {b}, no capture", run_child("ours", "fp32", n, t, b, False, True, mp))
     if "capture" not in args.skip:
@@ -169,6 +178,33 @@ def main() -> None:
     if "bf16" not in args.skip:
         row(f"ours bf16, batch {b}", run_child("ours", "bf16", sn, st, b, False, True, mp), short=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    if not args.no_record:
+        result = {"prompts": n, "max_new_tokens": t, "batch": b, "short": [sn, st], "rows": rows}
+        print(f"record: {write_record('regen_engines', result, readme_rows(result), out=args.json)}")
+
+
+def readme_rows(result: dict) -> list[dict]:
+    """README's row: each engine's speed against our fp32 decoder, and whether the server reproduces its replies."""
+    rows = [r for r in result["rows"] if not r["short"]]
+    if not rows:
+        return []
+    parts = [f"ours fp32 {rows[0]['tok_s']:.1f} tok/s"]
+    hf = next((r for r in rows if r["engine"].startswith("hf ")), None)
+    if hf:
+        parts.append(f"transformers {hf['vs_ours']:.2f}x")
+    server = [r for r in rows if "llama-server" in r["engine"]]
+    if server:
+        conc = [r["engine"].rsplit(", ", 1)[1].split()[0] for r in server]
+        differ = max(r["of"] - r["identical"] for r in server)
+        parts.append(f"native llama-server (Q4_1 GGUF, what `assets serve` starts) {server[0]['vs_ours']:.2f}x "
+                     f"({conc[0]} stream) / {server[-1]['vs_ours']:.2f}x ({conc[-1]})"
+                     + (f" but {differ}/{server[0]['of']} replies differ from the checkpoint's: `auto` keeps ours"
+                        if differ else ""))
+    bf16 = next((r for r in result["rows"] if r["short"] and "bf16" in r["engine"]), None)
+    if bf16:
+        parts.append(f"bf16 {bf16['vs_ours']:.2f}x (short rows)")
+    return [{"what": "regeneration engines side by side (same prompts, one run)", "result": "; ".join(parts),
+             "where": "`benchmarks/regen_engines.md`"}]
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,7 @@ run, per speed-lite category and on a repetitive multi-turn suite built here fro
 
 Run (under the heavy lock on a shared machine):
     flock /tmp/heavy.lock .venv/bin/python benchmarks/suffix.py [--eagle out/<train>/drafter] [--draft-len 4] \\
-        [--num-prompts 2] [--max-new-tokens 64] [--tasks 4] [--json benchmarks/suffix.json]
+        [--num-prompts 2] [--max-new-tokens 64] [--tasks 4] [--json benchmarks/suffix.json] [--no-record]
 
 The multi-turn suite ("agentic" repetition): the first N speed-lite coding prompts (turn 1); the target's own
 greedy reply to each (decoded here, so the suite follows from the prompt data and the model); a follow-up turn
@@ -16,35 +16,25 @@ items, then the follow-ups, then the repeats, so the pool holds exactly the earl
 Every configuration is measured by ``trtllm_spec.measure.run.measure`` (greedy, fp32, outputs compared token by
 token with target-only decoding: a configuration that is not lossless fails the run). Speedup is wall clock of
 the reference decoder on this CPU against target-only decoding, on the prompts it times alone (one per category);
-AL is over all prompts. Prints markdown with the machine; --json writes the raw numbers.
+AL is over all prompts. Prints markdown with the machine, and writes the record ``benchmarks/suffix.json``
+(``benchmarks/_record.py``: result, README rows, machine, command, commit, date; ``--json`` names another file,
+``--no-record`` writes none) after every configuration, from which README's table is rendered.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _record import BENCHMARKS, read_record, write_record
+
 FOLLOW_UP = ("Rewrite the function you just wrote with clearer variable names and a one-line docstring, keeping the "
              "same logic. Reply with the complete function.")
 REPEAT = "A colleague asked me the same thing earlier. {}"
-
-
-def machine() -> str:
-    try:
-        name = next(line.split(":", 1)[1].strip() for line in subprocess.run(
-            ["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines() if "Model name" in line)
-    except StopIteration:
-        name = platform.processor() or "unknown CPU"
-    import os
-
-    import torch
-
-    return f"{name}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads)"
 
 
 def multi_turn_suite(target_dir: Path, path: Path, tasks: int, reply_tokens: int) -> list[dict]:
@@ -95,8 +85,8 @@ def run(args) -> dict:
     from trtllm_spec.measure.run import measure, target_checkpoint
 
     target_dir, _ = target_checkpoint(args.target)
-    results: dict = {"machine": machine(), "command": " ".join(["benchmarks/suffix.py", *args.argv]),
-                     "draft_len": args.draft_len, "max_new_tokens": args.max_new_tokens, "suites": {}}
+    results: dict = {"draft_len": args.draft_len, "max_new_tokens": args.max_new_tokens,
+                     "num_prompts_per_category": args.num_prompts, "suites": {}}
     with tempfile.TemporaryDirectory() as tmp:
         suite_file = Path(tmp) / "multi_turn.jsonl"
         t0 = time.perf_counter()
@@ -119,9 +109,41 @@ def run(args) -> dict:
                 per[name] = {"overall": _row(o), "categories": {c: _row(s) for c, s in p["categories"].items()},
                              "wall_s": round(time.perf_counter() - t0, 1)}
                 print(f"{suite_name} / {name}: AL {o['mean_acceptance_length']:.2f}, speedup {o['speedup']}", flush=True)
-                if args.json:
-                    args.json.write_text(json.dumps(results, indent=1) + "\n")
+                save(args, results)
     return results
+
+
+def save(args, results: dict) -> None:
+    if not args.no_record:
+        write_record("suffix", results, readme_rows(results), out=args.json)
+
+
+def readme_rows(r: dict) -> list[dict]:
+    """README's row from a result: AL overall per configuration on both suites."""
+    def al(suite: str, name: str, category: str | None = None) -> str:
+        row = r["suites"].get(suite, {}).get(name)
+        if row is None:
+            return "-"
+        s = row["overall"] if category is None else row["categories"].get(category)
+        return "-" if s is None else f"{s['mean_acceptance_length']:.2f}"
+
+    mt, sl = r["suites"].get("multi-turn", {}), r["suites"].get("speed-lite", {})
+    if not mt or not sl:
+        return []
+    enh = next((n for n in mt if n.startswith("EAGLE-3 + SA")), None)
+    eagle = ("EAGLE-3" in mt) and enh is not None
+    multi = (f"multi-turn AL: n-gram {al('multi-turn', 'n-gram (k=3)')}, suffix {al('multi-turn', 'suffix')}, "
+             f"suffix + pool {al('multi-turn', 'suffix + global pool')} (repeats "
+             f"{al('multi-turn', 'suffix', 'repeat')} -> {al('multi-turn', 'suffix + global pool', 'repeat')})")
+    lite = (f"speed-lite: {al('speed-lite', 'n-gram (k=3)')} / {al('speed-lite', 'suffix')} / "
+            f"{al('speed-lite', 'suffix + global pool')}")
+    if eagle:
+        multi += f", EAGLE-3 {al('multi-turn', 'EAGLE-3')} -> {al('multi-turn', enh)} with the enhancer"
+        lite += f", EAGLE-3 {al('speed-lite', 'EAGLE-3')} -> {al('speed-lite', enh)}"
+    return [{"what": "suffix decoding (TensorRT-LLM SA) vs n-gram vs EAGLE-3 (+ SA enhancer), "
+                     f"D = {r['draft_len']}, on a repetitive multi-turn suite and speed-lite "
+                     f"({r.get('num_prompts_per_category', '?')} prompts per category)",
+             "result": f"{multi}; {lite}", "where": "`benchmarks/suffix.md`"}]
 
 
 def _row(s: dict) -> dict:
@@ -132,8 +154,12 @@ def _row(s: dict) -> dict:
     return out
 
 
-def markdown(r: dict) -> str:
-    lines = [f"Machine: {r['machine']}.  ", f"Command: `{r['command']}`; D = {r['draft_len']}, "
+def markdown(rec: dict) -> str:
+    r, m = rec["result"], rec.get("machine")
+    if isinstance(m, dict):
+        m = (f"{m.get('cpu')}, {m.get('cores')} cores, flags {', '.join(m.get('flags') or []) or 'not recorded'}, "
+             f"torch {m.get('torch')}")
+    lines = [f"Machine: {m}.  ", f"Command: `{rec.get('command')}`; D = {r['draft_len']}, "
              f"{r['max_new_tokens']} new tokens per prompt, greedy fp32, every output identical to target-only "
              "decoding.", ""]
     for suite, per in r["suites"].items():
@@ -160,8 +186,6 @@ def markdown(r: dict) -> str:
 
 
 def main() -> None:
-    import sys
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", default="smollm2-135m")
     ap.add_argument("--eagle", type=Path, help="an exported EAGLE-3 folder for the target (trtllm-spec train)")
@@ -173,14 +197,17 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=4, help="coding tasks of the multi-turn suite (3 prompts each)")
     ap.add_argument("--reply-tokens", type=int, default=96, help="the turn-1 reply the follow-up quotes")
     ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--json", type=Path)
-    ap.add_argument("--from-json", type=Path, help="print the markdown of an earlier --json run")
+    ap.add_argument("--json", type=Path, default=BENCHMARKS / "suffix.json", help="the record to write")
+    ap.add_argument("--no-record", action="store_true", help="write no record (a trial run)")
+    ap.add_argument("--from-json", type=Path, help="print the markdown of an earlier run's record")
     args = ap.parse_args()
-    args.argv = sys.argv[1:]
-    r = json.loads(args.from_json.read_text()) if args.from_json else run(args)
-    if args.json:
-        args.json.write_text(json.dumps(r, indent=1) + "\n")
-    print(markdown(r))
+    if args.from_json:
+        rec = read_record(args.from_json)
+    else:
+        results = run(args)
+        save(args, results)
+        rec = read_record(args.json) if not args.no_record else {"result": results, "command": " ".join(sys.argv)}
+    print(markdown(rec))
 
 
 if __name__ == "__main__":

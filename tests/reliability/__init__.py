@@ -1,1 +1,1 @@
-"""Reliability tests: bad inputs, properties, interruption and integrity, safety (benchmarks/reliability.md)."""
+"""Reliability tests: bad inputs, properties, interruption and integrity, safety (tests/reliability/README.md)."""

@@ -1,6 +1,6 @@
 """The bad-input matrix: every command, driven through CliRunner with a bad recipe, checkpoint, path or
 acceptance file. Each case asserts the exit code, one error line naming the field or file (and the fix), no
-traceback, and that nothing was left half-written in the working folder (benchmarks/reliability.md).
+traceback, and that nothing was left half-written in the working folder (tests/reliability/README.md).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def mask(d2t):
 
 
 def write_ours(folder: Path, t: dict, ids=(1, 3, 4)) -> Path:
-    """What ModelOpt's export_speculative_decoding writes (REFERENCE.md §4, §6)."""
+    """What ModelOpt's export_speculative_decoding writes (nvidia-modelopt 0.47.0, ``modelopt/torch/export/plugins/hf_spec_export.py``)."""
     folder.mkdir(parents=True)
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", **dims(), "rope_scaling": None,
            "draft_vocab_size": DV, "tie_word_embeddings": False, "torch_dtype": "bfloat16",

@@ -36,7 +36,7 @@ def test_cpu_dtype_follows_the_timed_gemm():
     def never():
         pytest.fail("fp32 needs no timing")
 
-    def slow():  # the AVX2-only EPYC of REFERENCE.md section 8
+    def slow():  # the AVX2-only EPYC of docs/training.md
         return 0.8, 71.0
 
     def fast():  # AVX512-BF16 / AMX

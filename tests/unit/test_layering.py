@@ -1,4 +1,4 @@
-"""The house's dependency rule (ARCHITECTURE.md: cli -> stages -> components -> core): the CLI reaches the
+"""The house's dependency rule (docs/architecture.md: cli -> stages -> components -> core): the CLI reaches the
 torch-heavy components (``runtime``, ``train``) only through a stage, so a command's module imports none of them."""
 
 from __future__ import annotations

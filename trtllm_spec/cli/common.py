@@ -97,7 +97,7 @@ def short_omp_spin() -> None:
     torch's CPU kernels run on GNU OpenMP, whose idle threads spin for a long while at every barrier by default. When
     other processes share the cores, a spinning thread burns the time slice its partner needs, and every kernel
     waits. Measured on the 2-core AVX2 machine, SmolLM2-135M fp32 decode step at batch 1, 2 threads
-    (``benchmarks/omp_wait.py``, ``benchmarks/build.md``): quiet: ACTIVE 66 ms, PASSIVE 77 ms, spin 10000 62 ms; with
+    (``benchmarks/decisions/omp_wait.py``, ``benchmarks/build.md``): quiet: ACTIVE 66 ms, PASSIVE 77 ms, spin 10000 62 ms; with
     two busy processes beside it: ACTIVE 228 ms, PASSIVE ~120 ms, spin 10000 ~133 ms. PASSIVE (sleep at once) costs
     ~17% on a quiet machine; a short spin keeps the quiet speed and most of PASSIVE's gain under load. Read once,
     when libgomp loads, so it must be set before torch is first imported (child processes such as torchrun inherit

@@ -170,7 +170,7 @@ def recipe_training_items(recipe, target_dir: str | Path):
     ``data.max_prompt_tokens`` as the target at ``target_dir`` tokenizes it, chat template included (passages cut
     to fit; ``suite.training_items``). The first rendering gets 8 characters per token (the most in the
     CPU default's 160 prompts at 160 tokens was 5.8 per token of the request, SmolLM2's tokenizer:
-    ``benchmarks/prompt_tokens.py``)."""
+    ``benchmarks/decisions/prompt_tokens.py``)."""
     from trtllm_spec.data.suite import training_items
 
     d = recipe.drafter.training.data

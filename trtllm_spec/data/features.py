@@ -5,7 +5,7 @@ transformers loads, ``data/regen_hf.HFEngine``) keeps what offline EAGLE-3 train
 layers' outputs concatenated ([T, n*H], hidden_states[i + 1] for layer i) and ``hidden`` = the final post-norm
 state ([T, H]), with the token ids and the assistant mask they were computed over. It works after any regeneration
 backend (ours, hf, an OpenAI-compatible server) and on multi-turn data; our own decoder keeps the same states while
-it decodes (``FeatureWriter``, computed anyway), which this step then skips (``benchmarks/features_step.md``: on a
+it decodes (``FeatureWriter``, computed anyway), which this step then skips (``benchmarks/decisions/features_step.md``: on a
 2-core CPU a separate pass costs 0.6-0.75x the regeneration).
 
 Layout of a features folder: ``{part}-{n:06d}.safetensors`` shards (``{key}.input_ids`` int32, ``{key}.assistant``

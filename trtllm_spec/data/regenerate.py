@@ -93,7 +93,7 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
     (``data/features``, offline EAGLE-3 training) reads the target over exactly those tokens. ``features`` (a
     ``data.features.FeatureWriter``): our decoder keeps the target's states at the captured layers while it decodes
     single-turn batches (computed anyway, so nearly free; a separate prefill pass costs ~0.6-0.75x the
-    regeneration on a 2-core CPU, ``benchmarks/features_step.md``) and writes them after the batch's JSONL lines;
+    regeneration on a 2-core CPU, ``benchmarks/decisions/features_step.md``) and writes them after the batch's JSONL lines;
     what it does not cover (multi-turn, another engine) the features step captures. ``engine``: another
     decoder with ``eos`` and ``generate_batch(prompts, max_new_tokens, params, gen)`` (the
     transformers backend, ``data/regen_hf.HFEngine``); default our Llama-family decoder. ``device`` / ``dtype``:

@@ -2,10 +2,9 @@
 
 Every script works from its own folder (``cd "$(dirname "$0")"``, or ``$SLURM_SUBMIT_DIR`` for sbatch, which
 runs a copy of the script), so the bundle can move: paths given here must be relative to the bundle root,
-and no path of the build machine is ever written. CLI facts (flags, defaults) are from
-/work/notes/research_trtllm_triton.md §2b and §3: ``tensorrt_llm/commands/serve.py``,
-``tensorrt_llm/bench/benchmark/throughput.py``, ``examples/llm-api/llm_mgmn_trtllm_serve.sh``,
-``examples/draft_target_model/README.md`` (NVIDIA/TensorRT-LLM).
+and no path of the build machine is ever written. CLI facts (flags, defaults) are read in NVIDIA/TensorRT-LLM,
+release 1.2.1: ``tensorrt_llm/commands/serve.py``, ``tensorrt_llm/bench/benchmark/throughput.py``,
+``examples/llm-api/llm_mgmn_trtllm_serve.sh``, ``examples/draft_target_model/README.md``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A Triton model repository for the bundle, and a checker for one.
 
-Two layouts (/work/notes/research_trtllm_triton.md §4):
+Two layouts (NVIDIA/TensorRT-LLM release 1.2.1, ``triton_backend/all_models/``):
 - ``backend="pytorch"``: the LLM API model (``triton_backend/all_models/llmapi/tensorrt_llm``): one python-backend
   model whose ``1/model.yaml`` holds the LLM API options plus ``triton_config``.
 - ``backend="tensorrt"``: the C++ in-flight batcher for TensorRT engines (``inflight_batcher_llm``): ensemble,

@@ -1,6 +1,6 @@
 """A strict, versioned mirror of the TensorRT-LLM LLM API fields we emit (``TorchLlmArgs``).
 
-``tensorrt_llm`` cannot be imported here (no GPU, no wheel: docs/REFERENCE.md §1), so the options YAML we
+``tensorrt_llm`` cannot be imported here (no GPU; PyPI's ``tensorrt-llm`` is only a stub), so the options YAML we
 write for ``trtllm-serve --extra_llm_api_options``, ``trtllm-bench`` and Triton's llmapi ``model.yaml`` is
 validated against this mirror instead: unknown keys fail (upstream's ``StrictBaseModel`` is
 ``extra="forbid"``), tags and renamed fields follow each release, and the validators we depend on are
@@ -8,7 +8,7 @@ restated. Only fields we emit are mirrored. Where ``tensorrt_llm`` imports (NVID
 ``validate_with_tensorrt_llm`` also checks against the real classes.
 
 Every field, tag and name we emit, per profile, with the upstream source that reads it and the test that pins it:
-docs/trtllm_compat.md (keep it and these classes in step). Sources (see also /work/notes/research_trtllm_triton.md):
+docs/trtllm_compat.md (keep it and these classes in step). Sources:
 - R12: a 1.2-era ``tensorrt_llm/llmapi/llm_args.py`` (late 2025, TRT backend still present; index id
   7019226376): the "1.2" profile (TensorRT-LLM 1.2.1, nvcr.io/nvidia/tensorrt-llm/release:1.2.1).
 - MAIN: ``NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py`` @0004396720054fd8e205cbf616f21f0b57c6b412

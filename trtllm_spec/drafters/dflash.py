@@ -139,7 +139,8 @@ class DSpark(DFlash):
         return 2 * target.hidden_size * target.hidden_size  # assumption: a small gated head, ~2 H x H
 
     def modelopt_architecture(self, cfg: DSparkDrafter) -> dict:
-        # ModelOpt 0.47: DSpark = the dflash mode with projector_type "dspark" (REFERENCE.md section 6)
+        # ModelOpt 0.47: DSpark = the dflash mode with projector_type "dspark" (nvidia-modelopt 0.47.0,
+        # modelopt/torch/speculative/config.py and plugins/modeling_dspark.py)
         return {"projector_type": "dspark", "markov_head_type": cfg.markov_head_type, "markov_rank": cfg.markov_rank}
 
     def trtllm_speculative_config(self, cfg: DSparkDrafter, *, profile: str, max_draft_len: int,

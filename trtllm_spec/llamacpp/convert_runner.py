@@ -5,7 +5,8 @@
 ``gpt2``: the model's tokenizer.json is a byte-level BPE (GPT-2 style, e.g. SmolLM2); the converter's Llama
 vocabulary chain tries SentencePiece, then its Llama-HF reader, before GPT-2 BPE, and with ``sentencepiece``
 installed the Llama-HF reader writes an SPM vocabulary for such a tokenizer, which llama.cpp then aborts on
-(REFERENCE.md section 9). The first two readers are made to report "not this format" (the FileNotFoundError the
+(ggml-org/llama.cpp 0c1e5709, vendored in llama-cpp-python 0.3.36: ``conversion/llama.py``, seen on SmolLM2).
+The first two readers are made to report "not this format" (the FileNotFoundError the
 chain already catches), so the converter takes its own GPT-2 path. Nothing else of the converter is changed.
 Never imported by the package: it runs in the child only.
 """

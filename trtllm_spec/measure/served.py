@@ -22,7 +22,8 @@ Acceptance only where the server reports it (``server_acceptance``), never infer
   ``vllm:spec_decode_num_accepted_tokens`` (vllm/v1/spec_decode/metrics.py), differenced over the level;
   AL = 1 + accepted / drafts;
 - trtllm-serve ``/metrics`` (a JSON list of iteration stats, drained by each read; needs
-  ``enable_iter_perf_stats``): ``specDecodingStats`` (REFERENCE.md section 8), AL = (accepted + requests) / requests.
+  ``enable_iter_perf_stats``): ``specDecodingStats`` (NVIDIA/TensorRT-LLM 1.2.1,
+  ``cpp/include/tensorrt_llm/executor/types.h``), AL = (accepted + requests) / requests.
 Otherwise "not reported", with what was looked for.
 """
 

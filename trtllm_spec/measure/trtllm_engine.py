@@ -1,7 +1,8 @@
 """``measure --engine trtllm``: run the suite through TensorRT-LLM's LLM API with a bundle's options.
 
-The only module that imports ``tensorrt_llm`` (inside ``measure_trtllm``). What TensorRT-LLM reports, from
-/work/notes/research_trtllm_triton.md §2 (not run here: no GPU, no TensorRT-LLM on this machine):
+The only module that imports ``tensorrt_llm`` (inside ``measure_trtllm``). What TensorRT-LLM reports, read in
+NVIDIA/TensorRT-LLM release 1.2.1 (``tensorrt_llm/llmapi/llm.py``, ``cpp/include/tensorrt_llm/executor/types.h``:
+``SpecDecodingStats``, ``RequestPerfMetrics::SpeculativeDecodingMetrics``; not run here: no GPU, no TensorRT-LLM):
 
 - per request (``SamplingParams(return_perf_metrics=True)``): ``CompletionOutput.request_perf_metrics.
   speculative_decoding.{acceptance_rate, total_accepted_draft_tokens, total_draft_tokens}``;

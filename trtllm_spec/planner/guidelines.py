@@ -1,4 +1,4 @@
-"""The five co-design guidelines (../shared/SEED.md), one function each.
+"""The five co-design guidelines (docs/planner.md, "The five guidelines"), one function each.
 
 Each returns a ``Guideline``: the D it recommends (or None when it does not constrain D) and a reason that
 shows its numbers, so a reader can check the arithmetic.

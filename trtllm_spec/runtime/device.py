@@ -4,8 +4,9 @@ and ``--dtype auto|bf16|fp32`` (train, data regenerate, feature capture, doctor,
 - device ``auto``: CUDA when torch sees a device, else the CPU; ``cuda`` without one is an error.
 - dtype ``auto``: bf16 on a CUDA device that supports it; on a CPU bf16 only where this CPU runs a bf16 GEMM
   faster than fp32 (AVX512-BF16 / AMX). On an AVX2-only EPYC a 32x576 @ 576x1536 bf16 GEMM took ~71 ms against
-  ~0.8 ms fp32 (REFERENCE.md section 8): emulated bf16, so auto picks fp32 there. The comparison is timed once per
-  process (``cpu_bf16_timing``) and recorded with the choice (``Placement.as_dict``, for provenance).
+  ~0.8 ms fp32 (measured on the project's CPU VM, docs/training.md): emulated bf16, so auto picks fp32 there.
+  The comparison is timed once per process (``cpu_bf16_timing``) and recorded with the choice
+  (``Placement.as_dict``, for provenance).
 - an explicit ``bf16`` a device cannot run (a CUDA device without bf16) is an error, never replaced.
 
 ``torch`` is passed in (or imported lazily), so this module stays importable without it.

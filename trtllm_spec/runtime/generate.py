@@ -36,7 +36,7 @@ def generate_batch(model: LlamaModel, prompts: list[list[int]], max_new_tokens: 
                    features: list[dict] | None = None, drop_finished: bool = True) -> list[list[int]]:
     """Left-padded batched decoding; rows stop at EOS. With ``drop_finished``, finished rows leave the batch (cache
     and all) once a quarter of it has finished, so short answers stop costing compute (outputs are identical
-    either way; benchmarks/regen_speed.py measures both).
+    either way; benchmarks/decisions/regen_speed.py measures both).
 
     With ``capture`` and a ``features`` list, also returns, per row, the target's hidden states over
     prompt + generated tokens (what offline drafter training needs, at no extra cost): ``aux`` [T, n*H] (the

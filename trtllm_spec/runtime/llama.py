@@ -164,8 +164,8 @@ class Attention:
 
 def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ w.T (+ bias)``. On the CPU, for the shapes where it measured faster, computed as ``(w @ x.T).T``:
-    the same dot products, another MKL kernel. 2-core AVX2 EPYC, fp32, ms per product (``benchmarks/small_gemm.py``,
-    ``benchmarks/small_gemm.md``): SmolLM2's 49,152 x 576 lm_head at 4 / 5 / 32 rows 22.6 / 27.3 / 36.8 -> 9.1 /
+    the same dot products, another MKL kernel. 2-core AVX2 EPYC, fp32, ms per product (``benchmarks/decisions/small_gemm.py``,
+    ``benchmarks/decisions/small_gemm.md``): SmolLM2's 49,152 x 576 lm_head at 4 / 5 / 32 rows 22.6 / 27.3 / 36.8 -> 9.1 /
     12.0 / 26.9 (verification runs 1 + D rows, regeneration 32); its layers' projections at 16 and 32 rows (the
     regeneration batch) 1.2-1.7x faster, at 5-12 rows slower (kept on ``F.linear``), at 1 row the same. Measured in
     fp32 only, so bf16 keeps ``F.linear``."""

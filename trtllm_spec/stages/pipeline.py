@@ -1,4 +1,4 @@
-"""``trtllm-spec build``: one recipe in, one runnable engine directory out.
+"""``trtllm-spec build``: one recipe in, one deployment bundle out (options, scripts, Triton repository).
 
 Stages (each cached by a hash of its inputs; ``--force`` redoes them):
   1 resolve   the target and its shape          5 plan      D and draft_len_schedule

@@ -1,7 +1,9 @@
 """Convert third-party EAGLE-3 drafters into our layout, and back (so round trips can be tested).
 
 Our layout is the one NVIDIA ModelOpt's ``export_speculative_decoding`` writes and TensorRT-LLM loads
-(REFERENCE.md §4): ``config.json`` with ``architectures: [LlamaForCausalLMEagle3]``, ``draft_vocab_size``
+(nvidia-modelopt 0.47.0 ``modelopt/torch/export/plugins/hf_spec_export.py``; NVIDIA/TensorRT-LLM 1.2.1
+``tensorrt_llm/_torch/models/modeling_speculative.py``): ``config.json`` with
+``architectures: [LlamaForCausalLMEagle3]``, ``draft_vocab_size``
 and ``eagle_config``; ``model.safetensors`` with ``fc``, ``layers.0.*``, ``norm``, ``lm_head`` and ``d2t``
 (only when the draft vocabulary is smaller). Key maps: docs/converters.md. Sources read (never copied):
 

@@ -193,7 +193,7 @@ def target_logits_over_draft_vocab(model):
     arange + d2t]``). Those columns are the products of the same hidden states with the same lm_head rows, so the
     base lm_head here multiplies by those rows only, and the mapping passes the draft-width result through: the same
     values, 4,096 instead of 49,152 columns (on the CPU default that product was 26% of a training step, 772 ms of
-    2.93 s: ``benchmarks/train_speed.md``). Patched on the instances and restored on exit, so export and inference
+    2.93 s: ``benchmarks/decisions/train_speed.md``). Patched on the instances and restored on exit, so export and inference
     see the untouched model; under FSDP2 the weight is read inside the root's forward, where it is unsharded. A
     no-op for online training or a full-vocabulary drafter."""
     d2t = getattr(getattr(model, "eagle_module", None), "d2t", None)

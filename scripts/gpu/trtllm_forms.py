@@ -1,5 +1,5 @@
 """Which of the forms a bundle could write does the installed TensorRT-LLM read? (docs/trtllm_compat.md, "Not
-settled here"). Run inside NVIDIA's TensorRT-LLM container: ``bash benchmarks/gpu_check.sh --trtllm-forms``.
+settled here"). Run inside NVIDIA's TensorRT-LLM container: ``bash scripts/gpu/gpu_check.sh --trtllm-forms``.
 
 Prints, for the installed release: whether each speculative_config form parses the way YAML options are parsed
 (``update_llm_args_with_extra_dict``, what trtllm-serve / trtllm-bench / Triton's model.py call, then the

@@ -2,9 +2,9 @@
 training prompts with and without dropping finished rows from the batch, per batch size (same prompts, same
 outputs, asserted). Regeneration is the first cost of every drafter training run on CPU.
 
-    .venv/bin/python benchmarks/regen_speed.py --prompts 64 --batch-sizes 16 32 --max-new-tokens 160
+    .venv/bin/python benchmarks/decisions/regen_speed.py --prompts 64 --batch-sizes 16 32 --max-new-tokens 160
 
-Needs `trtllm-spec assets fetch smollm2-135m prompts`. Results: benchmarks/regen_speed.md.
+Needs `trtllm-spec assets fetch smollm2-135m prompts`. Results: benchmarks/decisions/regen_speed.md.
 """
 
 from __future__ import annotations

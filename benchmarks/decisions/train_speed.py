@@ -4,9 +4,9 @@ runs another checkout (e.g. the tree before issue 14) in a subprocess on the sam
 side. ``--profile`` adds torch.profiler's top ops of one step. Offline features come from one prefill of the
 target over real training prompts (what regeneration stores), so no regeneration is needed.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/train_speed.py --steps 30 --compare /work/main --profile
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/decisions/train_speed.py --steps 30 --compare <another checkout> --profile
 
-Needs `trtllm-spec assets fetch smollm2-135m prompts`. Results: benchmarks/train_speed.md.
+Needs `trtllm-spec assets fetch smollm2-135m prompts`. Results: benchmarks/decisions/train_speed.md.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def features(n_prompts: int, seq_len: int):
@@ -59,7 +59,7 @@ def run(steps: int, profile: bool) -> dict:
     from trtllm_spec.train.samples import Schedule
     from trtllm_spec.train.trainer import Trainer
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     recipe = load_recipe(repo / "recipes" / "smollm2-135m-eagle3-cpu.yaml")
     d, tc = recipe.drafter, recipe.drafter.training
     target_dir, chunks = features(16, tc.seq_len)

@@ -6,10 +6,10 @@
 3. a lossless measurement: the trained EAGLE-3 head and n-gram drafting through the speculative decoder on cuda
    in fp32, outputs asserted equal to the target's own greedy decoding, tokens/s for both.
 
-    bash benchmarks/gpu_check.sh                       # on the GPU machine, <= 10 minutes on one GPU
-    python benchmarks/gpu_check.py --device cpu --steps 5   # the same code on a CPU (a smoke run)
+    bash scripts/gpu/gpu_check.sh                       # on the GPU machine, <= 10 minutes on one GPU
+    python scripts/gpu/gpu_check.py --device cpu --steps 5   # the same code on a CPU (a smoke run)
 
-Results: benchmarks/gpu_check.md.
+Results: scripts/gpu/gpu_check.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

@@ -1,7 +1,7 @@
 """Time a full plan grid (every mechanism x D in 0..Dmax x batch sizes) without writing files.
 
-Run: .venv/bin/python benchmarks/plan_speed.py
-     .venv/bin/python benchmarks/plan_speed.py --robustness   # make_plan with and without the robustness table
+Run: .venv/bin/python benchmarks/decisions/plan_speed.py
+     .venv/bin/python benchmarks/decisions/plan_speed.py --robustness   # make_plan with and without the robustness table
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 token), same sources, seed and count. Prints totals, median, max, prompts over the limit, non-English prompts, the
 most characters per token of a request, prompts per source, and the time the selection took.
 
-    .venv/bin/python benchmarks/prompt_tokens.py recipes/smollm2-135m-eagle3-cpu.yaml --old-limit 128
+    .venv/bin/python benchmarks/decisions/prompt_tokens.py recipes/smollm2-135m-eagle3-cpu.yaml --old-limit 128
 
 Needs `trtllm-spec assets fetch smollm2-135m prompts`. Results: benchmarks/build.md (stop 21).
 """

@@ -2,9 +2,9 @@
 under the OpenMP wait policy this process was started with. Run it once per policy, on a shared machine and a
 quiet one, to see what spinning threads cost when other processes hold the cores:
 
-    .venv/bin/python benchmarks/omp_wait.py --batch 1 --rounds 4                 # libgomp default: spin
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/omp_wait.py --batch 1 --rounds 4
-    GOMP_SPINCOUNT=10000 .venv/bin/python benchmarks/omp_wait.py --batch 1 --rounds 4
+    .venv/bin/python benchmarks/decisions/omp_wait.py --batch 1 --rounds 4                 # libgomp default: spin
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/decisions/omp_wait.py --batch 1 --rounds 4
+    GOMP_SPINCOUNT=10000 .venv/bin/python benchmarks/decisions/omp_wait.py --batch 1 --rounds 4
 
 Results: benchmarks/build.md (2026-12-01, issue 15 item 5).
 """

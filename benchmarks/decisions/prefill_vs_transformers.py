@@ -2,7 +2,7 @@
 on CPU, on the speed-lite rag and multilingual prompts (the long ones). Prints seconds per prefill and ms per
 forward of 1 and 6 query tokens over the prompt's KV cache (5 repeats each, after one warm-up prefill).
 
-Run:  .venv/bin/python benchmarks/prefill_vs_transformers.py [bf16|fp32]
+Run:  .venv/bin/python benchmarks/decisions/prefill_vs_transformers.py [bf16|fp32]
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ verification, 16-64 = the regeneration batch). ``model-step`` weighs 30 layers' 
 ``runtime/llama.linear`` picks the second form where this measured faster. ``--forward`` instead times whole
 SmolLM2-135M decode steps (a 250-token prefill at batch B, then the median of 10 one-token steps with layers
 1/14/26 captured, as regeneration runs) with ``linear`` as it is and with plain ``F.linear``, side by side.
-Results: benchmarks/small_gemm.md.
+Results: benchmarks/decisions/small_gemm.md.
 
-    .venv/bin/python benchmarks/small_gemm.py
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/small_gemm.py --forward   # needs 'trtllm-spec assets fetch smollm2-135m'
+    .venv/bin/python benchmarks/decisions/small_gemm.py
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/decisions/small_gemm.py --forward   # needs 'trtllm-spec assets fetch smollm2-135m'
 """
 
 import sys

@@ -1,12 +1,12 @@
 """What the features step (``data features``) costs next to regeneration, on this machine.
 
-    .venv/bin/python benchmarks/features_step.py <regenerated conversations.jsonl> --num 64 --dtype fp32
+    .venv/bin/python benchmarks/decisions/features_step.py <regenerated conversations.jsonl> --num 64 --dtype fp32
 
 Times the teacher-forced pass (transformers, ``data/features.write_features``) over the first ``--num``
 conversations of the file (its exact token ids), prints tokens read per second, and sets it beside this machine's
 recorded regeneration rate for the same target and precision (``rates.json``, written by every regeneration):
 the seconds the features of one conversation cost against the seconds its reply cost to generate.
-Results: benchmarks/features_step.md.
+Results: benchmarks/decisions/features_step.md.
 """
 
 from __future__ import annotations

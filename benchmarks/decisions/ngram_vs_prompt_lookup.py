@@ -3,7 +3,7 @@
 drafted tokens, tokens/s and whether the outputs are identical. A finer look than benchmarks/ecosystem.py at
 categories where one run's aggregate is within noise.
 
-Run:  .venv/bin/python benchmarks/ngram_vs_prompt_lookup.py CATEGORY fp32|bf16 [NUM_PROMPTS]
+Run:  .venv/bin/python benchmarks/decisions/ngram_vs_prompt_lookup.py CATEGORY fp32|bf16 [NUM_PROMPTS]
 """
 
 from __future__ import annotations
