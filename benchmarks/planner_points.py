@@ -110,7 +110,7 @@ POINTS = [
                                                               strict=True)}, "validation", release="0.9.2",
           notes="the same source as the 0.9.2 calibration point (its other drafter's column): held out from the fit, "
                 "but not independent of it"),
-    # ---- added on i36 (issue 36), from ../shared/planner-points-2026-12.md; split decided before any fit: the
+    # ---- added for issue 36 from 12 further public points (each cited by its source below); split decided before any fit: the
     # whole source held out (validation). Its vLLM main of 2025-04-09 has no fitted profile of its own: it is
     # priced by the release rule (core/host_costs.py release_host_profile), which is what this source checks.
     Point("Llama-3-8B EAGLE-1 K=2, 4, bs1", "vllm-project/vllm PR #16035 (vLLM V1 main, 2025-04-09, GPU not stated "
@@ -123,7 +123,7 @@ POINTS = [
                 "main branch between 0.8.3 (04-06) and 0.8.4 (04-14): no fitted profile"),
 ]
 
-# Looked at (../shared/planner-points-2026-12.md) and not priced, decided before any fit, with the reason.
+# Public points looked at for issue 36 (sources cited per entry) and not priced, decided before any fit, with the reason.
 EXCLUDED = [
     {"points": "B1, B2 (LMSYS blog 2025-07-17, SGLang MTP, DeepSeek-V3, 16x H200)", "reason": "attention data "
      "parallelism (DP16) with DeepEP expert parallelism across two 8-GPU nodes, prefill disaggregated, 64K context: "
