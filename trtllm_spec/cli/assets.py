@@ -79,7 +79,7 @@ def list_assets(cache: Path | None, as_json: bool) -> None:
 def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force: bool) -> None:
     """Build llama.cpp's native llama-server and llama-speculative-simple from the sources the llama-cpp-python
     sdist vendors (cmake; no prebuilt binaries), cached per llama.cpp version and CPU features. The llama.cpp
-    commands ('measure --engine llamacpp', 'assets serve --drafter') build it on first use."""
+    commands ('measure llamacpp', 'assets serve --drafter') build it on first use."""
     from trtllm_spec.stages.llamacpp import build_llamacpp
 
     build, built = build_llamacpp(cache, source=source, jobs=jobs, force=force,
@@ -107,7 +107,7 @@ def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path |
     """Serve the asset NAME's own GGUF through llama.cpp's native OpenAI-compatible llama-server (built from the
     pinned sources on first use, 'assets build-llamacpp') until Ctrl-C or SIGTERM: 'data regenerate --server-url
     http://HOST:PORT' then uses it. With --drafter: the fp32 target speculating with that drafter, so 'measure
-    --engine openai' reads its acceptance."""
+    served' reads its acceptance."""
     from trtllm_spec.data.model_assets import MODEL_ASSETS
     from trtllm_spec.errors import UserError
 

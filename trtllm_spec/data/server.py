@@ -1,6 +1,6 @@
 """The lifecycle of a server child process on this machine (127.0.0.1 by default): started, waited on until it
 answers, stopped (terminate, then kill) when closed. ``llamacpp.server.NativeServer`` (native llama-server: ``assets
-serve``, the tests' server, ``measure --engine llamacpp``) is the one subclass today.
+serve``, the tests' server, ``measure llamacpp``) is the one subclass today.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``measure --engine trtllm``: run the suite through TensorRT-LLM's LLM API with a bundle's options.
+"""``measure trtllm``: run the suite through TensorRT-LLM's LLM API with a bundle's options.
 
 The only module that imports ``tensorrt_llm`` (inside ``measure_trtllm``). What TensorRT-LLM reports, from
 /work/notes/research_trtllm_triton.md §2 (not run here: no GPU, no TensorRT-LLM on this machine):
@@ -148,7 +148,7 @@ def bundle_draft_len(options: dict) -> int:
 def gpu_command(*, target: str, bundle: str, draft_len: int | None, suite: str, categories: Sequence[str] | None,
                 num_prompts: int, max_new_tokens: int, temperature: float, out: str | None) -> str:
     """The command that runs this measurement where TensorRT-LLM and a GPU are."""
-    args = ["trtllm-spec", "measure", "--engine", "trtllm", "--target", target, "--bundle", bundle]
+    args = ["trtllm-spec", "measure", "trtllm", "--target", target, "--bundle", bundle]
     if draft_len is not None:
         args += ["--draft-len", str(draft_len)]
     args += ["--suite", suite]
