@@ -47,8 +47,9 @@ def fetch(names: tuple[str, ...], dtype: str, cache: Path | None, force: bool) -
 
 
 @assets_group.command("list")
-@click.option("--cache", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--cache", type=click.Path(path_type=Path), help="Cache folder (default $TRTLLM_SPEC_CACHE or "
+              "~/.cache/trtllm-spec).")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def list_assets(cache: Path | None, as_json: bool) -> None:
     """What is cached: sizes and licences."""
     from trtllm_spec.data.model_assets import models_status
@@ -91,11 +92,12 @@ def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force
 
 @assets_group.command("serve")
 @click.argument("name")
-@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True, help="TCP port the server listens on.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--threads", type=int, default=2, show_default=True, help="CPU threads of the llama.cpp server.")
 @click.option("--ctx", type=int, default=4096, show_default=True, help="Context size in tokens.")
-@click.option("--cache", type=click.Path(path_type=Path))
+@click.option("--cache", type=click.Path(path_type=Path), help="Cache folder (default $TRTLLM_SPEC_CACHE or "
+              "~/.cache/trtllm-spec).")
 @click.option("--drafter", type=click.Path(path_type=Path), help="An exported drafter folder (EAGLE-3, DFlash, a "
               "draft model): serve the fp32 target with llama.cpp's own speculative decoding of it (native "
               "llama-server, built and converted on first use; /metrics exposes llamacpp:spec_decode_*).")

@@ -47,7 +47,7 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
 
 @main.command("verify")
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result (changed, missing, extra files) as JSON.")
 def verify_cmd(bundle: Path, as_json: bool) -> None:
     """Recompute the sha256 of every file of BUNDLE against its manifest. Exit 1 on any changed, missing or
     extra file, or any symlink (to a file or a folder)."""
@@ -71,8 +71,9 @@ def verify_cmd(bundle: Path, as_json: bool) -> None:
 @main.command("triton")
 @click.argument("bundle", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Model repository folder to write.")
-@click.option("--force", is_flag=True)
-@click.option("--model-name", default="tensorrt_llm", show_default=True)
+@click.option("--force", is_flag=True, help="Replace a non-empty --out folder (only one trtllm-spec wrote).")
+@click.option("--model-name", default="tensorrt_llm", show_default=True, help="The Triton model name (its folder "
+              "in the repository and the name clients request).")
 def triton_cmd(bundle: Path, out: Path, force: bool, model_name: str) -> None:
     """Write a Triton model repository for BUNDLE (llmapi layout for the PyTorch backend, the inflight-batcher
     ensemble for TensorRT engines), parsed back with tritonclient's ModelConfig."""

@@ -69,7 +69,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--drafter", type=click.Choice(DRAFTER_TYPES), help="Drafting mechanism (default: the recipe's, "
               "else eagle3).")
 @click.option("--gpu", help="GPU name (see 'trtllm-spec hw list') or a file from 'trtllm-spec hw probe'.")
-@click.option("--num-gpus", type=int)
+@click.option("--num-gpus", type=int, help="GPUs the deployment uses (hardware.num_gpus), a multiple of tp x pp.")
 @click.option("--tp", type=int, help="Tensor-parallel size.")
 @click.option("--pp", type=int, help="Pipeline-parallel size.")
 @click.option("--ep", type=int, help="MoE expert-parallel size.")
@@ -87,7 +87,8 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--draft-len", type=int, help="Fix D instead of choosing it.")
 @click.option("--dtype", type=click.Choice(DTYPES),
               help="Target weight precision (default: the checkpoint's).")
-@click.option("--kv-dtype", type=click.Choice(field_choices(QuantizationConfig, "kv_cache_dtype")))
+@click.option("--kv-dtype", type=click.Choice(field_choices(QuantizationConfig, "kv_cache_dtype")),
+              help="KV-cache precision (quantization.kv_cache_dtype).")
 @click.option("--trtllm-version", type=click.Choice(field_choices(EngineConfig, "trtllm_version")),
               help="Schedule rules of this release.")
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
