@@ -29,7 +29,8 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except TrtllmSpecError as exc:
-            for i, line in enumerate(str(exc).splitlines() or [type(exc).__name__]):
+            text = name_flags_in(str(exc), ctx.meta.get(FLAG_ORIGINS) or {})
+            for i, line in enumerate(text.splitlines() or [type(exc).__name__]):
                 click.echo(("error: " if i == 0 else "       ") + line, err=True)
             _exit_past_a_process_group(exc.exit_code)
             ctx.exit(exc.exit_code)
@@ -163,3 +164,46 @@ def check_calibrate_args(command: str, reports, calibrate: bool, example: str) -
                         "--calibrate or drop them")
     if calibrate and not reports:
         raise UserError(f"--calibrate needs trtllm-bench reports after the options: {example}")
+
+
+def name_flags_in(text: str, origins: dict[str, str]) -> str:
+    """``text`` with each recipe key path the command set from a flag named as that flag (``origins``: key path ->
+    flag, e.g. ``{"engine.trtllm_version": "--trtllm-version"}``): ``engine.trtllm_version: '1.3'`` and
+    ``engine.trtllm_version = 1.3`` become ``--trtllm-version 1.3``, a bare ``engine.trtllm_version`` becomes
+    ``--trtllm-version``, and in a problem located at a section (``hardware: tp*pp = 3 ...``) the section's keys that
+    came from flags are named as them. Key paths the user wrote in a recipe or with ``--set`` are left as keys."""
+    import re
+
+    for path, flag in sorted(origins.items(), key=lambda kv: -len(kv[0])):
+        key = re.escape(path)
+        edge = r"(?<![\w.\-])"
+        text = re.sub(edge + key + r"(?:: '([^']*)'| = ([^\s;,:)]+))", lambda m: f"{flag} {m.group(1) or m.group(2)}",
+                      text)
+        text = re.sub(edge + key + r"(?![\w.])", flag, text)
+    sections: dict[str, dict[str, str]] = {}
+    for path, flag in origins.items():
+        section, _, leaf = path.rpartition(".")
+        if section:
+            sections.setdefault(section, {})[leaf] = flag
+    lines = []
+    for line in text.splitlines():
+        for section, leaves in sections.items():
+            head = f"{section}: "
+            at = line.find(head)
+            if at >= 0 and (at == 0 or line[at - 2:at] == ": "):
+                body = line[at + len(head):]
+                for leaf, flag in leaves.items():
+                    body = re.sub(r"(?<![\w.\-])" + re.escape(leaf) + r"(?![\w.])", flag, body)
+                line = line[:at + len(head)] + body
+        lines.append(line)
+    return "\n".join(lines)
+
+
+FLAG_ORIGINS = "trtllm_spec.flag_origins"
+
+
+def record_flag_origins(origins: dict[str, str]) -> None:
+    """Say which recipe key paths this command set from flags (key path -> flag): any of our errors it raises
+    then names them as those flags (``Group.invoke`` applies ``name_flags_in``), so a value from a flag is named as
+    the flag the user typed, a value from a recipe as its key."""
+    click.get_current_context().meta.setdefault(FLAG_ORIGINS, {}).update(origins)

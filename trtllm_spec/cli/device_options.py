@@ -31,11 +31,16 @@ def standalone_device_options(f):
 
 
 def training_overrides(device: str | None, dtype: str | None) -> tuple[str, ...]:
-    """``--set`` overrides for drafter.training.device / precision (the recipe fields of train and regenerate)."""
+    """``--set`` overrides for drafter.training.device / precision (the recipe fields of train and regenerate);
+    an error about those fields names the flag (``record_flag_origins``)."""
+    from trtllm_spec.cli.common import record_flag_origins
+
     out = ()
     if device is not None:
         out += (f"drafter.training.device={device}",)
+        record_flag_origins({"drafter.training.device": "--device"})
     if dtype is not None:
         out += (f"drafter.training.precision={dtype}",)
+        record_flag_origins({"drafter.training.precision": "--dtype"})
     return out
 

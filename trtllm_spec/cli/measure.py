@@ -188,10 +188,13 @@ def served_cmd(server_url: str, server_model: str | None, concurrency: str, requ
     Example: trtllm-spec measure served --server-url http://127.0.0.1:8000 --target smollm2-135m
     --concurrency 1,4,16 --num-prompts 2 --out served/
     """
+    from trtllm_spec.cli.common import record_flag_origins
     from trtllm_spec.report.served import render_table
     from trtllm_spec.stages.served import run_served
 
     _needs_output(out, as_json)
+    record_flag_origins({"workload.batch_sizes": "--concurrency", **({"target.model": "--target"} if target else {}),
+                         **({"hardware.gpu": "--gpu"} if gpu else {})})
     data = run_served(server_url=server_url, server_model=server_model, concurrency=concurrency, target=target,
                       recipe_file=recipe_file, gpu=gpu, suite=suite, categories=_categories(categories),
                       num_prompts=num_prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,

@@ -30,6 +30,23 @@ FLAG_FIELDS = {
 }
 
 
+def flag_origins(flags: dict, overrides: tuple[str, ...] = (), with_recipe: bool = True) -> dict[str, str]:
+    """The recipe key paths these flags set -> the flag the user typed (a later ``--set KEY=`` wins: its key).
+    Without a recipe every field with a flag is named as its flag: its value came from the flag or the default,
+    and the flag is how to change it."""
+    origins = {path: f"--{key.replace('_', '-')}" for key, path in FLAG_FIELDS.items()
+               if flags.get(key) is not None or not with_recipe}
+    if flags.get("dtype") is not None:  # quantization.method too, but a fix naming 'method: none' stays a key
+        origins["target.dtype"] = "--dtype"
+    if flags.get("no_compare"):
+        origins["planner.compare_mechanisms"] = "--no-compare"
+    for item in flags.get("compare_acceptance") or ():
+        origins[f"planner.compare_acceptance.{item.partition('=')[0]}"] = "--compare-acceptance"
+    for item in overrides:
+        origins.pop(item.partition("=")[0].strip(), None)
+    return origins
+
+
 def apply_flags(data: dict, flags: dict) -> dict:
     """Each plan flag is a recipe field: flags win over --recipe (and --set wins over flags)."""
     from trtllm_spec.core.recipe import set_path
@@ -114,10 +131,12 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     With your engine's host costs: trtllm-spec plan --recipe r.yaml --out plan/ --calibrate
     bench_results_plain/report_c1.json bench_results/report_c1.json
     """
+    from trtllm_spec.cli.common import record_flag_origins
     from trtllm_spec.core.recipe import apply_overrides, load_recipe, recipe_from_dict, recipe_to_dict
     from trtllm_spec.errors import UserError
 
     flags["batch_sizes"] = parse_int_list(flags.get("batch_sizes"), "--batch-sizes")
+    record_flag_origins(flag_origins(flags, overrides, recipe_file is not None))
     check_calibrate_args("plan", reports, calibrate, "a plain run and a speculative run, e.g. --calibrate "
                          "bench_results_plain/report_c1.json bench_results/report_c1.json")
     if out is None and not as_json:
