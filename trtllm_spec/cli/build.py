@@ -32,10 +32,15 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
     console = Console(stderr=True)
 
     def on_stage(s) -> None:
-        console.print(f"[bold]{s.name:9}[/bold] {s.status:8} {s.seconds:7.1f}s  {s.detail}")
+        console.print(f"[bold]{s.name:9}[/bold] {s.status:8} {s.seconds:7.1f}s  {s.detail}", soft_wrap=True)
 
-    result = run_build(recipe, recipe_file, folder, force=force, overwrite=overwrite, cache=cache,
-                       log=lambda m: console.print(f"  {m}", markup=False, highlight=False), on_stage=on_stage)
+    def log(m: str) -> None:
+        console.print(f"  {m}", markup=False, highlight=False, soft_wrap=True)  # one line per update in a log
+
+    from trtllm_spec.cli.progress import TrainingProgress
+
+    result = run_build(recipe, recipe_file, folder, force=force, overwrite=overwrite, cache=cache, log=log,
+                       on_stage=on_stage, on_train_step=TrainingProgress(log, every_s=30))
     table = Table("stage", "status", "seconds", "detail / deferred command", title=f"bundle: {folder}")
     for s in result.stages:
         table.add_row(s.name, s.status, f"{s.seconds:.1f}", s.detail + (f"\n-> {s.command}" if s.command else ""))

@@ -22,6 +22,7 @@ class Group(click.Group):
 
         set_command([str(x) for x in (sys.argv[1:] if args is None else args)])
         short_omp_spin()
+        no_progress_bars_in_logs()
         with terminate_as_interrupt():
             return super().main(args, *a, **kw)
 
@@ -107,15 +108,39 @@ def short_omp_spin() -> None:
         os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 
+def no_progress_bars_in_logs() -> None:
+    """Progress bars (transformers' "Loading weights", "Writing model shards": tqdm through huggingface_hub) only on a
+    terminal: with stderr redirected to a file they are carriage-return lines in a log. Read when huggingface_hub is
+    first imported, so set before (the user's own HF_HUB_DISABLE_PROGRESS_BARS wins)."""
+    if not stderr_is_tty() and "huggingface_hub" not in sys.modules:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def show_third_party(verbose: bool) -> None:
+    """``--verbose``: what third-party libraries print (ModelOpt's conversion lines; ``train/quiet.py`` sends them to
+    the ``trtllm_spec.thirdparty`` logger) is shown on stderr; without it, only their warnings and errors."""
+    import logging
+
+    lg = logging.getLogger("trtllm_spec.thirdparty")
+    if verbose and not lg.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("  %(message)s"))
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="trtllm-spec")
-def main() -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Also show what third-party libraries print (ModelOpt's "
+              "conversion lines), kept out otherwise.")
+def main(verbose: bool) -> None:
     """Speculative decoding for TensorRT-LLM without guesswork.
 
     A recipe names a target, a drafter (EAGLE-3, MTP, DFlash/DSpark, a draft model, n-gram), the hardware and
     the workload; trtllm-spec plans the draft length D from a roofline model and the five co-design guidelines,
     trains/exports the drafter, measures acceptance, and writes a TensorRT-LLM bundle.
     """
+    show_third_party(verbose)
 
 
 def echo_json(data) -> None:
@@ -177,8 +202,8 @@ def name_flags_in(text: str, origins: dict[str, str]) -> str:
     for path, flag in sorted(origins.items(), key=lambda kv: -len(kv[0])):
         key = re.escape(path)
         edge = r"(?<![\w.\-])"
-        text = re.sub(edge + key + r"(?:: '([^']*)'| = ([^\s;,:)]+))", lambda m: f"{flag} {m.group(1) or m.group(2)}",
-                      text)
+        text = re.sub(edge + key + r"(?:: '([^']*)'| = ([^\s;,:)]+))",
+                      lambda m, flag=flag: f"{flag} {m.group(1) or m.group(2)}", text)
         text = re.sub(edge + key + r"(?![\w.])", flag, text)
     sections: dict[str, dict[str, str]] = {}
     for path, flag in origins.items():

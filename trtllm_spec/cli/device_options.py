@@ -8,7 +8,6 @@ import click
 from trtllm_spec.core.devices import DEVICES, DTYPES
 
 
-
 def _device_option(default: str):
     return click.option("--device", type=click.Choice(DEVICES), default=None,
                         help=f"Where the model runs (auto: CUDA when torch sees a GPU). Default: {default}.")
