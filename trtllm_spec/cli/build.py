@@ -30,6 +30,9 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
     recipe = load_recipe(recipe_file, overrides)
     folder = out or default_bundle_dir(recipe)
     console = Console(stderr=True)
+    console.print(f"planning for GPU {recipe.hardware.gpu} (the recipe's hardware.gpu; TensorRT-LLM serves on a "
+                  "GPU: another with --set hardware.gpu=NAME, names from 'trtllm-spec hw list')", markup=False,
+                  highlight=False, soft_wrap=True)
 
     def on_stage(s) -> None:
         console.print(f"[bold]{s.name:9}[/bold] {s.status:8} {s.seconds:7.1f}s  {s.detail}", soft_wrap=True)
@@ -45,6 +48,10 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
     for s in result.stages:
         table.add_row(s.name, s.status, f"{s.seconds:.1f}", s.detail + (f"\n-> {s.command}" if s.command else ""))
     Console(stderr=True, width=140).print(table)
+    from trtllm_spec.report.summary import build_summary
+
+    for line in build_summary(folder, result.manifest):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     rec = result.manifest["recommendation"]
     click.echo(f"{folder}: max_draft_len {rec['max_draft_len']}"
                + (f", draft_len_schedule {rec['draft_len_schedule']}" if rec["draft_len_schedule"] else ""))

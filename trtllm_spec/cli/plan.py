@@ -40,8 +40,8 @@ def flag_origins(flags: dict, overrides: tuple[str, ...] = (), with_recipe: bool
         origins["target.dtype"] = "--dtype"
     if flags.get("no_compare"):
         origins["planner.compare_mechanisms"] = "--no-compare"
-    for item in flags.get("compare_acceptance") or ():
-        origins[f"planner.compare_acceptance.{item.partition('=')[0]}"] = "--compare-acceptance"
+    if flags.get("compare_acceptance"):  # its keys are the user's NAMEs, not fields: the section is the flag
+        origins["planner.compare_acceptance"] = "--compare-acceptance"
     for item in overrides:
         origins.pop(item.partition("=")[0].strip(), None)
     return origins
