@@ -111,6 +111,7 @@ def test_name_flags_in_leaves_other_words_alone():
     assert name_flags_in(text, origins) == ("r.yaml: measure.draft_len = 5 and max_draft_len 4; --draft-len 3; "
                                             "workload.isl_x; not hardware: tp")
     assert name_flags_in("r.yaml: hardware: tp2 or tp*pp", origins) == "r.yaml: hardware: tp2 or --tp*pp"
+    assert name_flags_in("workload.isl = 7 (--isl) is below", origins) == "--isl 7 is below"
 
 
 def test_plan_bad_acceptance_file(cli, tmp_path):

@@ -200,7 +200,7 @@ def _(w, b):
 # ---- class 4: inputs that do not belong together ----------------------------------------------------------------
 
 @case("dspark-max-draft-len", "plan --drafter dspark --max-draft-len 7 (DSpark runs only at D = block_size 16)",
-      "planner.max_draft_len = 7", "drafter.block_size", "16")
+      "--max-draft-len 7 is below", "drafter.block_size", "16")
 def _(w, b):
     return ["plan", "--target", "qwen3-8b", "--drafter", "dspark", "--max-draft-len", "7", "--gpu", "b200", "--json"]
 

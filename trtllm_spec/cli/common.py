@@ -205,6 +205,9 @@ def name_flags_in(text: str, origins: dict[str, str]) -> str:
         text = re.sub(edge + key + r"(?:: '([^']*)'| = ([^\s;,:)]+))",
                       lambda m, flag=flag: f"{flag} {m.group(1) or m.group(2)}", text)
         text = re.sub(edge + key + r"(?![\w.])", flag, text)
+        # a message that already named the flag beside the key ("key = 7 (--flag)") names it once
+        text = re.sub(re.escape(flag) + r"( [^\s(]+)? \(" + re.escape(flag) + r"\)", lambda m, flag=flag:
+                      flag + (m.group(1) or ""), text)
     sections: dict[str, dict[str, str]] = {}
     for path, flag in origins.items():
         section, _, leaf = path.rpartition(".")
