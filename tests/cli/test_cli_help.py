@@ -39,3 +39,10 @@ def test_measure_help_names_no_other_subcommand_options(cli):
     assert "--engine" not in text and "EAGLE-1" not in text
     assert "max(64, max batch size)" in cli("measure", "reference", "--help").output
     assert "'trtllm-spec build' folder the engine ran" in cli("measure", "from-bench", "--help").output
+
+
+def test_verbose_is_on_the_root_and_on_the_commands_that_train():
+    for path in ("build", "train"):
+        cmd = dict(_commands())[path]
+        assert any("--verbose" in p.opts for p in cmd.params), path
+    assert any("--verbose" in p.opts for p in main.params)

@@ -104,3 +104,15 @@ def test_converted_asset_tokenizer_config_has_no_bpe_cleanup(tmp_path):
     p.write_text(json.dumps({"clean_up_tokenization_spaces": True, "eos_token": "<|im_end|>"}))
     _drop_bpe_cleanup(p)
     assert json.loads(p.read_text()) == {"eos_token": "<|im_end|>"}
+
+
+def test_modelopt_prints_go_to_a_logger_shown_with_verbose(capsys, caplog):
+    import logging
+
+    from trtllm_spec.train.quiet import modelopt_quiet
+
+    with caplog.at_level(logging.INFO, logger="trtllm_spec.thirdparty"), modelopt_quiet():
+        print("Found base_model_path at model")
+        logging.getLogger("transformers.configuration_utils").warning("`torch_dtype` is deprecated! Use `dtype`")
+    assert "Found base_model" not in capsys.readouterr().out
+    assert [r.getMessage() for r in caplog.records] == ["modelopt: Found base_model_path at model"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtllm_spec.cli.common import echo_json, main, set_option
+from trtllm_spec.cli.common import echo_json, main, set_option, verbose_option
 
 
 @main.command("build")
@@ -16,6 +16,7 @@ from trtllm_spec.cli.common import echo_json, main, set_option
 @click.option("--overwrite", is_flag=True, help="Replace an existing bundle, reusing cached stages.")
 @click.option("--force", is_flag=True, help="Replace an existing bundle and redo every stage.")
 @click.option("--cache", type=click.Path(path_type=Path), help="Stage cache (default $TRTLLM_SPEC_CACHE).")
+@verbose_option
 @set_option
 def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool, cache: Path | None,
               overrides: tuple[str, ...]) -> None:

@@ -129,6 +129,16 @@ def show_third_party(verbose: bool) -> None:
         lg.setLevel(logging.INFO)
 
 
+def _verbose(ctx: click.Context, param, value: bool) -> None:
+    show_third_party(value)
+
+
+# the same flag on the commands that train or convert (``trtllm-spec build R --verbose``) as on the root group
+verbose_option = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_verbose,
+                              help="Also show what third-party libraries print (ModelOpt's conversion lines), kept "
+                              "out otherwise.")
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="trtllm-spec")
 @click.option("-v", "--verbose", is_flag=True, help="Also show what third-party libraries print (ModelOpt's "

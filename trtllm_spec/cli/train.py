@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from trtllm_spec.cli.common import main, set_option
+from trtllm_spec.cli.common import main, set_option, verbose_option
 from trtllm_spec.cli.device_options import device_options, training_overrides
 
 
@@ -29,6 +29,7 @@ def _log(msg: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the launch (nodes, processes, strategy) and a per-rank memory "
               "estimate; loads nothing, writes nothing.")
 @device_options
+@verbose_option
 @set_option
 def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume: bool, force: bool,
               estimate: bool, as_json: bool, dry_run: bool, device: str | None, dtype: str | None,
