@@ -149,3 +149,36 @@ def test_build_without_out_writes_output_dir(cli, tmp_path, tiny_target, tiny_su
     r = cli("build", recipe)
     assert r.exit_code == 0, r.output
     assert (tmp_path / "bundles" / "here" / "manifest.json").is_file() and not (tmp_path / "out").exists()
+
+
+def test_build_summary_says_what_was_measured_and_for_which_gpu(cli, tmp_path, tiny_target, tiny_suite, cache):
+    recipe = _recipe(tmp_path, tiny_target, {"type": "ngram"}, draft_len=3)
+    r = cli("build", recipe, "--out", tmp_path / "bundle")
+    assert r.exit_code == 0, r.output
+    err = r.stderr
+    assert err.splitlines()[0].startswith("planning for GPU l40s") and "--set hardware.gpu=NAME" in err.splitlines()[0]
+    measured = next(ln for ln in err.splitlines() if ln.startswith("Measured here:"))
+    assert "ngram at D=3 accepts AL" in measured and "per category: coding" in measured and "this machine" in measured
+    assert "Planned for: NVIDIA L40S" in err and "'trtllm-spec hw list'" in err
+    assert "Recommended: ngram, max_draft_len 3" in err
+    assert "It would pay at batch 1 on l40s from AL" in err or "It pays up to batch" in err
+
+
+def test_needed_acceptance_is_the_break_even_of_the_planners_speedup():
+    from trtllm_spec.report.summary import needed_acceptance
+
+    assert needed_acceptance({"acceptance_length": 1.5, "speedup": 0.75}) == 2.0
+    assert needed_acceptance({"acceptance_length": 1.5, "speedup": 0}) is None
+
+
+def test_guideline_5_ranks_measured_acceptance_above_assumed(cli, tmp_path):
+    """An assumed AL (dspark's published 4.20) is named after the measured winner and marked, never ranked above it."""
+    acc = tmp_path / "acc.json"
+    acc.write_text(json.dumps({"acceptance_length": {"1": 1.5, "2": 1.8, "3": 2.0}}))
+    r = cli("plan", "--target", "llama-3.1-8b-instruct", "--gpu", "h100-sxm", "--drafter", "eagle3", "--acceptance",
+            acc, "--batch-sizes", "1,8", "--json")
+    assert r.exit_code == 0, r.output
+    g5 = json.loads(r.stdout)["guidelines"][4]
+    assert g5["details"]["best_mechanism"] == "eagle3"
+    assert g5["reason"].startswith("at B=1 the fastest with measured acceptance is eagle3")
+    assert "with assumed acceptance (not measured here) dspark" in g5["reason"] and "assumed)" in g5["reason"]

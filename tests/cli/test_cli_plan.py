@@ -69,10 +69,10 @@ def test_plan_every_recipe(cli):
     (["--target", "qwen3-8b", "--gpu", "h300"], "unknown GPU 'h300'"),
     (["--target", "qwen3-8b", "--batch-sizes", "1,x"], "comma-separated"),
     (["--target", "qwen3-8b", "--batch-sizes", "0"], "batch sizes must be"),
-    (["--target", "qwen3-8b", "--max-draft-len", "99"], "max_draft_len"),
-    (["--target", "qwen3-8b", "--tp", "2"], "exceeds num_gpus"),
+    (["--target", "qwen3-8b", "--max-draft-len", "99"], "--max-draft-len: Input should be less than or equal to 64"),
+    (["--target", "qwen3-8b", "--tp", "2"], "exceeds --num-gpus = 1; raise --num-gpus"),
     (["--target", "qwen3-8b", "--gpu", "a100", "--dtype", "fp8"], "fp8 tensor cores"),
-    (["--target", "qwen3-8b", "--drafter", "draft_model"], "drafter.model: required"),
+    (["--target", "qwen3-8b", "--drafter", "draft_model"], "--draft-model: required"),
     (["--target", "qwen3-8b", "--drafter", "draft_model", "--draft-model", "llama-3.2-1b-instruct"], "vocab"),
     (["--target", "qwen3-8b", "--set", "workload.isll=3"], "did you mean 'isl'"),
     ([], "needs --target"),
@@ -85,6 +85,33 @@ def test_plan_bad_input(cli, tmp_path, args, match):
     assert "Traceback" not in r.output
     assert not out.exists()
     assert not list(tmp_path.glob(".out.*")), "no temporary folder left behind"
+
+
+@pytest.mark.parametrize("args,match,not_match", [
+    (["--target", "qwen3-8b", "--drafter", "suffix", "--trtllm-version", "1.2"], "set --trtllm-version 1.3",
+     "engine.trtllm_version"),
+    (["--target", "qwen3-8b", "--isl", "0"], "--isl: Input should be greater than or equal to 1", "workload.isl"),
+    # a recipe value stays its key; a flag beside the recipe is named as the flag
+    (["--recipe", RECIPES / "smollm2-135m-ngram-cpu.yaml", "--drafter", "suffix", "--set",
+      "engine.trtllm_version=1.2"], "set engine.trtllm_version: '1.3'", "--trtllm-version"),
+    (["--recipe", RECIPES / "smollm2-135m-ngram-cpu.yaml", "--tp", "3"], "--tp*pp = 3 exceeds num_gpus", "--num-gpus"),
+    # --set after a flag wins: the user typed the key
+    (["--target", "qwen3-8b", "--isl", "5", "--set", "workload.isl=0"], "workload.isl: Input", "--isl"),
+])
+def test_errors_name_what_the_user_typed(cli, tmp_path, args, match, not_match):
+    r = cli("plan", *args, "--json")
+    assert r.exit_code == 2 and match in r.stderr and not_match not in r.stderr, r.output
+
+
+def test_name_flags_in_leaves_other_words_alone():
+    from trtllm_spec.cli.common import name_flags_in
+
+    origins = {"draft_len": "--draft-len", "workload.isl": "--isl", "hardware.tp": "--tp"}
+    text = "r.yaml: measure.draft_len = 5 and max_draft_len 4; draft_len = 3; workload.isl_x; not hardware: tp"
+    assert name_flags_in(text, origins) == ("r.yaml: measure.draft_len = 5 and max_draft_len 4; --draft-len 3; "
+                                            "workload.isl_x; not hardware: tp")
+    assert name_flags_in("r.yaml: hardware: tp2 or tp*pp", origins) == "r.yaml: hardware: tp2 or --tp*pp"
+    assert name_flags_in("workload.isl = 7 (--isl) is below", origins) == "--isl 7 is below"
 
 
 def test_plan_bad_acceptance_file(cli, tmp_path):

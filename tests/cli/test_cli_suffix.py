@@ -17,7 +17,7 @@ def cache(tmp_path, monkeypatch):
 
 def test_measure_suffix_with_the_pool(cli, tmp_path, tiny_target, tiny_suite):
     out = tmp_path / "m"
-    r = cli("measure", "--target", tiny_target, "--drafter", "suffix", "--global-pool", "--global-pool-size", "16",
+    r = cli("measure", "reference", "--target", tiny_target, "--drafter", "suffix", "--global-pool", "--global-pool-size", "16",
             "--draft-len", "3", "--max-new-tokens", "10", "--out", out)
     assert r.exit_code == 0, r.output
     profile = json.loads((out / "speculation_profile.json").read_text())
@@ -38,7 +38,7 @@ def test_measure_suffix_with_the_pool(cli, tmp_path, tiny_target, tiny_suite):
     (["--drafter", "nosuch"], "neither 'ngram' nor 'suffix' nor an existing folder"),
 ])
 def test_measure_suffix_flag_refusals(cli, tmp_path, tiny_target, tiny_suite, args, match):
-    r = cli("measure", "--target", tiny_target, *args, "--draft-len", "2", "--out", tmp_path / "m")
+    r = cli("measure", "reference", "--target", tiny_target, *args, "--draft-len", "2", "--out", tmp_path / "m")
     assert r.exit_code == 2, r.output
     assert match in r.output
     assert not (tmp_path / "m").exists()

@@ -695,7 +695,7 @@ def _(c):
 # ---- measure -----------------------------------------------------------------------------------------------------
 
 def _measure(target, *extra, drafter="ngram", d="2") -> list:
-    return ["measure", "--target", target, "--drafter", drafter, "--draft-len", d, "--categories", "coding",
+    return ["measure", "reference", "--target", target, "--drafter", drafter, "--draft-len", d, "--categories", "coding",
             "--num-prompts", "1", "--max-new-tokens", "4", "--json", *extra]
 
 

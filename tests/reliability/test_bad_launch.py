@@ -27,7 +27,7 @@ CASES = {
     "regenerate-device-cuda": (lambda c: ["data", "regenerate", c.tiny_recipe(EAGLE), "--device", "cuda",
                                           "--out", c.w / "d" / "c.jsonl"], CUDA),
     "doctor-device-cuda": (lambda c: [*_drafter_dir(c), "--device", "cuda"], CUDA),
-    "measure-device-cuda": (lambda c: ["measure", "--target", c.target, "--drafter", "ngram", "--draft-len", "2",
+    "measure-device-cuda": (lambda c: ["measure", "reference", "--target", c.target, "--drafter", "ngram", "--draft-len", "2",
                                        "--num-prompts", "1", "--max-new-tokens", "4", "--device", "cuda",
                                        "--out", c.w / "m"], CUDA),
     "hw-probe-device-cuda": (lambda c: ["hw", "probe", "--out", c.w / "hw.json", "--quick", "--device", "cuda"], CUDA),

@@ -157,19 +157,19 @@ def _template(w: Path, text: str) -> Path:
 
 @case("template-syntax", "chat template that does not parse", "t.jinja", "TemplateSyntaxError", "fix the template")
 def _(w, b, target=None):
-    return ["measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--chat-template",
+    return ["measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--chat-template",
             _template(w, "{% for m in messages %}{{ m.content }"), "--out", w / "m"]
 
 
 @case("template-sandbox", "chat template calling what the sandbox blocks", "t.jinja", "SecurityError", "unsafe")
 def _(w, b, target=None):
-    return ["measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--chat-template",
+    return ["measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--chat-template",
             _template(w, "{% set x = [] %}{{ x.append(1) }}{{ messages[0].content }}"), "--out", w / "m"]
 
 
 @case("template-raises", "chat template raising on the conversation", "t.jinja", "roles must alternate")
 def _(w, b, target=None):
-    return ["measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--chat-template",
+    return ["measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--chat-template",
             _template(w, "{{ raise_exception('roles must alternate') }}"), "--out", w / "m"]
 
 
@@ -243,13 +243,13 @@ def _(w, b):
 def _(w, b):
     (w / "mine").mkdir()
     (w / "mine" / "a.csv").write_text("1,2")
-    return ["measure", "--from-trtllm-bench", _report(w, b), "--out", w / "mine", "--force"]
+    return ["measure", "from-bench", _report(w, b), "--out", w / "mine", "--force"]
 
 
 # ---- class 4: inputs that do not belong together ----------------------------------------------------------------
 
 @case("dspark-max-draft-len", "plan --drafter dspark --max-draft-len 7 (DSpark runs only at D = block_size 16)",
-      "planner.max_draft_len = 7", "drafter.block_size", "16")
+      "--max-draft-len 7 is below", "drafter.block_size", "16")
 def _(w, b):
     return ["plan", "--target", "qwen3-8b", "--drafter", "dspark", "--max-draft-len", "7", "--gpu", "b200", "--json"]
 
@@ -301,28 +301,28 @@ def _(w, b):
 @case("bench-nan-percentile", "a trtllm-bench report with NaN in a percentile", "acceptance_length_percentiles.p50",
       "nan", "finite number", bundle=True)
 def _(w, b):
-    return ["measure", "--from-trtllm-bench", _report(w, b, decoding_stats__acceptance_length_percentiles__p50=
+    return ["measure", "from-bench", _report(w, b, decoding_stats__acceptance_length_percentiles__p50=
                                                       float("nan")), "--json"]
 
 
 @case("bench-negative-percentile", "a trtllm-bench report with a negative accepted-tokens percentile",
       "num_accepted_draft_tokens_percentiles.minimum", "-3", bundle=True)
 def _(w, b):
-    return ["measure", "--from-trtllm-bench", _report(w, b, decoding_stats__num_accepted_draft_tokens_percentiles__minimum=
+    return ["measure", "from-bench", _report(w, b, decoding_stats__num_accepted_draft_tokens_percentiles__minimum=
                                                       -3), "--json"]
 
 
 @case("bench-inf-rate", "a trtllm-bench report with an infinite acceptance rate", "draft_acceptance_rate_percentiles",
       "inf", "rate in [0, 1]", bundle=True)
 def _(w, b):
-    return ["measure", "--from-trtllm-bench", _report(w, b, decoding_stats__draft_acceptance_rate_percentiles__p99=
+    return ["measure", "from-bench", _report(w, b, decoding_stats__draft_acceptance_rate_percentiles__p99=
                                                       float("inf")), "--json"]
 
 
 @case("bench-al-above-1-plus-d", "engine-reported AL percentile above 1 + D", "acceptance_length_percentiles.maximum",
       "exceeds 1 + D", bundle=True)
 def _(w, b):
-    return ["measure", "--from-trtllm-bench", _report(w, b, decoding_stats__acceptance_length_percentiles__maximum=
+    return ["measure", "from-bench", _report(w, b, decoding_stats__acceptance_length_percentiles__maximum=
                                                       40.0), "--bundle", b, "--json"]
 
 
@@ -332,13 +332,13 @@ def _(w, b):
     p = w / "stats.json"
     p.write_text(json.dumps([{"specDecodingStats": {"numDraftTokens": 6, "numAcceptedTokens": 3,
                                                     "numRequestsWithDraftTokens": 2, "acceptanceLength": 9.0}}]))
-    return ["measure", "--from-trtllm-metrics", p, "--draft-len", "3", "--json"]
+    return ["measure", "from-metrics", p, "--draft-len", "3", "--json"]
 
 
 @case("measure-bundle-other-model", "measure --from-trtllm-bench --bundle with a report of another model",
       "benchmarked model", "'Qwen/Qwen3-8B'", bundle=True)
 def _(w, b):
-    return ["measure", "--from-trtllm-bench", _report(w, b, engine__model="Qwen/Qwen3-8B", engine__model_path=None),
+    return ["measure", "from-bench", _report(w, b, engine__model="Qwen/Qwen3-8B", engine__model_path=None),
             "--bundle", b, "--json"]
 
 
@@ -366,7 +366,7 @@ def _(w, b):
 @case("measure-over-budget", "measure that would generate 400,000 tokens without --allow-long", "400,000 tokens",
       "--allow-long", "--max-new-tokens")
 def _(w, b, target=None):
-    return ["measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
+    return ["measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
             "--num-prompts", "1", "--max-new-tokens", "200000", "--out", w / "m"]
 
 
@@ -425,7 +425,7 @@ def test_verified_bundle_replans_and_verify_stays_ok(cli, bundle, tmp_path):
 
 
 def test_measure_prints_its_budget_first(cli, tmp_path, tiny_target, tiny_suite):
-    r = cli("measure", "--target", tiny_target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
+    r = cli("measure", "reference", "--target", tiny_target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
             "--num-prompts", "1", "--max-new-tokens", "4", "--json")
     assert r.exit_code == 0, r.output
     assert "budget: 2 requests (1 prompts x 2 decodes: the target alone and speculative) x up to 4 new tokens" in r.stderr

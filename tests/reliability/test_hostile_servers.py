@@ -1,6 +1,6 @@
 """Hostile servers (issue 24, classes 1-3): replies of the wrong shape, bodies cut short, bad URLs, runs where
 requests fail, and servers that trickle. Each case starts a FakeOpenAI (tests/reliability/fake_openai.py) on
-127.0.0.1 with one route misbehaving and drives ``data regenerate --server-url`` or ``measure --engine openai``
+127.0.0.1 with one route misbehaving and drives ``data regenerate --server-url`` or ``measure served``
 through CliRunner: exit 2, one ``error:`` line naming the server and the field (and what came), no traceback,
 nothing left in the working folder but what a rerun needs (``leaves``: the failed ids)."""
 
@@ -131,7 +131,7 @@ def _regen_recipe(w: Path, target: Path) -> Path:
 
 def _args(case: Hostile, w: Path, target: Path, url: str) -> list:
     if case.command == "metrics":
-        return ["measure", "--from-trtllm-metrics", f"{url}/metrics", "--json"]
+        return ["measure", "from-metrics", f"{url}/metrics", "--json"]
     if case.command == "regenerate":
         return ["data", "regenerate", _regen_recipe(w, target), "--server-url", url, "--out", w / "conv.jsonl",
                 *case.extra]
@@ -141,7 +141,7 @@ def _args(case: Hostile, w: Path, target: Path, url: str) -> list:
         if extra[i] in flags:
             flags[extra[i]] = extra[i + 1]
             extra[i:i + 2] = ["", ""]
-    return ["measure", "--engine", "openai", "--server-url", url, "--target", target, "--num-prompts", "1",
+    return ["measure", "served", "--server-url", url, "--target", target, "--num-prompts", "1",
             "--categories", "coding", "--out", w / "served", *[x for kv in flags.items() for x in kv],
             *[x for x in extra if x]]
 

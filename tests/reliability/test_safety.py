@@ -58,7 +58,7 @@ def test_no_network_plan_train_measure(cli, tmp_path, tiny_target, tiny_suite, n
         "data": {"path": str(data), "eval_fraction": 0.25}}}
     r = cli("train", _recipe(tmp_path, tiny_target, drafter), "--out", tmp_path / "train")
     assert r.exit_code == 0, r.output
-    r = cli("measure", "--target", tiny_target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
+    r = cli("measure", "reference", "--target", tiny_target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
             "--num-prompts", "1", "--max-new-tokens", "6", "--out", tmp_path / "measured")
     assert r.exit_code == 0, r.output
     assert no_network == []
@@ -232,7 +232,7 @@ def test_pickle_only_checkpoint_is_refused_and_never_unpickled(cli, tmp_path, ti
         LlamaModel.from_pretrained(folder)  # the runtime loader reads safetensors only
     with pytest.raises(UserError, match="weights_only=True"):
         load_weights(folder)  # the convert path reads a .bin only with weights_only=True, which refuses code
-    for args in (["measure", "--target", folder, "--drafter", "ngram", "--draft-len", "2", "--json",
+    for args in (["measure", "reference", "--target", folder, "--drafter", "ngram", "--draft-len", "2", "--json",
                   "--categories", "coding", "--num-prompts", "1", "--max-new-tokens", "4"],
                  ["data", "regenerate", _recipe(tmp_path, folder, {"type": "eagle3"}), "--out", tmp_path / "c.jsonl"]):
         r = cli(*args)

@@ -54,7 +54,7 @@ def test_llamacpp_runs_our_eagle3_head_as_our_decoder_does(cli, built, smollm2_h
     from trtllm_spec.measure.profile import profile_problems
 
     out = tmp_path / "measure"
-    r = cli("measure", "--engine", "llamacpp", "--target", "smollm2-135m", "--drafter", head, "--draft-len", "3",
+    r = cli("measure", "llamacpp", "--target", "smollm2-135m", "--drafter", head, "--draft-len", "3",
             "--categories", "coding,humanities", "--num-prompts", "1", "--max-new-tokens", "40", "--out", out)
     assert r.exit_code == 0, r.output
     prof = json.loads((out / "speculation_profile.json").read_text())
@@ -75,7 +75,7 @@ def test_llamacpp_runs_our_eagle3_head_as_our_decoder_does(cli, built, smollm2_h
 
 
 def test_served_speculative_llama_server_reports_acceptance(cli, built, smollm2_hf, head, tmp_path):
-    """'assets serve --drafter' (the same stage) and 'measure --engine openai' against it: llama-server's
+    """'assets serve --drafter' (the same stage) and 'measure served' against it: llama-server's
     /metrics counters give AL and per-position rates over the level."""
     from tests.conftest import free_port
     from trtllm_spec.stages.llamacpp import speculative_server
@@ -84,7 +84,7 @@ def test_served_speculative_llama_server_reports_acceptance(cli, built, smollm2_
                                 parallel=1)
     server.log_file = tmp_path / "server.log"
     with server:
-        r = cli("measure", "--engine", "openai", "--server-url", server.url, "--target", "smollm2-135m",
+        r = cli("measure", "served", "--server-url", server.url, "--target", "smollm2-135m",
                 "--concurrency", "1", "--categories", "coding", "--num-prompts", "1", "--max-new-tokens", "32",
                 "--out", tmp_path / "served")
     assert r.exit_code == 0, r.output

@@ -23,7 +23,7 @@ def smollm2():
 
 def test_measure_ngram_on_smollm2_is_lossless(cli, smollm2, tmp_path):
     out = tmp_path / "measure"
-    r = cli("measure", "--target", "smollm2-135m", "--drafter", "ngram", "--draft-len", "4", "--categories",
+    r = cli("measure", "reference", "--target", "smollm2-135m", "--drafter", "ngram", "--draft-len", "4", "--categories",
             "coding,humanities", "--num-prompts", "1", "--max-new-tokens", "24", "--dtype", "fp32", "--out", out)
     assert r.exit_code == 0, r.output
     prof = json.loads((out / "speculation_profile.json").read_text())

@@ -172,7 +172,7 @@ def test_plan_searches_up_to_the_block_drafts(tiny_target, kind, most):
 
 def test_measure_accepts_the_full_block_and_refuses_more(dspark_run, tiny_target, tiny_suite, cli, tmp_path):
     _, res = dspark_run
-    args = ("measure", "--target", tiny_target, "--drafter", res.drafter_dir, "--categories", "coding",
+    args = ("measure", "reference", "--target", tiny_target, "--drafter", res.drafter_dir, "--categories", "coding",
             "--num-prompts", "1", "--max-new-tokens", "8", "--device", "cpu", "--json")
     r = cli(*args, "--draft-len", str(BLOCK))
     assert r.exit_code == 0, r.output

@@ -1,4 +1,4 @@
-"""``measure --from-trtllm-bench`` / ``--from-trtllm-metrics``: the engine's numbers into a speculation profile.
+"""``measure from-bench`` / ``measure from-metrics``: the engine's numbers into a speculation profile.
 
 The fixtures in tests/fixtures/engine_reports are FAKES written by hand from the documented schemas
 (trtllm-bench ``get_statistics_dict``; trtllm-serve IterationStats JSON): TensorRT-LLM cannot run here.
@@ -110,7 +110,7 @@ def metrics_server():
 
 
 def test_metrics_url(cli, metrics_server, tmp_path):
-    res = cli("measure", "--from-trtllm-metrics", f"{metrics_server}/metrics", "--draft-len", "3",
+    res = cli("measure", "from-metrics", f"{metrics_server}/metrics", "--draft-len", "3",
               "--out", tmp_path / "m")
     assert res.exit_code == 0, res.output
     prof = json.loads((tmp_path / "m" / "speculation_profile.json").read_text())
@@ -125,7 +125,7 @@ def free_port() -> int:
 
 
 def test_cli_bench_report_to_plan(cli, tmp_path):
-    res = cli("measure", "--from-trtllm-bench", BENCH, "--out", tmp_path / "m")
+    res = cli("measure", "from-bench", BENCH, "--out", tmp_path / "m")
     assert res.exit_code == 0, res.output
     assert "from trtllm-bench --report_json" in res.output
     prof_path = tmp_path / "m" / "speculation_profile.json"
@@ -167,7 +167,7 @@ BAD_REPORTS = {
 def test_bad_reports_exit_2_nothing_written(cli, tmp_path, case):
     mutate, match = BAD_REPORTS[case]
     path = write(tmp_path, mutate(copy.deepcopy(bench_report())))
-    res = cli("measure", "--from-trtllm-bench", path, "--out", tmp_path / "out")
+    res = cli("measure", "from-bench", path, "--out", tmp_path / "out")
     assert res.exit_code == 2, res.output
     assert match in res.output and "Traceback" not in res.output
     assert len([ln for ln in res.output.splitlines() if ln.startswith("error:")]) == 1
@@ -175,18 +175,18 @@ def test_bad_reports_exit_2_nothing_written(cli, tmp_path, case):
 
 
 BAD_CLI = {
-    "metrics_down": (lambda tmp: ["--from-trtllm-metrics", f"http://127.0.0.1:{free_port()}/metrics"],
+    "metrics_down": (lambda tmp: ["from-metrics", f"http://127.0.0.1:{free_port()}/metrics"],
                      "did not answer"),
-    "metrics_no_spec": (lambda tmp: ["--from-trtllm-metrics", write(tmp, [{"iter": 1, "numActiveRequests": 2}])],
+    "metrics_no_spec": (lambda tmp: ["from-metrics", write(tmp, [{"iter": 1, "numActiveRequests": 2}])],
                         "enable_iter_perf_stats"),
-    "metrics_empty": (lambda tmp: ["--from-trtllm-metrics", write(tmp, [])], "holds no iteration stats"),
-    "metrics_not_json": (lambda tmp: ["--from-trtllm-metrics", write(tmp, "<html>")], "is not JSON"),
-    "missing_file": (lambda tmp: ["--from-trtllm-bench", tmp / "nope.json"], "nope.json"),
-    "with_drafter": (lambda tmp: ["--from-trtllm-bench", BENCH, "--drafter", "ngram"], "--drafter"),
-    "both": (lambda tmp: ["--from-trtllm-bench", BENCH, "--from-trtllm-metrics", METRICS], "give one of"),
-    "draft_len_0": (lambda tmp: ["--from-trtllm-bench", BENCH, "--draft-len", "0"], "--draft-len 0"),
-    "draft_len_above": (lambda tmp: ["--from-trtllm-bench", BENCH, "--draft-len", "5"], "must be in 1..3"),
-    "al_above_d": (lambda tmp: ["--from-trtllm-metrics", METRICS, "--draft-len", "1"], "exceeds 1 + D"),
+    "metrics_empty": (lambda tmp: ["from-metrics", write(tmp, [])], "holds no iteration stats"),
+    "metrics_not_json": (lambda tmp: ["from-metrics", write(tmp, "<html>")], "is not JSON"),
+    "missing_file": (lambda tmp: ["from-bench", tmp / "nope.json"], "nope.json"),
+    "with_drafter": (lambda tmp: ["from-bench", BENCH, "--drafter", "ngram"], "Did you mean '--draft-len'"),
+    "old_form": (lambda tmp: ["--from-trtllm-bench", BENCH], "now 'trtllm-spec measure from-bench FILE'"),
+    "draft_len_0": (lambda tmp: ["from-bench", BENCH, "--draft-len", "0"], "--draft-len 0"),
+    "draft_len_above": (lambda tmp: ["from-bench", BENCH, "--draft-len", "5"], "must be in 1..3"),
+    "al_above_d": (lambda tmp: ["from-metrics", METRICS, "--draft-len", "1"], "exceeds 1 + D"),
 }
 
 
@@ -229,7 +229,7 @@ def test_bundle_checks_the_draft_len_and_schedule(tmp_path):
 
 def test_cli_bundle_gives_the_drafter_type(cli, tmp_path):
     b = bundle_with(tmp_path, {"decoding_type": "NGram", "max_draft_len": 3})
-    res = cli("measure", "--from-trtllm-metrics", METRICS, "--bundle", b, "--json")
+    res = cli("measure", "from-metrics", METRICS, "--bundle", b, "--json")
     assert res.exit_code == 0, res.output
     prof = json.loads(res.output[res.output.index("{"):res.output.rindex("}") + 1])
     assert prof["drafter"]["type"] == "ngram" and prof["drafter"]["draft_len"] == 3

@@ -24,7 +24,7 @@ def test_missing_toolchain_is_refused_with_the_debian_packages(monkeypatch, tmp_
 
 
 def test_only_build_llamacpp_downloads(tmp_path):
-    # the other commands (measure --engine llamacpp, assets serve --drafter) use no network: they refuse
+    # the other commands (measure llamacpp, assets serve --drafter) use no network: they refuse
     with pytest.raises(UserError, match="run 'trtllm-spec assets build-llamacpp' once"):
         lb.ensure_build(tmp_path, download=False)
 
@@ -181,22 +181,22 @@ def test_server_command_drafts_exactly_d():
     assert "--spec-draft-n-min 0" in s and "--metrics" in s and "--host 127.0.0.1" in s
 
 
-# ---- measure --engine llamacpp: refusals before anything builds ---------------------------------------------
+# ---- measure llamacpp: refusals before anything builds ---------------------------------------------
 
-def test_measure_llamacpp_refusals(cli, tmp_path, tiny_target):
+def test_measure_llamacpp_refusals(cli, tmp_path, tiny_target, tiny_suite):
     from tests.conftest import write_config
 
     mtp = write_config(tmp_path / "mtp", architectures=["LlamaForCausalLMEagle3"], draft_vocab_size=256,
                        vocab_size=256, hidden_size=64, eagle_config={"use_aux_hidden_state": False})
-    base = ["measure", "--engine", "llamacpp", "--target", tiny_target, "--draft-len", "3", "--out", tmp_path / "o"]
+    base = ["measure", "llamacpp", "--target", tiny_target, "--draft-len", "3", "--out", tmp_path / "o"]
     r = cli(*base, "--drafter", mtp)
     assert r.exit_code == 2 and "a mtp drafter cannot run on llama.cpp" in r.output, r.output
-    r = cli(*base, "--drafter", mtp, "--temperature", "0.7")
-    assert r.exit_code == 2 and "greedy decoding (0) only" in r.output
-    r = cli(*base, "--drafter", mtp, "--block-sweep", "1,2")
-    assert r.exit_code == 2 and "--block-sweep: not read by --engine llamacpp" in r.output
-    r = cli(*base[:-2], "--drafter", mtp, "--json", "--compare-reference", "--engine", "pytorch")
-    assert r.exit_code == 2 and "read by --engine llamacpp only" in r.output
+    for flag in (["--temperature", "0.7"], ["--block-sweep", "1,2"], ["--device", "cuda"]):  # not its options
+        r = cli(*base, "--drafter", mtp, *flag)
+        assert r.exit_code == 2 and "No such option" in r.output and flag[0] in r.output.split("No such option")[1]
+    r = cli("measure", "reference", "--target", tiny_target, "--draft-len", "3", "--drafter", mtp, "--json",
+            "--compare-reference")
+    assert r.exit_code == 2 and "No such option" in r.output and "--compare-reference" in r.output
     assert not (tmp_path / "o").exists()
 
 

@@ -226,7 +226,7 @@ def test_batched_references_are_checked_and_one_prompt_per_category_is_timed(tar
 
 def test_cli_writes_profile_report_plots_provenance(cli, target, tiny_suite, tmp_path):
     out = tmp_path / "m"
-    r = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "3", "--categories", "coding,math",
+    r = cli("measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "3", "--categories", "coding,math",
             "--num-prompts", "1", "--max-new-tokens", "12", "--device", "cpu", "--out", out)
     assert r.exit_code == 0, r.output
     for f in ("speculation_profile.json", "report.md", "provenance.json", "acceptance_length_by_category.png",
@@ -242,7 +242,7 @@ def test_cli_writes_profile_report_plots_provenance(cli, target, tiny_suite, tmp
                "1", "--acceptance", out / "speculation_profile.json", "--category", "math", "--json", "--no-compare")
     assert plan.exit_code == 0, plan.output
     assert json.loads(plan.stdout)["drafter"]["acceptance"]["measured"] is True
-    again = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
+    again = cli("measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
                 "--num-prompts", "1", "--max-new-tokens", "8", "--out", out, "--force", "--json")
     assert again.exit_code == 0 and json.loads(again.stdout)["drafter"]["draft_len"] == 2
 
@@ -287,11 +287,10 @@ def bad_inputs(tmp_path, target):
     ("dflash_d", ["--drafter", "{dflash}", "--draft-len", "5"], r"block_size - 1 = 3"),
     ("no_template", ["--drafter", "ngram", "--target", "{no_template}"], "no chat template"),
     ("missing_target", ["--drafter", "ngram", "--target", "/nonexistent/model"], "does not exist"),
-    ("bundle_pytorch", ["--drafter", "ngram", "--bundle", "."], "--engine trtllm only"),
+    ("bundle_pytorch", ["--drafter", "ngram", "--bundle", "."], "No such option"),
     ("zero_d", ["--drafter", "ngram", "--draft-len", "0"], "at least 1"),
     ("no_weights", ["--drafter", "ngram", "--target", "{no_weights}"], "has no *.safetensors weights"),
     ("drafter_no_weights", ["--drafter", "{eagle_no_weights}"], "has no *.safetensors weights"),
-    ("trtllm_drafter", ["--engine", "trtllm", "--bundle", ".", "--drafter", "ngram"], "drop --drafter"),
 ])
 def test_bad_input_exit_2_nothing_written(cli, target, bad_inputs, tiny_suite, tmp_path, case, args, match):
     args = [a.format(**bad_inputs) for a in args]
@@ -299,7 +298,7 @@ def test_bad_input_exit_2_nothing_written(cli, target, bad_inputs, tiny_suite, t
     for i in range(0, len(args), 2):
         base[args[i]] = args[i + 1]
     out = tmp_path / "out"
-    r = cli("measure", *[x for kv in base.items() for x in kv], "--out", out)
+    r = cli("measure", "reference", *[x for kv in base.items() for x in kv], "--out", out)
     assert r.exit_code == 2, r.output
     assert match in r.stderr and "Traceback" not in r.output
     assert not out.exists()
@@ -311,7 +310,7 @@ def test_device_cuda_without_a_gpu_is_a_clear_error(cli, target, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is visible here")
     out = tmp_path / "out"
-    r = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
+    r = cli("measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--categories", "coding",
             "--device", "cuda", "--out", out)
     assert r.exit_code == 2 and "--device cuda: no CUDA device" in r.stderr and "Traceback" not in r.output
     assert not out.exists()
@@ -319,7 +318,7 @@ def test_device_cuda_without_a_gpu_is_a_clear_error(cli, target, tmp_path):
 
 def test_bad_drafter_folder_without_config(cli, target, tmp_path):
     (tmp_path / "d").mkdir()
-    r = cli("measure", "--target", target, "--drafter", tmp_path / "d", "--draft-len", "2", "--out", tmp_path / "o")
+    r = cli("measure", "reference", "--target", target, "--drafter", tmp_path / "d", "--draft-len", "2", "--out", tmp_path / "o")
     assert r.exit_code == 2 and "has no config.json" in r.stderr and not (tmp_path / "o").exists()
 
 
@@ -327,7 +326,7 @@ def test_existing_output_needs_force(cli, target, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("x")
-    r = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--out", out)
+    r = cli("measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--out", out)
     assert r.exit_code == 2 and "--force" in r.stderr
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
@@ -400,13 +399,13 @@ def test_trtllm_not_installed_names_the_command(cli, target, tmp_path, monkeypat
     monkeypatch.setitem(sys.modules, "tensorrt_llm", None)  # import fails, as on any machine without it
     b = _bundle(tmp_path)
     out = tmp_path / "out"
-    r = cli("measure", "--engine", "trtllm", "--target", target, "--bundle", b, "--categories", "coding",
+    r = cli("measure", "trtllm", "--target", target, "--bundle", b, "--categories", "coding",
             "--num-prompts", "2", "--out", out)
     assert r.exit_code == 2 and not out.exists()
-    assert "TensorRT-LLM is not installed here; run this on a GPU node with: trtllm-spec measure --engine trtllm" \
+    assert "TensorRT-LLM is not installed here; run this on a GPU node with: trtllm-spec measure trtllm" \
         in r.stderr
     assert f"--bundle {b}" in r.stderr and "--categories coding --num-prompts 2" in r.stderr
-    mismatch = cli("measure", "--engine", "trtllm", "--target", target, "--bundle", b, "--draft-len", "5", "--json")
+    mismatch = cli("measure", "trtllm", "--target", target, "--bundle", b, "--draft-len", "5", "--json")
     assert mismatch.exit_code == 2 and "max_draft_len 3" in mismatch.stderr
 
 
@@ -444,6 +443,6 @@ def test_lossy_fp32_output_fails_the_check_after_writing(cli, monkeypatch, targe
     assert lossless_problem(_profile(dtype="bf16")) is None
     monkeypatch.setattr(run_mod, "measure", lambda *a, **kw: prof)
     out = tmp_path / "out"
-    r = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "3", "--out", out)
+    r = cli("measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "3", "--out", out)
     assert r.exit_code == 1 and "must be lossless" in r.stderr
     assert "Check failed" in (out / "report.md").read_text()

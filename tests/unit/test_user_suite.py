@@ -113,7 +113,7 @@ def test_context_check(tmp_path):
 def test_cli_measure_own_suite(cli, target, tmp_path):  # noqa: F811
     suite = jsonl(tmp_path / "s.jsonl", ROWS)
     out = tmp_path / "m"
-    r = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "3", "--suite", suite,
+    r = cli("measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "3", "--suite", suite,
             "--max-new-tokens", "10", "--device", "cpu", "--out", out)
     assert r.exit_code == 0, r.output
     prof = json.loads((out / "speculation_profile.json").read_text())
@@ -143,7 +143,7 @@ def cli_bad_cases(tmp_path: Path) -> dict:
                                   "missing_training_data"])
 def test_cli_bad_suites_exit_2_nothing_written(cli, target, tmp_path, case):  # noqa: F811
     args, match = cli_bad_cases(tmp_path)[case]
-    r = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "3", "--max-new-tokens", "8",
+    r = cli("measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "3", "--max-new-tokens", "8",
             *args, "--out", tmp_path / "out")
     assert r.exit_code == 2, r.output
     assert match in r.output and "Traceback" not in r.output
@@ -153,7 +153,7 @@ def test_cli_bad_suites_exit_2_nothing_written(cli, target, tmp_path, case):  # 
 def test_cli_overlap_allowed_warns(cli, target, tmp_path):  # noqa: F811
     suite = jsonl(tmp_path / "s.jsonl", ROWS[2:3])
     train = jsonl(tmp_path / "t.jsonl", [{"conversations": [{"from": "human", "value": "w9 w8 w9 w8"}]}])
-    r = cli("measure", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--max-new-tokens", "6",
+    r = cli("measure", "reference", "--target", target, "--drafter", "ngram", "--draft-len", "2", "--max-new-tokens", "6",
             "--suite", suite, "--training-data", train, "--allow-overlap", "--json")
     assert r.exit_code == 0, r.output
     assert "warning: 1 of 1 suite prompts are also training prompts" in r.output

@@ -47,8 +47,9 @@ def fetch(names: tuple[str, ...], dtype: str, cache: Path | None, force: bool) -
 
 
 @assets_group.command("list")
-@click.option("--cache", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--cache", type=click.Path(path_type=Path), help="Cache folder (default $TRTLLM_SPEC_CACHE or "
+              "~/.cache/trtllm-spec).")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def list_assets(cache: Path | None, as_json: bool) -> None:
     """What is cached: sizes and licences."""
     from trtllm_spec.data.model_assets import models_status
@@ -79,7 +80,7 @@ def list_assets(cache: Path | None, as_json: bool) -> None:
 def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force: bool) -> None:
     """Build llama.cpp's native llama-server and llama-speculative-simple from the sources the llama-cpp-python
     sdist vendors (cmake; no prebuilt binaries), cached per llama.cpp version and CPU features. The llama.cpp
-    commands ('measure --engine llamacpp', 'assets serve --drafter') build it on first use."""
+    commands ('measure llamacpp', 'assets serve --drafter') build it on first use."""
     from trtllm_spec.stages.llamacpp import build_llamacpp
 
     build, built = build_llamacpp(cache, source=source, jobs=jobs, force=force,
@@ -91,11 +92,12 @@ def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force
 
 @assets_group.command("serve")
 @click.argument("name")
-@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True, help="TCP port the server listens on.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--threads", type=int, default=2, show_default=True, help="CPU threads of the llama.cpp server.")
 @click.option("--ctx", type=int, default=4096, show_default=True, help="Context size in tokens.")
-@click.option("--cache", type=click.Path(path_type=Path))
+@click.option("--cache", type=click.Path(path_type=Path), help="Cache folder (default $TRTLLM_SPEC_CACHE or "
+              "~/.cache/trtllm-spec).")
 @click.option("--drafter", type=click.Path(path_type=Path), help="An exported drafter folder (EAGLE-3, DFlash, a "
               "draft model): serve the fp32 target with llama.cpp's own speculative decoding of it (native "
               "llama-server, built and converted on first use; /metrics exposes llamacpp:spec_decode_*).")
@@ -107,7 +109,7 @@ def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path |
     """Serve the asset NAME's own GGUF through llama.cpp's native OpenAI-compatible llama-server (built from the
     pinned sources on first use, 'assets build-llamacpp') until Ctrl-C or SIGTERM: 'data regenerate --server-url
     http://HOST:PORT' then uses it. With --drafter: the fp32 target speculating with that drafter, so 'measure
-    --engine openai' reads its acceptance."""
+    served' reads its acceptance."""
     from trtllm_spec.data.model_assets import MODEL_ASSETS
     from trtllm_spec.errors import UserError
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtllm_spec.cli.common import echo_json, main, set_option
+from trtllm_spec.cli.common import echo_json, main, set_option, verbose_option
 
 
 @main.command("build")
@@ -16,6 +16,7 @@ from trtllm_spec.cli.common import echo_json, main, set_option
 @click.option("--overwrite", is_flag=True, help="Replace an existing bundle, reusing cached stages.")
 @click.option("--force", is_flag=True, help="Replace an existing bundle and redo every stage.")
 @click.option("--cache", type=click.Path(path_type=Path), help="Stage cache (default $TRTLLM_SPEC_CACHE).")
+@verbose_option
 @set_option
 def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool, cache: Path | None,
               overrides: tuple[str, ...]) -> None:
@@ -30,16 +31,28 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
     recipe = load_recipe(recipe_file, overrides)
     folder = out or default_bundle_dir(recipe)
     console = Console(stderr=True)
+    console.print(f"planning for GPU {recipe.hardware.gpu} (the recipe's hardware.gpu; TensorRT-LLM serves on a "
+                  "GPU: another with --set hardware.gpu=NAME, names from 'trtllm-spec hw list')", markup=False,
+                  highlight=False, soft_wrap=True)
 
     def on_stage(s) -> None:
-        console.print(f"[bold]{s.name:9}[/bold] {s.status:8} {s.seconds:7.1f}s  {s.detail}")
+        console.print(f"[bold]{s.name:9}[/bold] {s.status:8} {s.seconds:7.1f}s  {s.detail}", soft_wrap=True)
 
-    result = run_build(recipe, recipe_file, folder, force=force, overwrite=overwrite, cache=cache,
-                       log=lambda m: console.print(f"  {m}", markup=False, highlight=False), on_stage=on_stage)
+    def log(m: str) -> None:
+        console.print(f"  {m}", markup=False, highlight=False, soft_wrap=True)  # one line per update in a log
+
+    from trtllm_spec.cli.progress import TrainingProgress
+
+    result = run_build(recipe, recipe_file, folder, force=force, overwrite=overwrite, cache=cache, log=log,
+                       on_stage=on_stage, on_train_step=TrainingProgress(log, every_s=30))
     table = Table("stage", "status", "seconds", "detail / deferred command", title=f"bundle: {folder}")
     for s in result.stages:
         table.add_row(s.name, s.status, f"{s.seconds:.1f}", s.detail + (f"\n-> {s.command}" if s.command else ""))
     Console(stderr=True, width=140).print(table)
+    from trtllm_spec.report.summary import build_summary
+
+    for line in build_summary(folder, result.manifest):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     rec = result.manifest["recommendation"]
     click.echo(f"{folder}: max_draft_len {rec['max_draft_len']}"
                + (f", draft_len_schedule {rec['draft_len_schedule']}" if rec["draft_len_schedule"] else ""))
@@ -47,7 +60,7 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
 
 @main.command("verify")
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result (changed, missing, extra files) as JSON.")
 def verify_cmd(bundle: Path, as_json: bool) -> None:
     """Recompute the sha256 of every file of BUNDLE against its manifest. Exit 1 on any changed, missing or
     extra file, or any symlink (to a file or a folder)."""
@@ -71,8 +84,9 @@ def verify_cmd(bundle: Path, as_json: bool) -> None:
 @main.command("triton")
 @click.argument("bundle", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Model repository folder to write.")
-@click.option("--force", is_flag=True)
-@click.option("--model-name", default="tensorrt_llm", show_default=True)
+@click.option("--force", is_flag=True, help="Replace a non-empty --out folder (only one trtllm-spec wrote).")
+@click.option("--model-name", default="tensorrt_llm", show_default=True, help="The Triton model name (its folder "
+              "in the repository and the name clients request).")
 @click.option("--preview", type=click.Choice(["reference"]), help="Also write a model.py that serves the llmapi "
               "tensor contract on this CPU through the reference decoder with the bundle's drafter (a preview of "
               "the GPU node; start it with 'assets serve-triton'). config.pbtxt is unchanged.")

@@ -22,6 +22,7 @@ class Group(click.Group):
 
         set_command([str(x) for x in (sys.argv[1:] if args is None else args)])
         short_omp_spin()
+        no_progress_bars_in_logs()
         with terminate_as_interrupt():
             return super().main(args, *a, **kw)
 
@@ -29,7 +30,8 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except TrtllmSpecError as exc:
-            for i, line in enumerate(str(exc).splitlines() or [type(exc).__name__]):
+            text = name_flags_in(str(exc), ctx.meta.get(FLAG_ORIGINS) or {})
+            for i, line in enumerate(text.splitlines() or [type(exc).__name__]):
                 click.echo(("error: " if i == 0 else "       ") + line, err=True)
             _exit_past_a_process_group(exc.exit_code)
             ctx.exit(exc.exit_code)
@@ -106,15 +108,49 @@ def short_omp_spin() -> None:
         os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 
+def no_progress_bars_in_logs() -> None:
+    """Progress bars (transformers' "Loading weights", "Writing model shards": tqdm through huggingface_hub) only on a
+    terminal: with stderr redirected to a file they are carriage-return lines in a log. Read when huggingface_hub is
+    first imported, so set before (the user's own HF_HUB_DISABLE_PROGRESS_BARS wins)."""
+    if not stderr_is_tty() and "huggingface_hub" not in sys.modules:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def show_third_party(verbose: bool) -> None:
+    """``--verbose``: what third-party libraries print (ModelOpt's conversion lines; ``train/quiet.py`` sends them to
+    the ``trtllm_spec.thirdparty`` logger) is shown on stderr; without it, only their warnings and errors."""
+    import logging
+
+    lg = logging.getLogger("trtllm_spec.thirdparty")
+    if verbose and not lg.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("  %(message)s"))
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+
+
+def _verbose(ctx: click.Context, param, value: bool) -> None:
+    show_third_party(value)
+
+
+# the same flag on the commands that train or convert (``trtllm-spec build R --verbose``) as on the root group
+verbose_option = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_verbose,
+                              help="Also show what third-party libraries print (ModelOpt's conversion lines), kept "
+                              "out otherwise.")
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="trtllm-spec")
-def main() -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Also show what third-party libraries print (ModelOpt's "
+              "conversion lines), kept out otherwise.")
+def main(verbose: bool) -> None:
     """Speculative decoding for TensorRT-LLM without guesswork.
 
     A recipe names a target, a drafter (EAGLE-3, MTP, DFlash/DSpark, a draft model, n-gram), the hardware and
     the workload; trtllm-spec plans the draft length D from a roofline model and the five co-design guidelines,
     trains/exports the drafter, measures acceptance, and writes a TensorRT-LLM bundle.
     """
+    show_third_party(verbose)
 
 
 def echo_json(data) -> None:
@@ -171,3 +207,49 @@ def echo_narrowing(plan: dict, err: bool) -> None:
     if cal.get("median_relative_width_before") is not None and cal.get("median_relative_width_after") is not None:
         click.echo(f"speedup intervals narrowed from {cal['median_relative_width_before']:.0%} to "
                    f"{cal['median_relative_width_after']:.0%} of the prediction (median width)", err=err)
+
+
+def name_flags_in(text: str, origins: dict[str, str]) -> str:
+    """``text`` with each recipe key path the command set from a flag named as that flag (``origins``: key path ->
+    flag, e.g. ``{"engine.trtllm_version": "--trtllm-version"}``): ``engine.trtllm_version: '1.3'`` and
+    ``engine.trtllm_version = 1.3`` become ``--trtllm-version 1.3``, a bare ``engine.trtllm_version`` becomes
+    ``--trtllm-version``, and in a problem located at a section (``hardware: tp*pp = 3 ...``) the section's keys that
+    came from flags are named as them. Key paths the user wrote in a recipe or with ``--set`` are left as keys."""
+    import re
+
+    for path, flag in sorted(origins.items(), key=lambda kv: -len(kv[0])):
+        key = re.escape(path)
+        edge = r"(?<![\w.\-])"
+        text = re.sub(edge + key + r"(?:: '([^']*)'| = ([^\s;,:)]+))",
+                      lambda m, flag=flag: f"{flag} {m.group(1) or m.group(2)}", text)
+        text = re.sub(edge + key + r"(?![\w.])", flag, text)
+        # a message that already named the flag beside the key ("key = 7 (--flag)") names it once
+        text = re.sub(re.escape(flag) + r"( [^\s(]+)? \(" + re.escape(flag) + r"\)", lambda m, flag=flag:
+                      flag + (m.group(1) or ""), text)
+    sections: dict[str, dict[str, str]] = {}
+    for path, flag in origins.items():
+        section, _, leaf = path.rpartition(".")
+        if section:
+            sections.setdefault(section, {})[leaf] = flag
+    lines = []
+    for line in text.splitlines():
+        for section, leaves in sections.items():
+            head = f"{section}: "
+            at = line.find(head)
+            if at >= 0 and (at == 0 or line[at - 2:at] == ": "):
+                body = line[at + len(head):]
+                for leaf, flag in leaves.items():
+                    body = re.sub(r"(?<![\w.\-])" + re.escape(leaf) + r"(?![\w.])", flag, body)
+                line = line[:at + len(head)] + body
+        lines.append(line)
+    return "\n".join(lines)
+
+
+FLAG_ORIGINS = "trtllm_spec.flag_origins"
+
+
+def record_flag_origins(origins: dict[str, str]) -> None:
+    """Say which recipe key paths this command set from flags (key path -> flag): any of our errors it raises
+    then names them as those flags (``Group.invoke`` applies ``name_flags_in``), so a value from a flag is named as
+    the flag the user typed, a value from a recipe as its key."""
+    click.get_current_context().meta.setdefault(FLAG_ORIGINS, {}).update(origins)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from trtllm_spec.cli.common import main
-from trtllm_spec.cli.device_options import device_options
+from trtllm_spec.cli.device_options import standalone_device_options
 
 
 @main.command("doctor")
@@ -15,8 +15,8 @@ from trtllm_spec.cli.device_options import device_options
 @click.option("--target", required=True, help="The target: checkpoint folder, fetched asset or preset.")
 @click.option("--heldout", type=click.Path(path_type=Path), help="Held-out chunks for the parity check "
               "(default: heldout_chunks.json next to the drafter folder, written by train).")
-@click.option("--json", "as_json", is_flag=True)
-@device_options
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON (healthy, placement, each check) instead of lines.")
+@standalone_device_options
 def doctor_cmd(drafter_dir: Path, target: str, heldout: Path | None, as_json: bool, device: str | None,
                dtype: str | None) -> None:
     """Check a drafter folder against its target: layout, shapes, dtypes, d2t, captured layers, mask token,

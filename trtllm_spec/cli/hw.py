@@ -42,7 +42,8 @@ def hw_show(gpu: str) -> None:
 
 @hw_group.command("probe")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Write the hardware entry here (.json).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="What to probe: this CPU, the CUDA GPU, or auto (CUDA when torch sees a GPU).")
 @click.option("--quick", is_flag=True, help="Fewer sizes and repeats (for tests).")
 @click.option("--force", is_flag=True, help="Replace an existing --out file.")
 @click.option("--target", help="Measure the GEMM curves on this model's own linear layers (path, preset or asset; "

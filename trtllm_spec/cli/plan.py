@@ -31,6 +31,23 @@ FLAG_FIELDS = {
 }
 
 
+def flag_origins(flags: dict, overrides: tuple[str, ...] = (), with_recipe: bool = True) -> dict[str, str]:
+    """The recipe key paths these flags set -> the flag the user typed (a later ``--set KEY=`` wins: its key).
+    Without a recipe every field with a flag is named as its flag: its value came from the flag or the default,
+    and the flag is how to change it."""
+    origins = {path: f"--{key.replace('_', '-')}" for key, path in FLAG_FIELDS.items()
+               if flags.get(key) is not None or not with_recipe}
+    if flags.get("dtype") is not None:  # quantization.method too, but a fix naming 'method: none' stays a key
+        origins["target.dtype"] = "--dtype"
+    if flags.get("no_compare"):
+        origins["planner.compare_mechanisms"] = "--no-compare"
+    if flags.get("compare_acceptance"):  # its keys are the user's NAMEs, not fields: the section is the flag
+        origins["planner.compare_acceptance"] = "--compare-acceptance"
+    for item in overrides:
+        origins.pop(item.partition("=")[0].strip(), None)
+    return origins
+
+
 def apply_flags(data: dict, flags: dict) -> dict:
     """Each plan flag is a recipe field: flags win over --recipe (and --set wins over flags)."""
     from trtllm_spec.core.recipe import set_path
@@ -70,7 +87,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--drafter", type=click.Choice(DRAFTER_TYPES), help="Drafting mechanism (default: the recipe's, "
               "else eagle3).")
 @click.option("--gpu", help="GPU name (see 'trtllm-spec hw list') or a file from 'trtllm-spec hw probe'.")
-@click.option("--num-gpus", type=int)
+@click.option("--num-gpus", type=int, help="GPUs the deployment uses (hardware.num_gpus), a multiple of tp x pp.")
 @click.option("--tp", type=int, help="Tensor-parallel size.")
 @click.option("--pp", type=int, help="Pipeline-parallel size.")
 @click.option("--ep", type=int, help="MoE expert-parallel size.")
@@ -88,7 +105,8 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--draft-len", type=int, help="Fix D instead of choosing it.")
 @click.option("--dtype", type=click.Choice(DTYPES),
               help="Target weight precision (default: the checkpoint's).")
-@click.option("--kv-dtype", type=click.Choice(field_choices(QuantizationConfig, "kv_cache_dtype")))
+@click.option("--kv-dtype", type=click.Choice(field_choices(QuantizationConfig, "kv_cache_dtype")),
+              help="KV-cache precision (quantization.kv_cache_dtype).")
 @click.option("--trtllm-version", type=click.Choice(field_choices(EngineConfig, "trtllm_version")),
               help="Schedule rules of this release.")
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
@@ -117,6 +135,7 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     With your engine's host costs: trtllm-spec plan --recipe r.yaml --out plan/ --calibrate
     bench_results_plain/report_c1.json bench_results/report_c1.json
     """
+    from trtllm_spec.cli.common import record_flag_origins
     from trtllm_spec.core.recipe import apply_overrides, load_recipe, recipe_from_dict, recipe_to_dict
     from trtllm_spec.errors import UserError
 
@@ -125,6 +144,7 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
         from trtllm_spec.planner.interval import check_level
 
         check_level(interval_level)
+    record_flag_origins(flag_origins(flags, overrides, recipe_file is not None))
     check_calibrate_args("plan", reports, calibrate, "a plain run and a speculative run, e.g. --calibrate "
                          "bench_results_plain/report_c1.json bench_results/report_c1.json")
     if out is None and not as_json:

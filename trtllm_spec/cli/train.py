@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from trtllm_spec.cli.common import main, set_option
+from trtllm_spec.cli.common import main, set_option, verbose_option
 from trtllm_spec.cli.device_options import device_options, training_overrides
 
 
@@ -29,6 +29,7 @@ def _log(msg: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the launch (nodes, processes, strategy) and a per-rank memory "
               "estimate; loads nothing, writes nothing.")
 @device_options
+@verbose_option
 @set_option
 def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume: bool, force: bool,
               estimate: bool, as_json: bool, dry_run: bool, device: str | None, dtype: str | None,
@@ -55,16 +56,9 @@ def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume
     from trtllm_spec.stages.drafter import run_train
 
     folder = default_train_dir(recipe, out)
-    last = {"t": 0.0}
+    from trtllm_spec.cli.progress import TrainingProgress
 
-    def on_step(rec: dict) -> None:
-        import time
-
-        if time.monotonic() - last["t"] > 10 or rec["step"] == 1:
-            last["t"] = time.monotonic()
-            acc = ", ".join(f"{a:.3f}" for a in rec["train_acc"])
-            _log(f"step {rec['step']}: loss {rec['loss']:.3f}, train_acc [{acc}], {rec['tokens_per_s']:.0f} tok/s, "
-                 f"epoch {rec['epoch']:.2f}")
+    on_step = TrainingProgress(_log, every_s=10)
 
     created = folder  # the topmost folder this run creates (None: --out exists already)
     while not created.parent.exists():

@@ -160,13 +160,25 @@ def _convert(gguf: Path, out: Path, dtype: str, log) -> None:
     model.config.name_or_path = "HuggingFaceTB/SmolLM2-135M-Instruct"
     if dtype == "bf16":
         model = model.to(torch.bfloat16)
-    model.config.torch_dtype = "float32" if dtype == "fp32" else "bfloat16"
+    stored = "float32" if dtype == "fp32" else "bfloat16"
+    model.config.dtype = stored  # transformers >= 4.56 names it dtype (torch_dtype warns as deprecated)
     model.generation_config.pad_token_id = model.config.pad_token_id
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
     cfg = json.loads((out / "config.json").read_text())
-    cfg.setdefault("torch_dtype", model.config.torch_dtype)
+    cfg.setdefault("torch_dtype", stored)  # what older readers (TensorRT-LLM's config loaders) look for
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    _drop_bpe_cleanup(out / "tokenizer_config.json")
+
+
+def _drop_bpe_cleanup(path: Path) -> None:
+    """The GGUF's tokenizer converts with ``clean_up_tokenization_spaces: true``, a WordPiece post-processing step
+    transformers ignores for a BPE tokenizer with a 3-line warning on every decode (it would strip spaces before
+    punctuation); the asset's tokenizer config is written without it (transformers' default is off)."""
+    if path.is_file():
+        cfg = json.loads(path.read_text())
+        if cfg.pop("clean_up_tokenization_spaces", None) is not None:
+            path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
 
 
 def models_status(cache: Path | None = None) -> list[dict]:

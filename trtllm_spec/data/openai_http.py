@@ -1,5 +1,5 @@
 """The HTTP side of an OpenAI-compatible chat-completions server (trtllm-serve, vLLM, SGLang, llama.cpp), shared by
-the openai regeneration backend (data/regen_openai.py) and ``measure --engine openai`` (measure/served.py).
+the openai regeneration backend (data/regen_openai.py) and ``measure served`` (measure/served.py).
 
 Standard library only (``urllib.request``, the client the regeneration backend has always used): no new dependency,
 and one place that maps HTTP failures to ``RequestFailed`` (retryable or not). ``stream_chat`` reads a streamed

@@ -1,4 +1,4 @@
-"""``measure --engine llamacpp``: the suite through llama.cpp's own speculative decoding (native ``llama-server``),
+"""``measure llamacpp``: the suite through llama.cpp's own speculative decoding (native ``llama-server``),
 an independent second opinion on a drafter our reference decoder measured.
 
 Steps: the same suite, prompt ids and chat template as the reference decoder (data/user_suite.select_suite,

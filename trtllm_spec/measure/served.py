@@ -1,4 +1,4 @@
-"""``measure --engine openai``: a served OpenAI-compatible endpoint (trtllm-serve, vLLM, SGLang, llama.cpp) measured
+"""``measure served``: a served OpenAI-compatible endpoint (trtllm-serve, vLLM, SGLang, llama.cpp) measured
 from streamed chat completions over the suite, at each requested concurrency.
 
 Per request (``stream_request``): the time to the first content-bearing event (TTFT), the arrival time of every
@@ -237,7 +237,7 @@ def llamacpp_acceptance(before: str | None, after: str | None) -> dict | None:
             "acceptance_length": round(1 + d["num_accepted_tokens"] / steps, 6),
             "marginal_rates": marginal, "conditional_rates": conditional,
             "note": "AL per verification step (llama-server drafts nothing for a request's last token, so the "
-                    "iterations without drafts are not counted, unlike 'measure --engine llamacpp')"}
+                    "iterations without drafts are not counted, unlike 'measure llamacpp')"}
 
 
 def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, after: str | None,
@@ -354,8 +354,8 @@ def measure_served(url: str, model: str, items: Sequence, levels: Sequence[int],
         for _ in stream_chat(url, warm, timeout):
             pass
     except RequestFailed as e:
-        raise UserError(f"server {url} (model {model}) does not stream chat completions ({e.what}); measure "
-                        "--engine openai reads streamed responses (\"stream\": true)") from None
+        raise UserError(f"server {url} (model {model}) does not stream chat completions ({e.what}); 'measure "
+                        "served' reads streamed responses (\"stream\": true)") from None
     out = []
     for c in levels:
         log(f"concurrency {c}: {max(len(items), c)} streamed requests")

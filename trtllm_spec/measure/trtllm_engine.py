@@ -1,4 +1,4 @@
-"""``measure --engine trtllm``: run the suite through TensorRT-LLM's LLM API with a bundle's options.
+"""``measure trtllm``: run the suite through TensorRT-LLM's LLM API with a bundle's options.
 
 The only module that imports ``tensorrt_llm`` (inside ``measure_trtllm``). What TensorRT-LLM reports, read in
 NVIDIA/TensorRT-LLM release 1.2.1 (``tensorrt_llm/llmapi/llm.py``, ``cpp/include/tensorrt_llm/executor/types.h``:
@@ -149,7 +149,7 @@ def bundle_draft_len(options: dict) -> int:
 def gpu_command(*, target: str, bundle: str, draft_len: int | None, suite: str, categories: Sequence[str] | None,
                 num_prompts: int, max_new_tokens: int, temperature: float, out: str | None) -> str:
     """The command that runs this measurement where TensorRT-LLM and a GPU are."""
-    args = ["trtllm-spec", "measure", "--engine", "trtllm", "--target", target, "--bundle", bundle]
+    args = ["trtllm-spec", "measure", "trtllm", "--target", target, "--bundle", bundle]
     if draft_len is not None:
         args += ["--draft-len", str(draft_len)]
     args += ["--suite", suite]

@@ -147,13 +147,21 @@ def g5_mechanism(ctx: CostContext, plans: list[MechanismPlan], cands: list[Candi
     first = [r for r in rows if r["batch_size"] == b0]
     if not first:
         return Guideline(5, "Choose the mechanism by measurement", None, "no feasible candidate", {"table": rows})
-    winner = max(first, key=lambda r: r["speedup"])
+    # measured acceptance ranks first: an assumed AL (a published or third-hand figure) is named, marked, after it
+    measured = [r for r in first if r["acceptance_measured"]]
+    winner = max(measured or first, key=lambda r: r["speedup"])
+    guess = max((r for r in first if not r["acceptance_measured"]), key=lambda r: r["speedup"], default=None)
     main = plans[0].mechanism.name
     mine = next((r for r in first if r["mechanism"] == main), None)
     assumed = sorted({r["mechanism"] for r in rows if not r["acceptance_measured"]})
-    reason = (f"at B={b0} the fastest is {winner['mechanism']} at D={winner['draft_len']} "
-              f"({winner['speedup']:.2f}x, AL {winner['acceptance_length']:.2f})"
-              + (f"; the recipe's {main}: {mine['speedup']:.2f}x at D={mine['draft_len']}" if mine else "")
+    kind = "measured" if measured else "assumed"
+    reason = (f"at B={b0} the fastest with {kind} acceptance is {winner['mechanism']} at D={winner['draft_len']} "
+              f"({winner['speedup']:.2f}x, AL {winner['acceptance_length']:.2f} {kind})"
+              + (f"; with assumed acceptance (not measured here) {guess['mechanism']} at D={guess['draft_len']} "
+                 f"would reach {guess['speedup']:.2f}x (AL {guess['acceptance_length']:.2f} assumed)"
+                 if measured and guess and guess["speedup"] > winner["speedup"] else "")
+              + (f"; the recipe's {main}: {mine['speedup']:.2f}x at D={mine['draft_len']}"
+                 if mine and mine is not winner else "")
               + (f". Acceptance assumed, not measured, for: {', '.join(assumed)} -- measure on your prompts "
                  "('trtllm-spec measure') before trusting the ranking" if assumed else "")
               + ". Learned drafters go stale when the target is fine-tuned: re-measure after each update.")

@@ -1,4 +1,4 @@
-"""The served-endpoint measurement (``measure --engine openai``) as a table: measured columns, then the planner's
+"""The served-endpoint measurement (``measure served``) as a table: measured columns, then the planner's
 prediction for the same batch sizes beside them, then the notes that say what each side is."""
 
 from __future__ import annotations

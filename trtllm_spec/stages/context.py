@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,7 @@ class BuildContext:
     model_ref: str = ""  # what serve.sh / Triton serve: "target" (copied) or an HF id
     bench_dataset: object = None  # stages.bench_dataset.BenchDataset (dataset.jsonl; sizes max_seq_len)
     results: list[StageResult] = field(default_factory=list)
+    on_train_step: Callable[[dict], None] | None = None  # each training step's record (the CLI prints progress)
 
     @property
     def has_weights(self) -> bool:

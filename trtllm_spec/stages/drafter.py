@@ -120,7 +120,7 @@ def drafter(ctx: BuildContext) -> StageResult:
     """The build's drafter stage: ``obtain_drafter`` (deferrable, cached), described for the stage table."""
     d = ctx.recipe.drafter
     res = obtain_drafter(ctx.recipe, ctx.target, ctx.bundle, log=ctx.log, deferrable=True, cache=ctx.cache,
-                         force=ctx.force)
+                         force=ctx.force, on_step=ctx.on_train_step)
     ctx.drafter_kind, ctx.drafter_dir = res.kind, res.drafter_dir
     if res.kind == "draft_model":  # a config-only folder or a preset: nothing to copy or measure
         draft = resolve_target(d.model, ctx.recipe.base_dir)

@@ -1,5 +1,5 @@
 """llama.cpp, the second engine: the native build and the GGUF conversions every llama.cpp command starts from.
-``trtllm-spec assets build-llamacpp`` calls ``build_llamacpp``; ``measure --engine llamacpp`` and ``assets serve
+``trtllm-spec assets build-llamacpp`` calls ``build_llamacpp``; ``measure llamacpp`` and ``assets serve
 --drafter`` call ``llamacpp_inputs``, which builds and converts on first use and reuses the caches after;
 ``assets serve`` without a drafter serves the asset's own GGUF (``plain_server``). One build serves all of them:
 native ``llama-server`` replaced llama-cpp-python's Python server (measured faster here, and one compile of
@@ -127,7 +127,7 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
                          allow_overlap: bool = False, threads: int | None = None, port: int | None = None,
                          cache: Path | None = None, allow_long: bool = False,
                          progress: Callable[[str], None] | None = None) -> dict:
-    """``trtllm-spec measure --engine llamacpp``: llama.cpp's speculative decoding of ``drafter`` over the suite,
+    """``trtllm-spec measure llamacpp``: llama.cpp's speculative decoding of ``drafter`` over the suite,
     and (``compare_reference``) our reference decoder on the same prompts beside it. Writes the profile
     (``engine: llamacpp``, with ``comparison``), report.md and provenance to ``out`` atomically."""
     from trtllm_spec.core.files import check_output_dir
@@ -137,22 +137,22 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
 
     log = progress or (lambda _m: None)
     if drafter is None or draft_len is None:
-        raise UserError("--engine llamacpp needs --drafter DIR (an exported EAGLE-3 / DFlash folder or a draft model) "
+        raise UserError("'measure llamacpp' needs --drafter DIR (an exported EAGLE-3 / DFlash folder or a draft model) "
                         "and --draft-len D")
     if temperature != 0:
-        raise UserError(f"--temperature {temperature}: --engine llamacpp compares greedy decoding (0) only; the two "
+        raise UserError(f"--temperature {temperature}: 'measure llamacpp' compares greedy decoding (0) only; the two "
                         "engines' samplers draw different random numbers")
     if dtype == "auto":
         dtype = "fp32"  # the comparison needs one precision on both engines; fp32 is exact on every CPU
     if dtype not in ("fp32", "bf16"):
-        raise UserError(f"--dtype {dtype}: --engine llamacpp runs fp32 or bf16 GGUFs (the reference run's precision)")
+        raise UserError(f"--dtype {dtype}: 'measure llamacpp' runs fp32 or bf16 GGUFs (the reference run's precision)")
     if device not in ("auto", "cpu"):
         raise UserError(f"--device {device}: llama.cpp is built for this CPU here; the reference runs beside it on "
                         "the CPU (drop --device or give cpu)")
     check_settings(draft_len, max_new_tokens, temperature, dtype)
     drafter_dir = Path(drafter)
     if not drafter_dir.is_dir():
-        raise UserError(f"--drafter {drafter}: not a folder; --engine llamacpp runs an exported drafter folder")
+        raise UserError(f"--drafter {drafter}: not a folder; 'measure llamacpp' runs an exported drafter folder")
     target_dir, target_cfg = target_checkpoint(target)
     info = inspect_drafter(str(drafter_dir), target_cfg, draft_len)
     check = suite_checker(suite, training_data, allow_overlap, log)

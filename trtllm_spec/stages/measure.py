@@ -34,7 +34,7 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
                        reference_engine=reference_engine, drafter_options=drafter_options, **common)
     if drafter_options:
         raise UserError("drafter options (the suffix automaton's settings, --sa-enhancer-threshold) apply to "
-                        "--engine pytorch; with --engine trtllm the bundle's options decide")
+                        "'measure reference'; with 'measure trtllm' the bundle's options decide")
     from trtllm_spec.measure.trtllm_engine import measure_trtllm
 
     return measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
@@ -89,14 +89,14 @@ def check_measure_args(engine: str, drafter: str | None, draft_len: int | None, 
                        sweep: Sequence[int] | None) -> None:
     if engine == "pytorch":
         if bundle is not None:
-            raise UserError("--bundle is read by --engine trtllm only; drop it or add --engine trtllm")
+            raise UserError("--bundle is read by 'measure trtllm' only")
         if drafter is None or draft_len is None:
-            raise UserError("--engine pytorch needs --drafter (folder, 'ngram' or 'suffix') and --draft-len D")
+            raise UserError("'measure reference' needs --drafter (folder, 'ngram' or 'suffix') and --draft-len D")
     elif bundle is None:
-        raise UserError("--engine trtllm needs --bundle DIR (a 'trtllm-spec build' folder with llm_api_options.yaml)")
+        raise UserError("'measure trtllm' needs --bundle DIR (a 'trtllm-spec build' folder with llm_api_options.yaml)")
     elif drafter is not None or sweep:
-        raise UserError("--engine trtllm measures the bundle's drafter at its max_draft_len; drop --drafter and "
-                        "--block-sweep")
+        raise UserError("'measure trtllm' measures the bundle's drafter at its max_draft_len; a drafter or block "
+                        "sweep is not read")
 
 
 def _input_files(target: Path | None, drafter: str | None) -> list[Path]:
@@ -124,7 +124,7 @@ def write_profile(profile: dict, out: Path | None, force: bool, args: dict, file
 
 def run_engine_report(*, bench_report: Path | None, metrics: str | None, bundle: Path | None,
                       draft_len: int | None, temperature: float, out: Path | None, force: bool) -> dict:
-    """``trtllm-spec measure --from-trtllm-bench / --from-trtllm-metrics``: the engine's own acceptance as a
+    """``trtllm-spec measure from-bench / from-metrics``: the engine's own acceptance as a
     speculation profile marked with its source, written like a measured one."""
     from trtllm_spec.core.files import check_output_dir
     from trtllm_spec.measure.engine_reports import profile_from_engine
@@ -142,14 +142,14 @@ def run_engine_report(*, bench_report: Path | None, metrics: str | None, bundle:
 
 def _budget(settings: dict, block_sweep: Sequence[int] | None, engine: str, allow_long: bool) -> None:
     """The estimate-first rule (``data.user_suite.measure_budget``): the suite is selected (cheap) and the work
-    printed, and refused above the limit, before any model loads. The reference decoder runs each prompt with the
-    target alone and with speculation, once per swept D."""
+    printed, and refused above the limit, before any model loads. Every decode counts: the reference decoder runs
+    each prompt with the target alone and with speculation, once per swept D; TensorRT-LLM (``measure_trtllm``,
+    ``baseline=True``) the same, at the bundle's D."""
     from trtllm_spec.data.user_suite import measure_budget, select_suite
 
     items, _ = select_suite(settings["suite"], settings["categories"], settings["num_prompts"], settings["seed"])
-    runs = (1 + max(1, len(block_sweep or ()))) if engine == "pytorch" else 1
-    what = (f"{len(items)} prompts x {runs} decodes: the target alone and speculative" if engine == "pytorch"
-            else f"{len(items)} prompts")
+    runs = 1 + max(1, len(block_sweep or ()))
+    what = f"{len(items)} prompts x {runs} decodes: the target alone and speculative"
     measure_budget(len(items) * runs, settings["max_new_tokens"], what, allow_long,
                    settings.get("progress") or print)
 
@@ -157,7 +157,7 @@ def _budget(settings: dict, block_sweep: Sequence[int] | None, engine: str, allo
 def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engine: str, bundle: Path | None,
                 out: Path | None, force: bool, block_sweep: Sequence[int] | None, training_data: Path | None = None,
                 allow_overlap: bool = False, allow_long: bool = False, **settings) -> dict:
-    """``trtllm-spec measure``: check the arguments, measure, and write profile, report and provenance to
+    """``trtllm-spec measure reference`` / ``measure trtllm``: check the arguments, measure, and write profile, report and provenance to
     ``out`` (atomically). Returns the profile. With your own suite, prompts found in ``training_data`` or the
     packaged train pools are refused (``allow_overlap``: measured with a warning)."""
     from trtllm_spec.core.files import check_output_dir
@@ -166,7 +166,7 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
     check_measure_args(engine, drafter, draft_len, bundle, block_sweep)
     if engine != "pytorch" and settings.get("reference_engine", "auto") != "auto":
         raise UserError(f"--reference-engine {settings['reference_engine']}: it picks what runs the target in the "
-                        f"PyTorch reference decoder (--engine pytorch); drop it with --engine {engine}")
+                        "PyTorch reference decoder ('measure reference')")
     inputs = tuple(Path(p) for p in (target, drafter) if p and Path(p).is_dir())
     check = suite_checker(settings["suite"], training_data, allow_overlap, settings.get("progress") or print)
     if out is not None:
@@ -233,7 +233,8 @@ def measure(ctx: BuildContext) -> StageResult:
     spec = ctx.mechanism.measure_spec(ctx.drafter_dir)
     if spec is None or ctx.served_target is None:
         return StageResult("measure", "deferred", detail="needs the target's weights and the drafter",
-                           command="trtllm-spec measure --engine trtllm --bundle <bundle> --out <dir> (GPU node)")
+                           command="trtllm-spec measure trtllm --target <checkpoint> --bundle <bundle> --out <dir> "
+                           "(GPU node)")
     draft_len = measure_draft_len(ctx)
     options = ctx.mechanism.runtime_options(ctx.recipe.drafter, ctx.recipe.engine.max_batch_size
                                             or max(ctx.recipe.workload.all_batch_sizes()))

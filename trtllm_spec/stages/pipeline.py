@@ -100,7 +100,8 @@ def build_lock(out: Path) -> Iterator[None]:
 def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = False, overwrite: bool = False,
               cache: Path | None = None,
               log: Callable[[str], None] = print,
-              on_stage: Callable[[StageResult], None] | None = None) -> BuildResult:
+              on_stage: Callable[[StageResult], None] | None = None,
+              on_train_step: Callable[[dict], None] | None = None) -> BuildResult:
     from trtllm_spec.stages.checks import check_buildable
 
     check_buildable(recipe)
@@ -111,7 +112,7 @@ def run_build(recipe: Recipe, recipe_file: Path, out: Path, *, force: bool = Fal
     check_output_dir(out, force=True, inputs=inputs)  # before the lock file is created next to it
     with build_lock(out), atomic_dir(out, force=True, inputs=inputs) as tmp:
         ctx = BuildContext(recipe=recipe, recipe_file=recipe_file, bundle=tmp, cache=StageCache(cache),
-                                  force=force, log=log)
+                                  force=force, log=log, on_train_step=on_train_step)
         for stage in STAGES:
             result = timed(stage, ctx)
             ctx.results.append(result)

@@ -1,4 +1,4 @@
-"""``trtllm-spec measure --engine openai``: a served OpenAI-compatible endpoint measured over the suite at each
+"""``trtllm-spec measure served``: a served OpenAI-compatible endpoint measured over the suite at each
 concurrency (measure/served.py), with the planner's prediction for the same batch sizes beside it.
 
 Steps: check the arguments -> the recipe the prediction plans (``--recipe``, else the target with the planner's
@@ -23,7 +23,7 @@ def served_recipe(recipe_file: Path | None, target: str | None, gpu: str | None,
     from trtllm_spec.core.recipe import load_recipe, recipe_from_dict, recipe_to_dict, set_path
 
     if recipe_file is None and target is None:
-        raise UserError("--engine openai needs --target (the checkpoint folder or fetched asset the server serves: "
+        raise UserError("'measure served' needs --target (the checkpoint folder or fetched asset the server serves: "
                         "its tokenizer checks the server) or --recipe FILE (its target)")
     base = recipe_to_dict(load_recipe(recipe_file)) if recipe_file is not None else \
         {"name": "served", "target": {"model": target}, "drafter": {"type": "eagle3"}}
@@ -33,7 +33,7 @@ def served_recipe(recipe_file: Path | None, target: str | None, gpu: str | None,
     if gpu is not None:
         set_path(base, ["hardware", "gpu"], str(Path(gpu).resolve()) if Path(gpu).exists() else gpu, "--gpu")
     set_path(base, ["workload", "batch_sizes"], list(levels), "--concurrency")
-    recipe = recipe_from_dict(base, str(recipe_file or "measure --engine openai"))
+    recipe = recipe_from_dict(base, str(recipe_file or "measure served"))
     if recipe_file is not None:
         recipe._base_dir = recipe_file.resolve().parent
     return recipe
@@ -70,7 +70,7 @@ def _tokenizer_folder(recipe: Recipe) -> tuple[Path, dict]:
 
     t = resolve_target(recipe.target.model, recipe.base_dir)
     if t.path is None or not t.path.is_dir():
-        raise UserError(f"--engine openai checks the server against the target's tokenizer, but "
+        raise UserError(f"'measure served' checks the server against the target's tokenizer, but "
                         f"{recipe.target.model!r} is a shape preset or a lone config.json; give the checkpoint folder "
                         "(or fetched asset) the server serves with --target")
     return t.path, t.config

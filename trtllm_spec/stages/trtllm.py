@@ -16,7 +16,7 @@ def trtllm(ctx: BuildContext) -> StageResult:
                            command="bash serve.sh  # in nvcr.io/nvidia/tensorrt-llm/release, then: bash bench.sh")
     if ctx.served_target is None:
         return StageResult("trtllm", "deferred", detail="TensorRT-LLM is here but the target weights are not local",
-                           command="trtllm-spec measure --engine trtllm --target <checkpoint> --bundle <bundle>")
+                           command="trtllm-spec measure trtllm --target <checkpoint> --bundle <bundle>")
     from trtllm_spec.data.user_suite import recipe_suite_check
     from trtllm_spec.stages.measure import measure_profile, recipe_settings
 

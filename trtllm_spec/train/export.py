@@ -29,11 +29,14 @@ def export_drafter(model, out: Path, dtype: str, meta: dict, state_dict: dict | 
     from modelopt.torch.export import export_speculative_decoding
     from safetensors.torch import load_file, save_file
 
+    from trtllm_spec.train.quiet import modelopt_quiet
+
     with tempfile.TemporaryDirectory() as tmp:
         if state_dict is not None:  # ModelOpt's exporter reads model.state_dict(); give it the gathered tensors
             model.state_dict = lambda *a, **k: state_dict
         try:
-            export_speculative_decoding(model, export_dir=tmp)
+            with modelopt_quiet():
+                export_speculative_decoding(model, export_dir=tmp)
         finally:
             if state_dict is not None:
                 del model.state_dict

@@ -94,7 +94,10 @@ def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = Non
                                                offline))
         else:
             mode = ("dflash", dflash_mode_config(target_cfg, drafter, mask_token_id))
-        mtsp.convert(model, [mode])
+        from trtllm_spec.train.quiet import modelopt_quiet
+
+        with modelopt_quiet():  # its "Found base_model_..." lines: --verbose only
+            mtsp.convert(model, [mode])
     except (KeyError, AttributeError, TypeError, ValueError, NotImplementedError, RuntimeError) as exc:
         family = target_cfg.get("model_type", "?")
         raise UserError(f"ModelOpt cannot convert a {family!r} target for a {drafter.type} drafter "

@@ -266,7 +266,8 @@ class Trainer:
             if self.step == self.warm:
                 self.warm_elapsed = self.elapsed
             rec.update(elapsed_s=round(self.elapsed, 2), tokens_per_s=round(self.tokens / max(self.elapsed, 1e-9), 1),
-                       epoch=round(self.schedule.epoch_of(self.step), 3))
+                       epoch=round(self.schedule.epoch_of(self.step), 3), max_steps=max_steps,
+                       time_budget_s=self.time_budget_s)  # what a progress line needs for the time left
             last_acc = rec["train_acc"]
             history.append(rec)
             if self.rank == 0:
