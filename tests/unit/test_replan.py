@@ -298,3 +298,44 @@ def test_a_bundle_left_without_speculation_replans_from_its_speculative_alternat
     new = yaml.safe_load((bundle / "replan" / "llm_api_options.yaml").read_text())
     plan = json.loads((bundle / "replan" / "plan" / "plan.json").read_text())
     assert bool(new.get("speculative_config")) == (plan["recommendation"]["max_draft_len"] > 0)
+
+
+def test_an_sa_enhancer_bundle_replans_at_the_release_it_was_built_for(cli, tmp_path, tools):
+    """Regression (issue 33): drafter.sa_enhancer raises EAGLE-3 to the release with SAEnhancerConfig (1.3). An
+    ``auto`` bundle built that way was re-planned as 1.2, from the drafter's minimum release: replan refused its
+    own options (``unknown key 'speculative_config.sa_config'``). The bundle's record (its manifest) is the truth."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "sa", "target": {"model": "llama-3.1-8b-instruct"},
+                                      "drafter": {"type": "eagle3", "sa_enhancer": {"threshold": 4}},
+                                      "engine": {"trtllm_version": "auto"}, "hardware": {"gpu": "h100"},
+                                      "workload": {"batch_sizes": [1, 8, 64], "isl": 1024, "osl": 256}}))
+    bundle = tmp_path / "bundle"
+    r = cli("build", recipe, "--out", bundle)
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["trtllm_profile"] == "1.3"
+    assert "sa_config" in yaml.safe_load((bundle / "llm_api_options.yaml").read_text())["speculative_config"]
+    assert run(bundle / "bench.sh", tools).returncode == 0
+    res = run(bundle / "replan.sh", tools)
+    assert res.returncode == 0, res.stderr
+    new = yaml.safe_load((bundle / "replan" / "llm_api_options.yaml").read_text())["speculative_config"]
+    assert new["sa_config"]["threshold"] == 4
+    from trtllm_spec.core.bundle import read_bundle
+
+    assert read_bundle(bundle).profile == "1.3"
+
+
+def test_a_bundle_whose_manifest_and_files_disagree_is_refused_in_one_line(cli, bundle, tools):
+    """A manifest edited to another release or drafter than its files: one line naming both, exit 2."""
+    assert run(bundle / "bench.sh", tools).returncode == 0
+    report = bundle / "bench_results" / "report_c1.json"
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    for key, value, said in (("trtllm_profile", "1.4", "trtllm_profile '1.4'"),
+                             ("drafter", {"type": "ngram", "kind": None}, "drafter.type 'ngram'")):
+        (bundle / "manifest.json").write_text(json.dumps({**manifest, key: value}))
+        r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", bundle.parent / "r")
+        assert r.exit_code == 2 and said in r.output and "rebuild the bundle" in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1 and not (bundle.parent / "r").exists()
+    (bundle / "manifest.json").write_text(json.dumps({**manifest, "trtllm_profile": "1.9"}))
+    r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", bundle.parent / "r")
+    assert r.exit_code == 2 and "'1.9' is newer than any release" in r.output

@@ -29,7 +29,10 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from trtllm_spec.core.recipe import DRAFTER_CLASS
+from trtllm_spec.core.bundle import Bundle
+
+# decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend), or one of its aliases
+from trtllm_spec.core.releases import DECODING_TAGS, TAG_ALIASES, tag_type
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.profile import acceptance_kind
 
@@ -37,9 +40,6 @@ BENCH_SOURCE = "trtllm-bench --report_json"
 METRICS_SOURCE = "trtllm-serve /metrics (iteration stats)"
 PERCENTILE_KEYS = ("num_draft_tokens_percentiles", "num_accepted_draft_tokens_percentiles",
                    "draft_acceptance_rate_percentiles", "acceptance_length_percentiles")
-# decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend)
-MODES = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp", "NGram": "ngram", "Draft_Target": "draft_model",
-         "DraftTarget": "draft_model", "DFlash": "dflash", "DSpark": "dspark", "PARD": "draft_model", "SA": "suffix"}
 METRICS_TIMEOUT_S = 10.0
 
 
@@ -104,40 +104,37 @@ def _check_percentiles(dec: dict, where: str) -> None:
                                 "is broken: rerun the benchmark (bench.sh)")
 
 
-def check_report_belongs(report: dict, where: str, options: dict | None, bundle: Path | None) -> None:
+def check_report_belongs(report: dict, where: str, options: dict | None, bundle: Bundle | None) -> None:
     """A trtllm-bench report re-plans a bundle only when it measured that bundle: its mechanism
     (``decoding_stats.mode``) is the bundle options' ``decoding_type``, and its model (``engine.model`` /
     ``model_path``) is one the bundle's manifest names (``target.served`` / ``hf_id`` / ``spec``). What the report
     does not say is not checked."""
     mode = report["decoding_stats"].get("mode")
     ours = _options_type(options)
-    if ours is not None and mode is not None and MODES.get(mode, mode) != ours:
-        raise UserError(f"{where} measured decoding mode {mode!r} ({MODES.get(mode, 'unknown')}), but the bundle's "
+    if ours is not None and mode is not None and (tag_type(mode) or mode) != ours:
+        raise UserError(f"{where} measured decoding mode {mode!r} ({tag_type(mode) or 'unknown'}), but the bundle's "
                         f"options speculate with {ours}: the report comes from another bundle; bench this bundle "
                         "(its bench.sh) and use that report")
     if bundle is None:
         return
-    try:
-        target = json.loads((bundle / "manifest.json").read_text()).get("target") or {}
-    except (OSError, ValueError, AttributeError):
-        return  # no readable manifest: replan verifies it first; measure --bundle reads the options only
-    names = {str(v) for v in (target.get("served"), target.get("hf_id"), target.get("spec")) if v}
-    names |= {Path(n).name for n in names}
+    names = bundle.model_names()
     engine = report.get("engine") or {}
     said = [str(engine[k]) for k in ("model", "model_path") if engine.get(k) not in (None, "", "None")]
     if said and names and not any(m in names or Path(m).name in names for m in said):
         raise UserError(f"{where} benchmarked model {said[0]!r}, but the bundle serves "
-                        f"{target.get('served') or target.get('hf_id')!r}: the report comes from another model; "
-                        "bench this bundle (its bench.sh) and use that report")
+                        f"{bundle.served or (bundle.manifest.get('target') or {}).get('hf_id')!r}: the report comes "
+                        "from another model; bench this bundle (its bench.sh) and use that report")
 
 
 def _mode_type(mode: object, where: str, drafter_type: str | None) -> str:
     if drafter_type is not None:
         return drafter_type
-    if mode not in MODES:
-        raise UserError(f"{where}: decoding_stats.mode {mode!r} is not one we plan for; known: {', '.join(MODES)} "
+    kind = tag_type(mode) if isinstance(mode, str) else None
+    if kind is None:
+        known = ", ".join([*DECODING_TAGS, *TAG_ALIASES])
+        raise UserError(f"{where}: decoding_stats.mode {mode!r} is not one we plan for; known: {known} "
                         "(give --bundle so the drafter type is taken from its options)")
-    return MODES[mode]
+    return kind
 
 
 def drafts_per_iteration(report: dict) -> float | None:
@@ -198,7 +195,7 @@ def bench_section(report: dict, where: str) -> tuple[dict, int]:
 
 
 def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_len: int | None = None,
-                              temperature: float = 0.0, bundle: Path | None = None, profile: str = "1.2") -> dict:
+                              temperature: float = 0.0, bundle: Bundle | None = None, profile: str = "1.2") -> dict:
     """The speculation profile of one trtllm-bench report (one category, ``all``)."""
     where = f"trtllm-bench report {path}"
     report = read_bench_report(path)
@@ -304,7 +301,7 @@ def iteration_totals(stats: Iterable, where: str, required: bool = True) -> dict
 
 
 def profile_from_iteration_stats(source: str, *, options: dict | None = None, draft_len: int | None = None,
-                                 temperature: float = 0.0, bundle: Path | None = None,
+                                 temperature: float = 0.0, bundle: Bundle | None = None,
                                  timeout: float = METRICS_TIMEOUT_S) -> dict:
     stats, origin = read_iteration_stats(source, timeout)
     where = f"iteration stats {source}"
@@ -341,7 +338,8 @@ def profile_from_iteration_stats(source: str, *, options: dict | None = None, dr
 
 def _options_type(options: dict | None) -> str | None:
     spec = (options or {}).get("speculative_config") or {}
-    return MODES.get(spec.get("decoding_type"))
+    tag = spec.get("decoding_type")
+    return tag_type(tag) if isinstance(tag, str) else None
 
 
 def _bundle_draft_len(options: dict) -> int | None:
@@ -374,13 +372,13 @@ def _check_draft_len(reported: int, options: dict | None, draft_len: int | None,
 
 
 def _profile(section: dict, d: int, kind: str, source: dict, *, temperature: float, dtype: str, target: dict,
-             suite: dict, bundle: Path | None, max_new_tokens) -> dict:
+             suite: dict, bundle: Bundle | None, max_new_tokens) -> dict:
     from trtllm_spec.core.artifacts import SpeculationProfile
 
     return SpeculationProfile.build(
         engine="trtllm", source=source,
         drafter={"type": kind, "path": None, "draft_len": d, "acceptance_kind": acceptance_kind(kind),
-                 "al_method": "measured_at_bundle_draft_len", **({"bundle": str(bundle.resolve())} if bundle else {})},
+                 "al_method": "measured_at_bundle_draft_len", **({"bundle": str(bundle.path.resolve())} if bundle else {})},
         target=target, suite=suite,
         settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens,
                   "seed": None, "machine": None},
@@ -390,37 +388,18 @@ def _profile(section: dict, d: int, kind: str, source: dict, *, temperature: flo
 
 # ---- the command -------------------------------------------------------------------------------------
 
-def bundle_context(bundle: Path | None) -> tuple[dict | None, str]:
-    """(the bundle's LLM API options, its TensorRT-LLM profile) or (None, "1.2") without a bundle."""
-    if bundle is None:
-        return None, "1.2"
-    from trtllm_spec.measure.trtllm_engine import load_bundle_options
-
-    options = load_bundle_options(bundle)
-    profile = "1.2"
-    resolved = bundle / "recipe.resolved.yaml"
-    if resolved.is_file():
-        from trtllm_spec.core.files import read_structured
-
-        data = read_structured(resolved, "bundle recipe", UserError)
-        version = ((data or {}).get("engine") or {}).get("trtllm_version") if isinstance(data, dict) else None
-        drafter = ((data or {}).get("drafter") or {}).get("type") if isinstance(data, dict) else None
-        if version and version != "auto":
-            profile = version
-        elif drafter in DRAFTER_CLASS:  # the first release with the drafter's decoding config
-            profile = DRAFTER_CLASS[drafter].min_trtllm
-    return options, profile
-
-
-def profile_from_engine(*, bench_report: Path | None, metrics: str | None, bundle: Path | None,
+def profile_from_engine(*, bench_report: Path | None, metrics: str | None, bundle: Bundle | None,
                         draft_len: int | None, temperature: float) -> tuple[dict, list[Path]]:
-    """(profile, input files to hash) for ``measure --from-trtllm-bench`` / ``--from-trtllm-metrics``."""
+    """(profile, input files to hash) for ``measure --from-trtllm-bench`` / ``--from-trtllm-metrics``;
+    ``bundle``: the bundle's record (core.bundle.read_bundle), whose speculative options and release the report
+    is checked against."""
     if (bench_report is None) == (metrics is None):
         raise UserError("give one of --from-trtllm-bench REPORT.json and --from-trtllm-metrics FILE|URL")
     if draft_len is not None and draft_len < 1:
         raise UserError(f"--draft-len {draft_len}: must be at least 1")
-    options, profile = bundle_context(bundle)
-    files = [bundle / "llm_api_options.yaml"] if bundle else []
+    options = bundle.speculative_options(absolute_paths=True) if bundle else None
+    profile = bundle.profile if bundle else "1.2"
+    files = [bundle.path / bundle.speculative_file] if bundle else []
     if bench_report is not None:
         prof = profile_from_bench_report(bench_report, options=options, draft_len=draft_len,
                                          temperature=temperature, bundle=bundle, profile=profile)

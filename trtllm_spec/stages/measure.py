@@ -35,9 +35,10 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
     if drafter_options:
         raise UserError("drafter options (the suffix automaton's settings, --sa-enhancer-threshold) apply to "
                         "--engine pytorch; with --engine trtllm the bundle's options decide")
+    from trtllm_spec.core.bundle import read_bundle
     from trtllm_spec.measure.trtllm_engine import measure_trtllm
 
-    return measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
+    return measure_trtllm(target, read_bundle(Path(bundle)), draft_len, out=str(out) if out else None, **common)
 
 
 # measure's drafter flags -> the recipe fields they stand for (the drafter section of a folderless mechanism)
@@ -126,12 +127,14 @@ def run_engine_report(*, bench_report: Path | None, metrics: str | None, bundle:
                       draft_len: int | None, temperature: float, out: Path | None, force: bool) -> dict:
     """``trtllm-spec measure --from-trtllm-bench / --from-trtllm-metrics``: the engine's own acceptance as a
     speculation profile marked with its source, written like a measured one."""
+    from trtllm_spec.core.bundle import read_bundle
     from trtllm_spec.core.files import check_output_dir
     from trtllm_spec.measure.engine_reports import profile_from_engine
 
     if out is not None:
         check_output_dir(out, force, ())
-    profile, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=bundle,
+    record = read_bundle(bundle) if bundle is not None else None
+    profile, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=record,
                                          draft_len=draft_len, temperature=temperature)
     args = {"measure": {"from_trtllm_bench": str(bench_report) if bench_report else None,
                         "from_trtllm_metrics": metrics, "bundle": str(bundle) if bundle else None,
