@@ -192,6 +192,17 @@ def read_bundle(bundle: Path, what: str = "--bundle") -> Bundle:
     return record
 
 
+def bundle_in_build(bundle: Path, profile: str, drafter: str, recipe: dict) -> Bundle:
+    """The record of a bundle still being built (its manifest is written last): the build's own facts, and the
+    options files already written into it (the trtllm stage measures them on a GPU node)."""
+    from trtllm_spec.core.files import read_structured
+
+    options = {name: read_structured(bundle / name, "LLM API options", UserError) for name in OPTIONS_FILES
+               if (bundle / name).is_file()}
+    return Bundle(path=bundle, profile=profile, drafter=drafter, manifest={}, recipe=recipe, options=options,
+                  dataset=bundle / DATASET_FILE if (bundle / DATASET_FILE).is_file() else None)
+
+
 def _check_agreement(b: Bundle) -> None:
     """The manifest's profile and drafter are what the resolved recipe resolves to and what the options run."""
     from trtllm_spec.core import releases

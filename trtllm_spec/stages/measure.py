@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trtllm_spec.core.bundle import Bundle
 from trtllm_spec.core.files import write_json_atomic
 from trtllm_spec.core.recipe import recipe_to_dict
 from trtllm_spec.errors import UserError
@@ -14,7 +15,7 @@ from trtllm_spec.stages.context import BuildContext, StageResult, target_hash, t
 
 
 def measure_profile(target: str | Path, drafter: str | None, draft_len: int | None, *, engine: str = "pytorch",
-                    bundle: Path | None = None, suite: str, categories: Sequence[str] | None, num_prompts: int,
+                    bundle: Path | Bundle | None = None, suite: str, categories: Sequence[str] | None, num_prompts: int,
                     max_new_tokens: int, temperature: float, seed: int, dtype: str = "fp32", device: str = "auto",
                     chat_template: Path | None = None, block_sweep: Sequence[int] | None = None,
                     out: Path | None = None, progress: Callable[[str], None] | None = None,
@@ -38,7 +39,8 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
     from trtllm_spec.core.bundle import read_bundle
     from trtllm_spec.measure.trtllm_engine import measure_trtllm
 
-    return measure_trtllm(target, read_bundle(Path(bundle)), draft_len, out=str(out) if out else None, **common)
+    record = bundle if isinstance(bundle, Bundle) else read_bundle(Path(bundle))
+    return measure_trtllm(target, record, draft_len, out=str(out) if out else None, **common)
 
 
 # measure's drafter flags -> the recipe fields they stand for (the drafter section of a folderless mechanism)
