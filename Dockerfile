@@ -1,8 +1,8 @@
 # trtllm-spec images (build from the repository root; docs/docker.md has the run commands):
 #   docker build --target serve -t trtllm-spec:serve .   # TensorRT-LLM release image + trtllm-spec
 #   docker build --target train -t trtllm-spec:train .   # PyTorch + ModelOpt 0.47.0 for drafter training
-# Base images and versions are build arguments, e.g. --build-arg TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc24
-# for DFlash/DSpark bundles (TensorRT-LLM 1.3 profile).
+# Base images and versions are build arguments, e.g. --build-arg TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc27
+# for TensorRT-LLM 1.3 bundles (the image of each release profile: trtllm_spec/core/releases.py).
 # Needs BuildKit (Docker's default builder since 23.0). pip settings for a private index or a TLS-intercepting
 # proxy go in as build secrets, used by each pip step and never stored in a layer:
 #   --secret id=pip.conf,src=FILE (read as PIP_CONFIG_FILE) and --secret id=pip-ca.crt,src=CA_BUNDLE (for its

@@ -141,6 +141,29 @@ def field_choices(model, name: str, drop: tuple[str, ...] = ()) -> list[str]:
     return [v for v in get_args(model.model_fields[name].annotation) if v not in drop]
 
 
+class _LiveChoice(click.Choice):
+    """A choice whose values are read from a registry when used (a release registered later is a choice too)."""
+
+    def __init__(self, values) -> None:
+        self._values = values
+        super().__init__(list(values()))
+
+    @property
+    def choices(self):  # type: ignore[override]
+        return tuple(self._values())
+
+    @choices.setter
+    def choices(self, _value) -> None:
+        pass
+
+
+def release_choice() -> click.Choice:
+    """``--trtllm-version``'s choices: 'auto' and every release record (core/releases.py)."""
+    from trtllm_spec.core.releases import names
+
+    return _LiveChoice(lambda: ("auto", *names()))
+
+
 def field_default(model, name: str):
     """A recipe model field's default: CLI defaults derived from the schema."""
     return model.model_fields[name].get_default(call_default_factory=True)

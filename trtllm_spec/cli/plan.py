@@ -12,9 +12,10 @@ from trtllm_spec.cli.common import (
     field_choices,
     main,
     parse_int_list,
+    release_choice,
     set_option,
 )
-from trtllm_spec.core.recipe import DRAFTER_TYPES, EngineConfig, QuantizationConfig, TargetConfig
+from trtllm_spec.core.recipe import DRAFTER_TYPES, QuantizationConfig, TargetConfig
 
 QUANT_METHODS = field_choices(QuantizationConfig, "method", drop=("none",))
 DTYPES = field_choices(TargetConfig, "dtype", drop=("auto",)) + QUANT_METHODS
@@ -88,7 +89,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--dtype", type=click.Choice(DTYPES),
               help="Target weight precision (default: the checkpoint's).")
 @click.option("--kv-dtype", type=click.Choice(field_choices(QuantizationConfig, "kv_cache_dtype")))
-@click.option("--trtllm-version", type=click.Choice(field_choices(EngineConfig, "trtllm_version")),
+@click.option("--trtllm-version", type=release_choice(),
               help="Schedule rules of this release.")
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
 @click.option("--host-costs", type=click.Path(path_type=Path),

@@ -24,6 +24,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from trtllm_spec.core.hardware import Hardware
+from trtllm_spec.core.releases import RELEASES
+from trtllm_spec.core.releases import get as get_release
 from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import UserError
 
@@ -116,7 +118,8 @@ def _trtllm(release: str) -> HostProfile:
 
 
 # Per TensorRT-LLM profile (engine.trtllm_version). A release without its own measurements says so in its note.
-TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {r: _trtllm(r) for r in ("1.2", "1.3", "1.4")}
+TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {r.host_cost_key: _trtllm(r.host_cost_key)
+                                                for r in RELEASES.values()}
 
 
 def _key(release: str) -> tuple[int, ...]:
@@ -137,9 +140,10 @@ def published_host_profile(framework: str, release: str) -> tuple[HostProfile, s
 
 
 def trtllm_host_profile(release: str) -> HostProfile:
-    if release not in TRTLLM_HOST_PROFILES:
-        raise UserError(f"no host-cost profile for TensorRT-LLM {release!r}; known: {', '.join(TRTLLM_HOST_PROFILES)}")
-    return TRTLLM_HOST_PROFILES[release]
+    key = get_release(release, "TensorRT-LLM release of the host-cost profile").host_cost_key
+    if key not in TRTLLM_HOST_PROFILES:  # a release registered after import: the newest measurements' profile
+        TRTLLM_HOST_PROFILES[key] = _trtllm(key)
+    return TRTLLM_HOST_PROFILES[key]
 
 
 def load_host_profile(path: Path) -> HostProfile:

@@ -13,15 +13,17 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from trtllm_spec.core import releases
 from trtllm_spec.core.files import parse_yaml, read_structured
 from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_SINCE, SAEnhancerConfig, enhancer_release
 from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
 
-TRTLLM_PROFILES = ("1.2", "1.3", "1.4")
+# the release profiles and what each allows: one record per release (core/releases.py)
+TRTLLM_PROFILES = releases.names()
 # The TensorRT-engine backend (trtllm-build, TrtLlmArgs, convert_checkpoint.py) is removed after 1.2
 # (NVIDIA/TensorRT-LLM docs/source/legacy/tensorrt-backend-removal.md); 1.2.1's wheel still ships it
-TENSORRT_BACKEND_PROFILES = ("1.2",)
+TENSORRT_BACKEND_PROFILES = tuple(r.name for r in releases.RELEASES.values() if r.tensorrt_backend)
 TENSORRT_REMOVAL = ("TensorRT-LLM removed the TensorRT-engine backend (trtllm-build, TrtLlmArgs, convert_checkpoint.py) "
                     "after 1.2: docs/source/legacy/tensorrt-backend-removal.md")
 MAX_DRAFT_LEN_LIMIT = 64
@@ -401,8 +403,9 @@ class QuantizationConfig(StrictModel):
 
 
 class EngineConfig(StrictModel):
-    trtllm_version: Literal["auto", "1.2", "1.3", "1.4"] = Field(
-        "auto", description="TensorRT-LLM profile; auto = 1.2, or 1.3 for drafters that need it")
+    trtllm_version: str = Field(
+        "auto", description="TensorRT-LLM release profile (core/releases.py); auto = the newest stable release that "
+        "runs the drafter (docs/trtllm_compat.md, 'Which release auto picks')")
     backend: Literal["pytorch", "tensorrt"] = "pytorch"
     free_gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
     enable_block_reuse: bool = True
@@ -416,11 +419,25 @@ class EngineConfig(StrictModel):
         """An unquoted ``trtllm_version: 1.3`` is a YAML float: the release it spells is meant, so it is read as
         that text; any other number is refused with 'quote it' (1.10 would read as 1.1)."""
         if isinstance(value, float | int) and not isinstance(value, bool):
-            if str(value) in TRTLLM_PROFILES:
+            if str(value) in releases.RELEASES:
                 return str(value)
             raise ValueError(f"engine.trtllm_version {value!r} is a number; write the release as quoted text, one "
-                             f"of 'auto', {', '.join(repr(v) for v in TRTLLM_PROFILES)} (quote it: "
+                             f"of 'auto', {', '.join(repr(v) for v in releases.names())} (quote it: "
                              "trtllm_version: '1.3')")
+        return value
+
+    @field_validator("trtllm_version")
+    @classmethod
+    def _known_release(cls, value: str) -> str:
+        """'auto' or a release with a record; a newer or unknown one says which are known."""
+        if value == "auto" or value in releases.RELEASES:
+            return value
+        from trtllm_spec.errors import UserError
+
+        try:
+            releases.get(value, "engine.trtllm_version")
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
 
@@ -513,7 +530,7 @@ class Recipe(StrictModel):
                              "not be measured; raise measure.draft_len or drop it")
         d.check(self)
         need, version = d.required_trtllm(), self.engine.trtllm_version
-        if version != "auto" and TRTLLM_PROFILES.index(version) < TRTLLM_PROFILES.index(need):
+        if version != "auto" and releases.order(version) < releases.order(need):
             what = ("drafter.sa_enhancer needs TensorRT-LLM {need}+ (sa_config / SAEnhancerConfig is not in "
                     "TensorRT-LLM {version})" if need != d.min_trtllm else
                     "drafter {type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}; not in "

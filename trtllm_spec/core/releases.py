@@ -55,15 +55,19 @@ class DecodingTag:
 # descriptor's trtllm_speculative_config chooses per release). "Eagle": EAGLE-3 on the PyTorch backend, the only
 # spelling of the 1.2-era parsers; deprecated by PR #10124 (main, Dec 2025) but still accepted by the 1.4 pages.
 DECODING_TAGS: dict[str, DecodingTag] = {t.tag: t for t in (
-    DecodingTag("Eagle3", "eagle3", "1.2"), DecodingTag("Eagle", "eagle3", "1.2"),
+    DecodingTag("Eagle", "eagle3", "1.2"), DecodingTag("Eagle3", "eagle3", "1.2"),
     DecodingTag("MTP", "mtp", "1.2"), DecodingTag("NGram", "ngram", "1.2"),
     DecodingTag("Draft_Target", "draft_model", "1.2"),
     DecodingTag("DFlash", "dflash", "1.3"), DecodingTag("DSpark", "dspark", "1.3"),
     DecodingTag("SA", "suffix", "1.3"),
 )}
-# other spellings that reach us in engine reports (trtllm-bench ``decoding_stats.mode``) or are misspellings of
-# a tag: reading one maps to the tag; an options file with one is refused naming the tag
-TAG_ALIASES: dict[str, str] = {"DraftTarget": "Draft_Target", "PARD": "Draft_Target"}
+# spellings seen in TensorRT-LLM's docs and reports that are not the pydantic Literal
+# (docs/source/features/speculative-decoding.md; trtllm-bench decoding_stats.mode): read as the tag, refused in an
+# options file naming the tag
+TAG_ALIASES: dict[str, str] = {"DraftTarget": "Draft_Target"}
+# modes trtllm-bench may report that we do not write, with the drafter type whose acceptance they measure
+# (PARD: a parallel draft model, 1.3.0rc27's PARDDecodingConfig; its acceptance is a draft model's)
+REPORT_MODES: dict[str, str] = {"PARD": "draft_model"}
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,9 @@ class Release:
     schedule_switches_off: bool = True  # a tier of 0, or a batch above the largest key, stops speculation
     host_costs: str = ""  # key of the host-cost profile (core/host_costs.TRTLLM_HOST_PROFILES); default: name
     tensorrt_backend: bool = False  # the TensorRT (engine) backend still ships
+    # how this release spells what every release has (the options builder writes these): the EAGLE-3 tag, the
+    # drafter folder key, MTP's draft-length knob
+    spelling: dict[str, str] = field(default_factory=lambda: dict(_SPELLING))
     refs: tuple[str, ...] = ()
 
     @property
@@ -100,6 +107,12 @@ class Release:
         return self.host_costs or self.name
 
 
+_SPELLING = {"eagle3_tag": "Eagle3", "draft_model_key": "speculative_model", "mtp_draft_len_key": "max_draft_len"}
+# 1.2: every 1.2-era llm_args.py reads EAGLE-3 as "Eagle" with speculative_model_dir (the older from_dict parser
+# knows only those; the later union keeps EagleDecodingConfig run as EAGLE-3 on PyTorch and the alias); its
+# MTPDecodingConfig validator sets max_draft_len from num_nextn_predict_layers (docs/trtllm_compat.md)
+_SPELLING_12 = {"eagle3_tag": "Eagle", "draft_model_key": "speculative_model_dir",
+                "mtp_draft_len_key": "num_nextn_predict_layers"}
 _ACCEPTANCE_RENAMES = {
     "acceptance_window": "acceptance_rate_window_size (a window over speculation iterations)",
     "acceptance_length_threshold": "acceptance_rate_threshold (on accepted/drafted, in [0, 1])"}
@@ -133,6 +146,7 @@ register(Release(
     "1.2", image="nvcr.io/nvidia/tensorrt-llm/release:1.2.1", stable=True,
     read_from="a 1.2-era tensorrt_llm/llmapi/llm_args.py (TensorRT-LLM 1.2.1)",
     upper_thresholds=False, max_concurrency=False, schedule_switches_off=True, tensorrt_backend=True,
+    spelling=_SPELLING_12,
     refs=("tensorrt_llm/llmapi/llm_args.py (release 1.2)", "docs/source/legacy/tensorrt-backend-removal.md")))
 register(Release(
     "1.3", image="nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc27", stable=False,
@@ -189,9 +203,9 @@ def newest(stable_only: bool = False) -> str:
 
 
 def tag_type(tag: str) -> str | None:
-    """Our drafter type for a decoding tag or one of its aliases (None: unknown)."""
+    """Our drafter type for a decoding tag, one of its aliases or a reported mode (None: unknown)."""
     t = DECODING_TAGS.get(TAG_ALIASES.get(tag, tag))
-    return t.drafter if t else None
+    return t.drafter if t else REPORT_MODES.get(tag)
 
 
 def tag_since(tag: str) -> str | None:

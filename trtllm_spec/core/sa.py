@@ -29,6 +29,6 @@ SA_SINCE = "1.3"  # SADecodingConfig / SAEnhancerConfig: absent from the 1.2 llm
 def enhancer_release(enhancer: SAEnhancerConfig | None, own: str) -> str:
     if enhancer is None:
         return own
-    from trtllm_spec.core.recipe import TRTLLM_PROFILES
+    from trtllm_spec.core.releases import order
 
-    return max(own, SA_SINCE, key=TRTLLM_PROFILES.index)
+    return max(own, SA_SINCE, key=order)

@@ -21,7 +21,9 @@ DSpark never). The one-model path gained dynamic draft length in PR #10860 (merg
 branch: a 1.2 bundle never carries a schedule. Main's ``get_draft_len_for_batch_size`` floors one-engine modes at
 ``min_runtime_draft_len = 1`` (zero tiers and batches above the largest key draft 1 token, not 0); the 1.4.0rc1 /
 rc4 pages do not settle whether 1.4 has that floor, so a 1.4 plan never relies on a tier switching speculation off.
-Each descriptor lists the releases that apply a schedule to it (``Mechanism.trtllm_dynamic_draft_len``).
+Each descriptor names the first release that applies a schedule to it (``Mechanism.dynamic_draft_len_since``);
+each release record says whether it has ``max_concurrency`` and whether a tier can switch speculation off
+(``core/releases.py``).
 
 Pure Python (no pydantic): the planner, the options builder and the reports use it.
 """
@@ -32,7 +34,9 @@ from __future__ import annotations
 def cutoff_gate(schedule: dict[int, int] | None, max_draft_len: int, profile: str
                 ) -> tuple[dict[int, int] | None, dict, str | None]:
     """(schedule to write, extra speculative_config fields, the reason) for the plan's schedule."""
-    if profile == "1.2" or not schedule or len(schedule) != 1 or max_draft_len <= 0:
+    from trtllm_spec.core.releases import get
+
+    if not get(profile).max_concurrency or not schedule or len(schedule) != 1 or max_draft_len <= 0:
         return schedule, {}, None
     (k, v), = schedule.items()
     if v != max_draft_len or not isinstance(k, int) or k < 1:  # a bad key is reported by the schedule's own check
@@ -54,21 +58,19 @@ def gate_reasons(options: dict | None, profile: str) -> list[str]:
     return out
 
 
-# can a schedule tier (value 0, or above the largest key) switch speculation off in this release?
-SCHEDULE_SWITCHES_OFF = {"1.2": True, "1.3": True, "1.4": False}
-
-
 def engine_schedule(mechanism, profile: str) -> tuple[bool, bool, str | None]:
     """(the engine applies a draft_len_schedule / max_concurrency to ``mechanism`` in ``profile``, a tier can switch
     speculation off, why not -- None when both hold)."""
+    from trtllm_spec.core.releases import at_least, first_at_least, get, order
+
     title = getattr(mechanism, "title", getattr(mechanism, "name", "this drafter"))
-    releases = tuple(getattr(mechanism, "trtllm_dynamic_draft_len", ()))
-    if profile not in releases:
-        since = next((r for r in releases if r > profile), None)
-        later = f"; TensorRT-LLM {since} does (engine.trtllm_version: '{since}')" if since else ""
+    since = getattr(mechanism, "dynamic_draft_len_since", None)
+    if not at_least(profile, since):
+        later = first_at_least(since) if since is not None and order(since) > order(profile) else None
+        hint = f"; TensorRT-LLM {later} does (engine.trtllm_version: '{later}')" if later else ""
         return False, False, (f"TensorRT-LLM {profile} applies no draft_len_schedule or max_concurrency to {title} "
-                              f"(support_dynamic_draft_len() is false for it{later})")
-    if not SCHEDULE_SWITCHES_OFF.get(profile, False):
+                              f"(support_dynamic_draft_len() is false for it{hint})")
+    if not get(profile).schedule_switches_off:
         return True, False, (f"TensorRT-LLM {profile} may not switch {title} speculation off at a batch size (main "
                              "floors one-engine modes at D = 1 above the largest key and on zero tiers); the plan "
                              "drafts at least 1 token wherever it drafts at all")

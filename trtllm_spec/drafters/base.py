@@ -27,11 +27,10 @@ class Mechanism:
     trtllm_first_layer: ClassVar[bool] = False
     # the drafter reads the target's hidden states, so its hidden_size must be the target's
     shares_target_hidden: ClassVar[bool] = True
-    # decoding_type tags TensorRT-LLM's LLM API accepts for it (the first is what we write)
-    decoding_types: ClassVar[tuple[str, ...]] = ()
-    # TensorRT-LLM releases whose engine applies draft_len_schedule / max_concurrency to it (support_dynamic_draft_len;
-    # core.trtllm_gates.engine_schedule, docs/trtllm_compat.md); () = none: one D at every batch size
-    trtllm_dynamic_draft_len: ClassVar[tuple[str, ...]] = ()
+    # the first TensorRT-LLM release whose engine applies draft_len_schedule / max_concurrency to it
+    # (support_dynamic_draft_len; core.trtllm_gates.engine_schedule, docs/trtllm_compat.md), compared numerically
+    # with every later release (core.releases.order); None = never: one D at every batch size
+    dynamic_draft_len_since: ClassVar[str | None] = None
     # no exported folder: the reference decoder builds it from options (``measure --drafter NAME``)
     folderless: ClassVar[bool] = False
     summary: ClassVar[str] = ""
@@ -39,6 +38,13 @@ class Mechanism:
     # None with the reason llama.cpp cannot run it ('measure --engine llamacpp' and 'assets serve' refuse it)
     llamacpp_spec_type: ClassVar[str | None] = None
     llamacpp_refusal: ClassVar[str] = "llama.cpp has no speculative type for it"
+
+    @property
+    def decoding_types(self) -> tuple[str, ...]:
+        """The decoding_type tags TensorRT-LLM's LLM API accepts for it (core.releases.DECODING_TAGS)."""
+        from trtllm_spec.core.releases import DECODING_TAGS
+
+        return tuple(t.tag for t in DECODING_TAGS.values() if t.drafter == self.name)
 
     @property
     def min_trtllm(self) -> str:

@@ -23,8 +23,7 @@ class DFlash(Mechanism):
     acceptance_kind = "block"
     needs_training = True
     modelopt_mode = "dflash"
-    decoding_types = ("DFlash",)
-    trtllm_dynamic_draft_len = ("1.3", "1.4")  # PR #12262 (DFlash)
+    dynamic_draft_len_since = "1.3"  # PR #12262 (DFlash)
     summary = "decoder layers fused with target hidden states denoise a block of mask tokens in one pass"
 
     def trainable_params(self, cfg, target: ModelShape) -> int:
@@ -126,8 +125,7 @@ class DSpark(DFlash):
     def default_config(self) -> DSparkDrafter:
         return DSparkDrafter()
 
-    decoding_types = ("DSpark",)
-    trtllm_dynamic_draft_len = ()  # support_dynamic_draft_len() never lists DSpark: one D, no max_concurrency
+    dynamic_draft_len_since = None  # support_dynamic_draft_len() never lists DSpark: one D, no max_concurrency
 
     def only_draft_len(self, cfg: DSparkDrafter) -> int:
         # TensorRT-LLM's DSparkWorker._lazy_init (cited above) refuses any max_draft_len but the checkpoint's

@@ -23,8 +23,7 @@ class DraftModel(Mechanism):
     acceptance_kind = "chain"
     recognised_last = True
     shares_target_hidden = False  # its own model: only the vocabulary must match
-    decoding_types = ("Draft_Target", "DraftTarget")
-    trtllm_dynamic_draft_len = ("1.3", "1.4")  # PR #12262 (draft-target)
+    dynamic_draft_len_since = "1.3"  # PR #12262 (draft-target)
     summary = "a small independent LLM with the same tokenizer drafts D tokens sequentially"
 
     def __init__(self, resolve_shape: Callable[[str], ModelShape] | None = None) -> None:

@@ -27,8 +27,7 @@ class MTP(Mechanism):
     title = "MTP"
     acceptance_kind = "chain"
     modelopt_mode, modelopt_preset = "eagle", "EAGLE_MTP_DEFAULT_CFG"  # the head for targets without MTP layers
-    decoding_types = ("MTP",)
-    trtllm_dynamic_draft_len = ("1.3", "1.4")  # PR #12262 (MTP, MTP-Eagle)
+    dynamic_draft_len_since = "1.3"  # PR #12262 (MTP, MTP-Eagle)
     summary = "native multi-token-prediction layer(s) over the target's last hidden state; sequential"
 
     def default_config(self) -> MTPDrafter:
@@ -98,11 +97,9 @@ class MTP(Mechanism):
                                   speculative_model: str | None, **extra) -> dict:
         # 1.2: num_nextn_predict_layers sets max_draft_len (its validator overwrites max_draft_len); 1.3 main:
         # max_draft_len is the knob and num_nextn_predict_layers is internal (llm_args.py MTPDecodingConfig).
-        out: dict = {"decoding_type": "MTP"}
-        if profile == "1.2":
-            out["num_nextn_predict_layers"] = max_draft_len
-        else:
-            out["max_draft_len"] = max_draft_len
+        from trtllm_spec.core.releases import get
+
+        out: dict = {"decoding_type": "MTP", get(profile).spelling["mtp_draft_len_key"]: max_draft_len}
         if speculative_model is not None:
             out["speculative_model"] = speculative_model  # a separately trained MTP head
         if cfg.sa_enhancer is not None:  # MTPDecodingConfig.sa_config (1.3+; drafters/suffix.py)

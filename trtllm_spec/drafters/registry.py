@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trtllm_spec.core.recipe import DRAFTER_TYPES
+from trtllm_spec.core.releases import DECODING_TAGS
 from trtllm_spec.drafters.base import Mechanism
 from trtllm_spec.drafters.dflash import DFlash, DSpark
 from trtllm_spec.drafters.draft_model import DraftModel
@@ -24,8 +25,9 @@ def get(name: str) -> Mechanism:
     return MECHANISMS[name]
 
 
-# TensorRT-LLM decoding_type tag -> our drafter type (reading a bundle's options back)
+# TensorRT-LLM decoding_type tag -> our drafter type (reading a bundle's options back): core.releases.DECODING_TAGS
 DECODING_TYPES = {tag: name for name, m in MECHANISMS.items() for tag in m.decoding_types}
+assert all(t.drafter in MECHANISMS for t in DECODING_TAGS.values()), "every decoding tag runs a registered drafter"
 
 
 # mechanisms the reference decoder builds without a folder: their names are ``measure --drafter`` spec tokens

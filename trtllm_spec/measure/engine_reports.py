@@ -32,7 +32,7 @@ from pathlib import Path
 from trtllm_spec.core.bundle import Bundle
 
 # decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend), or one of its aliases
-from trtllm_spec.core.releases import DECODING_TAGS, TAG_ALIASES, tag_type
+from trtllm_spec.core.releases import DECODING_TAGS, REPORT_MODES, TAG_ALIASES, tag_type
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.profile import acceptance_kind
 
@@ -131,7 +131,7 @@ def _mode_type(mode: object, where: str, drafter_type: str | None) -> str:
         return drafter_type
     kind = tag_type(mode) if isinstance(mode, str) else None
     if kind is None:
-        known = ", ".join([*DECODING_TAGS, *TAG_ALIASES])
+        known = ", ".join([*DECODING_TAGS, *TAG_ALIASES, *REPORT_MODES])
         raise UserError(f"{where}: decoding_stats.mode {mode!r} is not one we plan for; known: {known} "
                         "(give --bundle so the drafter type is taken from its options)")
     return kind

@@ -238,7 +238,8 @@ def _multinode(ctx: BuildContext, model: str) -> list[str]:
         write_text_atomic(ctx.bundle / "serve_multinode.sh", sc.multinode_serve_sh(
             model=model, world_size=world, gpus_per_node=min(h.gpus_per_node, world)))
         write_text_atomic(ctx.bundle / "slurm_serve.sbatch", sc.slurm_serve_sbatch(
-            job_name=ctx.recipe.name, nodes=h.nodes, gpus_per_node=min(h.gpus_per_node, world), model=model))
+            job_name=ctx.recipe.name, nodes=h.nodes, gpus_per_node=min(h.gpus_per_node, world), model=model,
+            image=sc.serve_image(ctx.recipe.trtllm_profile)))
         out += ["serve_multinode.sh", "slurm_serve.sbatch"]
     dist = getattr(ctx.recipe.drafter, "training", None)
     if dist is not None and dist.distributed.strategy != "none":  # the launch train/distributed.py checks
