@@ -481,7 +481,7 @@ def test_build_bundles_the_converted_drafter(tmp_path, cli):
             assert torch.equal(got["midlayer." + k[len("layers.0."):]], v)
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert manifest["drafter"]["kind"] == "converted"
-    assert "speculative_model_dir: drafter" in (tmp_path / "bundle" / "llm_api_options.yaml").read_text()
+    assert "speculative_model: drafter" in (tmp_path / "bundle" / "llm_api_options.yaml").read_text()  # auto: 1.3
 
 
 def test_convert_from_bad_inputs(tmp_path, cli):

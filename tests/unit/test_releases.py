@@ -48,9 +48,9 @@ def test_the_recipe_and_the_cli_refuse_an_unknown_release(cli, tmp_path):
 
 def test_a_release_record_missing_a_required_fact_is_refused():
     with pytest.raises(UserError, match="'image' is missing"):
-        releases.register(Release("1.5", image="", read_from="pages", stable=False))
+        releases.register(Release("1.5", image="", read_from="pages", final=False, stable=False))
     with pytest.raises(UserError, match="mirror_base '1.1' is not a registered release"):
-        releases.register(Release("1.5", image="x", read_from="pages", stable=False, mirror_base="1.1"))
+        releases.register(Release("1.5", image="x", read_from="pages", final=False, stable=False, mirror_base="1.1"))
     assert "1.5" not in releases.RELEASES
 
 
@@ -60,8 +60,9 @@ def test_the_image_of_each_release_is_the_one_the_scripts_and_the_docker_docs_na
     images = {r.image for r in releases.RELEASES.values()}
     dockerfile = (REPO / "Dockerfile").read_text()
     default = re.search(r"^ARG TRTLLM_IMAGE=(\S+)$", dockerfile, re.M).group(1)
-    assert default == get(releases.newest(stable_only=True)).image  # the newest stable release's
-    assert DEFAULT_SERVE_IMAGE == serve_image("1.2") == "nvcr.io#nvidia/tensorrt-llm/release:1.2.1"
+    assert default == get(releases.newest(stable_only=True)).image  # the newest stable release's: auto's
+    assert serve_image("1.2") == "nvcr.io#nvidia/tensorrt-llm/release:1.2.1"
+    assert serve_image(releases.newest(stable_only=True)) == DEFAULT_SERVE_IMAGE
     for name, text in (("Dockerfile", dockerfile), ("docs/docker.md", (REPO / "docs" / "docker.md").read_text())):
         named = set(re.findall(r"nvcr\.io[/#]nvidia/tensorrt-llm/release:[\w.]+", text))
         named = {n.replace("#", "/") for n in named}
@@ -116,7 +117,7 @@ def test_release_facts_drive_the_mirror_and_the_gates():
     from trtllm_spec.core.trtllm_gates import cutoff_gate
     from trtllm_spec.deploy.trtllm_schema import DECODING_TAGS, TAG_SINCE
 
-    assert DECODING_TAGS == {r.name: r.tags for r in releases.RELEASES.values()}
+    assert {r.name: r.tags for r in releases.RELEASES.values()} == DECODING_TAGS
     assert TAG_SINCE == {"DFlash": "1.3", "DSpark": "1.3", "SA": "1.3"}
     for r in releases.RELEASES.values():
         _, gates, _ = cutoff_gate({8: 4}, 4, r.name)

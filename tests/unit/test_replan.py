@@ -188,6 +188,11 @@ rep = fake_report(spec.get("max_draft_len", 0), float(opt("--concurrency")))
 if spec:  # trtllm-bench names the decoding mode of the options it ran
     rep["decoding_stats"]["mode"] = spec["decoding_type"]
 rep["world_info"]["max_batch_size"] = yaml.safe_load(open(opt("--extra_llm_api_options")))["max_batch_size"]
+# the engine is the container of the bundle's release (it runs from the bundle's root)
+import os
+from trtllm_spec.core.releases import get
+if os.path.exists("manifest.json"):
+    rep["engine"]["version"] = get(json.load(open("manifest.json"))["trtllm_profile"]).image.rsplit(":", 1)[1]
 json.dump(rep, open(opt("--report_json"), "w"))
 """
 
@@ -253,7 +258,7 @@ def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bu
     assert plan["host_costs"]["name"].startswith("calibrated") and "robustness" in plan
     assert "## Host costs fitted from the reports" in (bundle / "replan" / "replan.md").read_text()
     overhead = (bundle / "report" / "overhead.md").read_text()  # the bundle's own report: profile and robustness
-    assert "## Host costs" in overhead and "tensorrt-llm-1.2" in overhead and "## Robustness to host costs" in overhead
+    assert "## Host costs" in overhead and "tensorrt-llm-1.3" in overhead and "## Robustness to host costs" in overhead
     assert json.loads((bundle / "report" / "overhead.json").read_text())["robustness"]["rows"]
     assert cli("verify", bundle).exit_code == 0  # bench_results_plain/ is not bundle content
     # the plain run of another options file is refused, naming it
@@ -263,7 +268,7 @@ def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bu
     other_opts.write_text(yaml.safe_dump(opts))
     other = bundle / "bench_results_plain" / "other.json"
     subprocess.run([str(bundle.parent / "bin" / "trtllm-bench"), "--extra_llm_api_options", str(other_opts),
-                    "--concurrency", "1", "--report_json", str(other)], check=True, env=calibration_tools)
+                    "--concurrency", "1", "--report_json", str(other)], check=True, env=calibration_tools, cwd=bundle)
     rep = json.loads(other.read_text())
     rep["world_info"]["kv_cache_percentage"] = 0.5
     other.write_text(json.dumps(rep))

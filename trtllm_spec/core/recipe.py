@@ -405,7 +405,7 @@ class QuantizationConfig(StrictModel):
 class EngineConfig(StrictModel):
     trtllm_version: str = Field(
         "auto", description="TensorRT-LLM release profile (core/releases.py); auto = the newest stable release that "
-        "runs the drafter (docs/trtllm_compat.md, 'Which release auto picks')")
+        "runs the drafter and backend, 1.3 (docs/trtllm_compat.md, 'Which release auto picks')")
     backend: Literal["pytorch", "tensorrt"] = "pytorch"
     free_gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
     enable_block_reuse: bool = True
@@ -547,9 +547,11 @@ class Recipe(StrictModel):
 
     @property
     def trtllm_profile(self) -> str:
+        """The release the bundle is for: the recipe's, or for ``auto`` the newest stable release that runs the
+        drafter and the backend (``core.releases.auto_release``: 1.3 for the PyTorch backend, 1.2 for TensorRT)."""
         if self.engine.trtllm_version != "auto":
             return self.engine.trtllm_version
-        return self.drafter.required_trtllm()
+        return releases.auto_release(self.drafter.required_trtllm(), self.engine.backend == "tensorrt")
 
     @property
     def base_dir(self) -> Path:

@@ -5,7 +5,7 @@ from it (tests/unit/test_releases.py checks the last two).
 
 Sources (each fact with its release):
 
-- 1.2: a 1.2-era ``tensorrt_llm/llmapi/llm_args.py`` (TensorRT-LLM 1.2.1, the newest stable release on PyPI;
+- 1.2: a 1.2-era ``tensorrt_llm/llmapi/llm_args.py`` (TensorRT-LLM 1.2.1, the newest final release on PyPI;
   ``nvcr.io/nvidia/tensorrt-llm/release:1.2.1``); the TensorRT backend is still in its wheel.
 - 1.3: NVIDIA/TensorRT-LLM main after the 1.3.0rc2x tags (``llm_args.py`` @0004396720) and the 1.3.0rc27 LLM API
   reference pages; no 1.3.0 final existed when this was read.
@@ -77,7 +77,11 @@ class Release:
     name: str  # "1.3": the recipe's engine.trtllm_version
     image: str  # the container image of the release the mirror was read from (docker reference, no registry '#')
     read_from: str  # what the mirror of this release was read from
-    stable: bool  # a final release (not only release candidates) exists
+    final: bool  # a final release (not only release candidates) exists
+    # ``engine.trtllm_version: auto`` may pick it: what the mirror holds was read from the release itself or a late
+    # release candidate, and no open question changes what a bundle for it writes (docs/trtllm_compat.md, "Which
+    # release auto picks")
+    stable: bool
     mirror_base: str | None = None  # the release whose option fields this one has, unchanged (None: its own)
     # (speculative_config key, value) -> why this release refuses it
     removed: dict[tuple[str, object], str] = field(default_factory=dict)
@@ -143,19 +147,19 @@ def unregister(name: str) -> None:
 
 
 register(Release(
-    "1.2", image="nvcr.io/nvidia/tensorrt-llm/release:1.2.1", stable=True,
+    "1.2", image="nvcr.io/nvidia/tensorrt-llm/release:1.2.1", final=True, stable=True,
     read_from="a 1.2-era tensorrt_llm/llmapi/llm_args.py (TensorRT-LLM 1.2.1)",
     upper_thresholds=False, max_concurrency=False, schedule_switches_off=True, tensorrt_backend=True,
     spelling=_SPELLING_12,
     refs=("tensorrt_llm/llmapi/llm_args.py (release 1.2)", "docs/source/legacy/tensorrt-backend-removal.md")))
 register(Release(
-    "1.3", image="nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc27", stable=False,
+    "1.3", image="nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc27", final=False, stable=True,
     read_from="llm_args.py @0004396720 (main after 1.3.0rc2x) and the 1.3.0rc27 LLM API reference pages",
     renamed=_ACCEPTANCE_RENAMES,
     refs=("PR #10860 (dynamic draft length on the one-model path)", "PR #12262 (support_dynamic_draft_len)",
           "PR #12905 (acceptance gate renamed)")))
 register(Release(
-    "1.4", image="nvcr.io/nvidia/tensorrt-llm/release:1.4.0rc4", stable=False,
+    "1.4", image="nvcr.io/nvidia/tensorrt-llm/release:1.4.0rc4", final=False, stable=False,
     read_from="the 1.4.0rc1 and 1.4.0rc4 LLM API reference pages",
     renamed=_ACCEPTANCE_RENAMES, schedule_switches_off=False,
     removed={("eagle3_one_model", False): "TensorRT-LLM 1.4 removed the two-model EAGLE-3 path (PR #18721); drop "
@@ -200,6 +204,17 @@ def first_at_least(since: str | None) -> str | None:
 def newest(stable_only: bool = False) -> str:
     pool = [r for r in RELEASES.values() if r.stable or not stable_only]
     return pool[-1].name
+
+
+def auto_release(needs: str, tensorrt_backend: bool = False) -> str:
+    """What ``engine.trtllm_version: auto`` resolves to: the newest stable release that runs the drafter (``needs``:
+    the first release with everything its section asks for) and the backend; the drafter's own first release
+    where no stable one does. Why the newest and not the first: the per-batch draft_len_schedule, the planner's
+    headline, is applied from 1.3 on (no 1.2 mechanism applies one), so the oldest release would switch it off
+    by default (docs/trtllm_compat.md, "Which release auto picks")."""
+    pool = [r.name for r in RELEASES.values() if r.stable and order(r.name) >= order(needs)
+            and (r.tensorrt_backend or not tensorrt_backend)]
+    return pool[-1] if pool else needs
 
 
 def tag_type(tag: str) -> str | None:

@@ -37,7 +37,13 @@ def serve_image(profile: str) -> str:
     return f"{registry}#{rest}"
 
 
-DEFAULT_SERVE_IMAGE = serve_image("1.2")
+def _default_image() -> str:
+    from trtllm_spec.core.releases import newest
+
+    return serve_image(newest(stable_only=True))  # the release engine.trtllm_version: auto picks
+
+
+DEFAULT_SERVE_IMAGE = _default_image()
 _SLURM_WORD = re.compile(r"[A-Za-z0-9_.-]+")
 _SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{2}){0,2}")
 _IMAGE = re.compile(r"[A-Za-z0-9_.:/#@+-]+")

@@ -50,7 +50,7 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
     if options:
         raise UserError(f"drafter options {sorted(options)} do not apply to a {kind} folder")
     if enhancer:
-        if kind not in ENHANCED_KINDS:
+        if not get(kind).sa_enhanced:
             raise UserError(f"sa_enhancer: TensorRT-LLM's sa_config exists on Eagle3 and MTP decoding configs, not "
                             f"on a {kind} drafter")
         from trtllm_spec.runtime.drafters.sa_enhancer import SAEnhancedDrafter
@@ -59,5 +59,3 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
                                     enhancer.get("pool_slots"))
     return kind, drafter
 
-
-ENHANCED_KINDS = ("eagle3", "mtp")  # the decoding configs with sa_config (1.3.0rc27 / 1.4.0rc4 API pages)

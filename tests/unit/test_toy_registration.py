@@ -1,0 +1,79 @@
+"""Releases are data: a toy TensorRT-LLM release "1.5" added with ONE registration (``core.releases.register``) is
+accepted end to end: recipe and ``plan --trtllm-version``, the bundle's options (rendered with the release's
+spellings, validated by the mirror through ``mirror_base``), and ``replan`` of a bundle built for it
+(docs/architecture.md, "Adding a TensorRT-LLM release")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trtllm_spec.core import releases
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "tests" / "fixtures" / "engine_reports" / "fake_bench_report_c1.json"
+
+
+@pytest.fixture
+def toy_release():
+    """The one registration: a release whose option fields are 1.4's, with its own image and rules."""
+    from trtllm_spec.core.host_costs import TRTLLM_HOST_PROFILES
+
+    rec = releases.register(releases.Release(
+        "1.5", image="nvcr.io/nvidia/tensorrt-llm/release:1.5.0rc0", read_from="a toy record (tests)",
+        final=False, stable=False, mirror_base="1.4", schedule_switches_off=False,
+        renamed=releases.get("1.4").renamed, removed=releases.get("1.4").removed))
+    yield rec
+    releases.unregister("1.5")
+    TRTLLM_HOST_PROFILES.pop("1.5", None)
+
+
+def test_a_registered_release_orders_numerically_and_is_a_choice(toy_release, cli):
+    assert releases.names()[-1] == "1.5" and releases.newest() == "1.5"
+    assert releases.newest(stable_only=True) == "1.3"  # not stable: auto does not pick it
+    with pytest.raises(Exception, match="newer than any release"):
+        releases.get("1.10")
+    r = cli("plan", "--target", "llama-3.1-8b-instruct", "--drafter", "eagle3", "--gpu", "h100",
+            "--batch-sizes", "1,8,64", "--trtllm-version", "1.5", "--json")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.output[r.output.index("{"):r.output.rindex("}") + 1])
+    assert plan["recommendation"]["trtllm_profile"] == "1.5"
+    assert plan["host_costs"]["release"] == "1.5"
+
+
+def test_plan_bundle_options_mirror_and_replan_for_a_registered_release(toy_release, cli, tmp_path):
+    from trtllm_spec.core.bundle import read_bundle
+    from trtllm_spec.deploy.trtllm_schema import validate_options
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "toy15", "target": {"model": "llama-3.1-8b-instruct"},
+                                      "drafter": {"type": "eagle3"}, "hardware": {"gpu": "h100"},
+                                      "engine": {"trtllm_version": "1.5"},
+                                      "workload": {"batch_sizes": [1, 8, 64], "isl": 1024, "osl": 256}}))
+    bundle = tmp_path / "bundle"
+    r = cli("build", recipe, "--out", bundle)
+    assert r.exit_code == 0, r.output
+    b = read_bundle(bundle)
+    assert b.profile == "1.5" and b.drafter == "eagle3"
+    spec = b.main_options["speculative_config"]
+    assert spec["decoding_type"] == "Eagle3" and spec["speculative_model"] == "drafter"  # 1.5's spellings
+    validate_options(b.main_options, "1.5")  # the mirror, through mirror_base
+    with pytest.raises(Exception, match="eagle3_one_model"):  # and the release's own removals
+        validate_options({**b.main_options, "speculative_config": {**spec, "eagle3_one_model": False}}, "1.5")
+    # bench with a fake trtllm-bench (the report of the fixture at the bundle's D), then replan in-process
+    rep = json.loads(FIXTURE.read_text())
+    its = rep["request_info"]["avg_output_length"] - rep["decoding_stats"]["num_accepted_draft_tokens_percentiles"][
+        "average"]
+    rep["decoding_stats"]["num_draft_tokens_percentiles"]["average"] = spec["max_draft_len"] * its
+    rep["request_info"]["avg_num_concurrent_requests"] = 1.0
+    report = tmp_path / "report_c1.json"
+    report.write_text(json.dumps(rep))
+    r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", tmp_path / "re")
+    assert r.exit_code == 0, r.output
+    new = yaml.safe_load((tmp_path / "re" / "llm_api_options.yaml").read_text())
+    validate_options(new, "1.5")
+    plan = json.loads((tmp_path / "re" / "plan" / "plan.json").read_text())
+    assert plan["host_costs"]["release"] == "1.5"
