@@ -81,6 +81,12 @@ class Mechanism:
             return "convert"
         return "train" if self.needs_training else "none"
 
+    def obtain(self, cfg, recipe, target):
+        """The drafter stage's result (``core.artifacts.DrafterResult``) where this mechanism obtains its drafter its
+        own way (the target's native layers, an existing model), or None: the generic ways of ``source`` apply
+        (reuse, convert, train, none). ``target``: the resolved target (``core.targets.ResolvedTarget``)."""
+        return None
+
     def measure_spec(self, drafter_dir: Path | None) -> str | None:
         """What the reference decoder loads for this drafter (``measure --drafter``); None: nothing here."""
         return str(drafter_dir) if drafter_dir is not None else None

@@ -35,6 +35,28 @@ class DraftModel(Mechanism):
     def source(self, cfg: DraftModelDrafter, target: ModelShape) -> str:
         return "draft_model"  # drafter.model, an existing LLM: nothing to train
 
+    def obtain(self, cfg: DraftModelDrafter, recipe, target):
+        """drafter.model, an existing LLM: nothing to train; its vocabulary must be the target's."""
+        from trtllm_spec.core.artifacts import DrafterResult
+        from trtllm_spec.core.targets import resolve_target
+        from trtllm_spec.errors import UserError
+
+        draft = resolve_target(cfg.model, recipe.base_dir)
+        if target.path is None or draft.path is None:
+            return DrafterResult("draft_model", draft.path, {"draft_model": cfg.model,
+                                                             "note": "presets: tokenizer check deferred to build"})
+        from trtllm_spec.data.chat import load_tokenizer
+
+        tt, dt = load_tokenizer(target.path), load_tokenizer(draft.path)
+        tv, dv = tt.get_vocab(), dt.get_vocab()
+        if tv != dv:
+            only_t = sorted(set(tv) - set(dv))[:5]
+            only_d = sorted(set(dv) - set(tv))[:5]
+            moved = sorted(k for k in set(tv) & set(dv) if tv[k] != dv[k])[:5]
+            raise UserError(f"draft model {cfg.model} has a different vocabulary than the target: only in "
+                            f"target {only_t}, only in draft {only_d}, different ids {moved}")
+        return DrafterResult("draft_model", draft.path, {"draft_model": cfg.model, "vocab": "identical"})
+
     def recognises(self, cfg: dict) -> bool:
         return cfg.get("model_type") in ("llama", "mistral", "qwen2", "qwen3") and "dflash_config" not in cfg
 

@@ -43,6 +43,14 @@ class MTP(Mechanism):
             return "native"
         return "reuse" if cfg.checkpoint else "train"
 
+    def obtain(self, cfg: MTPDrafter, recipe, target):
+        if self.source(cfg, target.shape) != "native":
+            return None
+        from trtllm_spec.core.artifacts import DrafterResult
+
+        return DrafterResult("native", None, {"num_nextn_predict_layers": target.shape.mtp_layers,
+                                              "note": "the target's own MTP layers; nothing to train"})
+
     def trainable_params(self, cfg: MTPDrafter, target: ModelShape) -> int:
         return head_params(cfg, target, 2)  # ModelOpt's EAGLE-MTP head fuses [embedding; last hidden]
 

@@ -43,14 +43,13 @@ def obtain_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_ste
     from trtllm_spec.drafters.registry import get
 
     d = recipe.drafter
-    source = get(d.type).source(d, target.shape)
+    mech = get(d.type)
+    own = mech.obtain(d, recipe, target)  # the mechanism's own way (native layers, an existing model)
+    if own is not None:
+        return own
+    source = mech.source(d, target.shape)
     if source == "none":
-        return DrafterResult("none", None, {"note": f"{get(d.type).title} drafting needs no drafter (model-free)"})
-    if source == "native":
-        return DrafterResult("native", None, {"num_nextn_predict_layers": target.shape.mtp_layers,
-                                              "note": "the target's own MTP layers; nothing to train"})
-    if source == "draft_model":
-        return _draft_model_record(recipe, target)
+        return DrafterResult("none", None, {"note": f"{mech.title} drafting needs no drafter (model-free)"})
     if source == "reuse":
         p = recipe.resolve_path(d.checkpoint)
         if p is not None and (p / "config.json").is_file():
@@ -96,24 +95,6 @@ def _convert(recipe: Recipe, target: ResolvedTarget, out: Path, *, resume: bool,
     check_out(out, resume, force)
     summary = convert_drafter(src, out / DRAFTER_DIR, cf.format, cfg, force=True)
     return DrafterResult("converted", out / DRAFTER_DIR, {"converted_from": cf.format, **summary})
-
-
-def _draft_model_record(recipe: Recipe, target: ResolvedTarget) -> DrafterResult:
-    from trtllm_spec.data.chat import load_tokenizer
-
-    draft = resolve_target(recipe.drafter.model, recipe.base_dir)
-    if target.path is None or draft.path is None:
-        return DrafterResult("draft_model", draft.path, {"draft_model": recipe.drafter.model,
-                                                         "note": "presets: tokenizer check deferred to build"})
-    tt, dt = load_tokenizer(target.path), load_tokenizer(draft.path)
-    tv, dv = tt.get_vocab(), dt.get_vocab()
-    if tv != dv:
-        only_t = sorted(set(tv) - set(dv))[:5]
-        only_d = sorted(set(dv) - set(tv))[:5]
-        moved = sorted(k for k in set(tv) & set(dv) if tv[k] != dv[k])[:5]
-        raise UserError(f"draft model {recipe.drafter.model} has a different vocabulary than the target: only in "
-                        f"target {only_t}, only in draft {only_d}, different ids {moved}")
-    return DrafterResult("draft_model", draft.path, {"draft_model": recipe.drafter.model, "vocab": "identical"})
 
 
 def drafter(ctx: BuildContext) -> StageResult:
