@@ -65,7 +65,9 @@ def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, sche
                                          max_draft_len=max_draft_len, configured=r.engine.max_seq_len),
         batch_sizes=batches, free_gpu_memory_fraction=r.engine.free_gpu_memory_fraction,
         enable_block_reuse=r.engine.enable_block_reuse, kv_cache_dtype=r.quantization.kv_cache_dtype,
-        cuda_graphs=r.engine.cuda_graphs, trust_remote_code=r.target.trust_remote_code, **extra)
+        cuda_graphs=r.engine.cuda_graphs, trust_remote_code=r.target.trust_remote_code,
+        max_concurrency=extra.get("max_concurrency"),
+        drafter_extras={k: v for k, v in extra.items() if k != "max_concurrency"})
 
 
 def engine(ctx: BuildContext) -> StageResult:
