@@ -111,10 +111,20 @@ def short_omp_spin() -> None:
 def main() -> None:
     """Speculative decoding for TensorRT-LLM without guesswork.
 
-    A recipe names a target, a drafter (EAGLE-3, MTP, DFlash/DSpark, a draft model, n-gram), the hardware and
-    the workload; trtllm-spec plans the draft length D from a roofline model and the five co-design guidelines,
-    trains/exports the drafter, measures acceptance, and writes a TensorRT-LLM bundle.
+    A recipe names a target, a drafter ({drafters}), the hardware and the workload; trtllm-spec plans the draft
+    length D from a roofline model and the five co-design guidelines, trains/exports the drafter, measures
+    acceptance, and writes a TensorRT-LLM bundle.
     """
+
+
+def _root_help() -> str:
+    """The root --help with the drafter types of the recipe union (the registry asserts the same names)."""
+    from trtllm_spec.core.recipe import DRAFTER_TYPES
+
+    return (main.help or "").replace("{drafters}", ", ".join(DRAFTER_TYPES))
+
+
+main.help = _root_help()
 
 
 def echo_json(data) -> None:

@@ -15,7 +15,7 @@ from trtllm_spec.cli.common import (
     release_choice,
     set_option,
 )
-from trtllm_spec.core.recipe import DRAFTER_TYPES, QuantizationConfig, TargetConfig
+from trtllm_spec.core.recipe import DEFAULT_DRAFTER, DRAFTER_TYPES, QuantizationConfig, TargetConfig
 
 QUANT_METHODS = field_choices(QuantizationConfig, "method", drop=("none",))
 DTYPES = field_choices(TargetConfig, "dtype", drop=("auto",)) + QUANT_METHODS
@@ -68,7 +68,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--recipe", "recipe_file", type=click.Path(path_type=Path), help="Start from this recipe.")
 @click.option("--target", help="HF checkpoint folder or config.json, preset name, or fetched asset.")
 @click.option("--drafter", type=click.Choice(DRAFTER_TYPES), help="Drafting mechanism (default: the recipe's, "
-              "else eagle3).")
+              f"else {DEFAULT_DRAFTER}).")
 @click.option("--gpu", help="GPU name (see 'trtllm-spec hw list') or a file from 'trtllm-spec hw probe'.")
 @click.option("--num-gpus", type=int)
 @click.option("--tp", type=int, help="Tensor-parallel size.")
@@ -127,7 +127,7 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     if recipe_file is not None:
         base = recipe_to_dict(load_recipe(recipe_file))
     else:
-        base = {"name": "plan", "target": {"model": flags["target"]}, "drafter": {"type": "eagle3"}}
+        base = {"name": "plan", "target": {"model": flags["target"]}, "drafter": {"type": DEFAULT_DRAFTER}}
     data = apply_overrides(apply_flags(base, flags), overrides)
     recipe = recipe_from_dict(data, str(recipe_file or "plan flags"))
     if recipe_file is not None:

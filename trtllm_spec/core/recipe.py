@@ -337,6 +337,9 @@ DrafterConfig = Annotated[
 # the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
 DRAFTER_TYPES = tuple(get_args(c.model_fields["type"].annotation)[0] for c in DRAFTER_CLASSES)
 DRAFTER_CLASS = dict(zip(DRAFTER_TYPES, DRAFTER_CLASSES, strict=True))
+# the drafter a recipe-less command plans / measures with (plan --target, measure --engine openai, a served
+# profile without --bundle): the first of DRAFTER_CLASSES
+DEFAULT_DRAFTER = DRAFTER_TYPES[0]
 
 
 # ---- the other sections -----------------------------------------------------------------------------

@@ -324,11 +324,13 @@ def profile_from_iteration_stats(source: str, *, options: dict | None = None, dr
         "tokens_per_s_target": None, "tokens_per_s_spec": None, "speedup": None, "identical_outputs": None,
         "token_agreement": None, "engine_reported": t,
     }
-    kind = _options_type(options) or "eagle3"
+    from trtllm_spec.core.recipe import DEFAULT_DRAFTER
+
+    kind = _options_type(options) or DEFAULT_DRAFTER
     src = {"kind": METRICS_SOURCE, **origin, "iterations": t["iterations"],
            "note": "num_prompts counts request-iterations (one per request per speculative step)"}
     if _options_type(options) is None:
-        src["drafter_type_assumed"] = "eagle3 (no --bundle given; the planner uses the recipe's drafter)"
+        src["drafter_type_assumed"] = f"{DEFAULT_DRAFTER} (no --bundle given; the planner uses the recipe's drafter)"
     return _profile(section, d, kind, src, temperature=temperature, dtype="engine",
                     target={"spec": None, "path": None, "hf_id": None},
                     suite={"suite": "served requests", "items": None}, bundle=bundle, max_new_tokens=None)
