@@ -77,3 +77,98 @@ def test_plan_bundle_options_mirror_and_replan_for_a_registered_release(toy_rele
     validate_options(new, "1.5")
     plan = json.loads((tmp_path / "re" / "plan" / "plan.json").read_text())
     assert plan["host_costs"]["release"] == "1.5"
+
+
+# ---- a toy mechanism ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def toy_mechanism():
+    """The one registration: a trivial model-free drafter (n-gram lookup under a name and decoding tag of its own,
+    "Toy", from 1.3), its recipe section, its tag and its mirrored fields named on the descriptor."""
+    from typing import Literal
+
+    from trtllm_spec.core.recipe import NGramDrafter
+    from trtllm_spec.core.releases import DecodingTag
+    from trtllm_spec.deploy.trtllm_schema import _NGramFields
+    from trtllm_spec.drafters import registry
+    from trtllm_spec.drafters.ngram import NGram
+
+    class ToyDrafter(NGramDrafter):
+        type: Literal["toy"] = "toy"
+        min_trtllm = "1.3"
+
+    class Toy(NGram):
+        name, title = "toy", "toy lookup"
+        config_class = ToyDrafter
+        new_decoding_tags = (DecodingTag("Toy", "toy", "1.3"),)
+        trtllm_mirror_fields = _NGramFields
+
+        def default_config(self):
+            return ToyDrafter()
+
+        def trtllm_speculative_config(self, cfg, **kw) -> dict:
+            return {**super().trtllm_speculative_config(cfg, **kw), "decoding_type": "Toy"}
+
+    mech = registry.register(Toy())
+    yield mech
+    registry.unregister("toy")
+
+
+def test_a_registration_missing_a_required_field_is_one_line():
+    from trtllm_spec.drafters import registry
+    from trtllm_spec.drafters.ngram import NGram
+    from trtllm_spec.errors import UserError
+
+    class NoSection(NGram):
+        name, title = "nosection", "no section"
+
+    with pytest.raises(UserError, match=r"drafter registration 'nosection': 'config_class' is missing") as exc:
+        registry.register(NoSection())
+    assert "\n" not in str(exc.value) and "nosection" not in registry.MECHANISMS
+
+
+def test_plan_bundle_options_mirror_and_replan_for_a_registered_mechanism(toy_mechanism, cli, tmp_path):
+    from trtllm_spec.core.bundle import read_bundle
+    from trtllm_spec.core.releases import tag_type
+    from trtllm_spec.deploy.trtllm_schema import validate_options
+    from trtllm_spec.errors import UserError
+
+    assert tag_type("Toy") == "toy"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "toy", "target": {"model": "llama-3.1-8b-instruct"},
+                                      "drafter": {"type": "toy"}, "hardware": {"gpu": "h100"},
+                                      "workload": {"batch_sizes": [1, 8], "isl": 1024, "osl": 256}}))
+    r = cli("plan", "--recipe", recipe, "--json")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.output[r.output.index("{"):r.output.rindex("}") + 1])
+    assert plan["recommendation"]["mechanism"] == "toy" and plan["recommendation"]["trtllm_profile"] == "1.3"
+    bundle = tmp_path / "bundle"
+    r = cli("build", recipe, "--out", bundle, "--set", "planner.compare_mechanisms=false")
+    assert r.exit_code == 0, r.output
+    b = read_bundle(bundle)
+    assert b.drafter == "toy" and b.profile == "1.3"
+    options = b.speculative_options()
+    assert options["speculative_config"]["decoding_type"] == "Toy"
+    validate_options(options, "1.3")  # the mirror built the Toy class from the descriptor's fields
+    with pytest.raises(UserError, match="is not in TensorRT-LLM 1.2; it arrives in TensorRT-LLM 1.3"):
+        validate_options(options, "1.2")
+    with pytest.raises(UserError, match="max_matching_ngram_sise"):
+        validate_options({**options, "speculative_config": {**options["speculative_config"],
+                                                            "max_matching_ngram_sise": 2}}, "1.3")
+    rep = json.loads(FIXTURE.read_text())
+    d = options["speculative_config"]["max_draft_len"]
+    its = rep["request_info"]["avg_output_length"] - rep["decoding_stats"]["num_accepted_draft_tokens_percentiles"][
+        "average"]
+    rep["decoding_stats"]["num_draft_tokens_percentiles"]["average"] = d * its
+    rep["decoding_stats"]["mode"] = "Toy"
+    rep["request_info"]["avg_num_concurrent_requests"] = 1.0
+    report = tmp_path / "report_c1.json"
+    report.write_text(json.dumps(rep))
+    r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", tmp_path / "re")
+    assert r.exit_code == 0, r.output
+    prof = json.loads((tmp_path / "re" / "measured" / "speculation_profile.json").read_text())
+    assert prof["drafter"]["type"] == "toy"
+    new = yaml.safe_load((tmp_path / "re" / "llm_api_options.yaml").read_text())
+    if new.get("speculative_config"):
+        validate_options(new, "1.3")

@@ -342,6 +342,38 @@ DRAFTER_CLASS = dict(zip(DRAFTER_TYPES, DRAFTER_CLASSES, strict=True))
 DEFAULT_DRAFTER = DRAFTER_TYPES[0]
 
 
+def register_drafter_class(cls: type[_Drafter]) -> str:
+    """Add a drafter section to the recipe's tagged union (``drafters.registry.register`` calls it: a mechanism's
+    one registration); returns its type tag."""
+    global DRAFTER_CLASSES, DRAFTER_TYPES
+    args = get_args(cls.model_fields["type"].annotation) if "type" in cls.model_fields else ()
+    if not (isinstance(cls, type) and issubclass(cls, _Drafter)) or len(args) != 1:
+        raise RecipeError(f"drafter section {cls!r}: a subclass of core.recipe._Drafter with type: Literal['name']")
+    name = args[0]
+    if name in DRAFTER_CLASS and DRAFTER_CLASS[name] is not cls:
+        raise RecipeError(f"drafter type {name!r} is already registered")
+    DRAFTER_CLASS[name] = cls
+    DRAFTER_CLASSES, DRAFTER_TYPES = tuple(DRAFTER_CLASS.values()), tuple(DRAFTER_CLASS)
+    _rebuild_drafter_union()
+    return name
+
+
+def unregister_drafter_class(name: str) -> None:
+    global DRAFTER_CLASSES, DRAFTER_TYPES
+    DRAFTER_CLASS.pop(name, None)
+    DRAFTER_CLASSES, DRAFTER_TYPES = tuple(DRAFTER_CLASS.values()), tuple(DRAFTER_CLASS)
+    _rebuild_drafter_union()
+
+
+def _rebuild_drafter_union() -> None:
+    from typing import Union
+
+    field = Recipe.model_fields["drafter"]
+    field.annotation = Union[DRAFTER_CLASSES]  # noqa: UP007 (a runtime tuple of classes)
+    field.discriminator = "type"
+    Recipe.model_rebuild(force=True)
+
+
 # ---- the other sections -----------------------------------------------------------------------------
 
 class TargetConfig(StrictModel):

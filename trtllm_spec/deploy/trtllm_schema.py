@@ -437,11 +437,30 @@ def _tags(profile: str) -> tuple[str, ...]:
     return releases.get(profile).tags
 
 
+_BASES: dict[str, type[_Decoding]] = {"1.2": _Base12, "1.3": _Base13, "1.4": _Base14}
+
+
+@functools.cache
+def _registered_class(mirrored: str, tag: str) -> type[_Decoding] | None:
+    """The decoding config class of a mechanism registered after import (``drafters.registry.register``): the
+    release's base fields plus the descriptor's ``trtllm_mirror_fields``."""
+    from trtllm_spec.drafters.registry import MECHANISMS
+
+    mech = next((m for m in MECHANISMS.values() if tag in m.decoding_types), None)
+    if mech is None or mirrored not in _BASES:
+        return None
+    extra = (mech.trtllm_mirror_fields,) if mech.trtllm_mirror_fields is not None else ()
+    return _tagged(f"{tag}_{mirrored.replace('.', '')}", (_BASES[mirrored], *extra), tag)
+
+
 def _decoding_class(profile: str, tag: str) -> type[_Decoding]:
     mirrored = _mirrored(profile)
     classes = DECODING_CLASSES[mirrored]
     if tag in classes:
         return classes[tag]
+    registered = _registered_class(mirrored, tag)
+    if registered is not None:
+        return registered
     raise UserError(f"TensorRT-LLM {profile}: decoding_type {tag!r} has no mirrored config class (the {mirrored} "
                     "mirror has none; deploy/trtllm_schema.py)")
 

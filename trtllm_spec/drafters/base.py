@@ -31,6 +31,12 @@ class Mechanism:
     # (support_dynamic_draft_len; core.trtllm_gates.engine_schedule, docs/trtllm_compat.md), compared numerically
     # with every later release (core.releases.order); None = never: one D at every batch size
     dynamic_draft_len_since: ClassVar[str | None] = None
+    # for a mechanism added after import (``registry.register``): its recipe section class, its decoding tags
+    # (core.releases.DecodingTag) and the pydantic class of its decoding config's own fields (the options mirror
+    # builds one class per release from it: deploy/trtllm_schema.py)
+    config_class: ClassVar[type | None] = None
+    new_decoding_tags: ClassVar[tuple] = ()
+    trtllm_mirror_fields: ClassVar[type | None] = None
     # no exported folder: the reference decoder builds it from options (``measure --drafter NAME``)
     folderless: ClassVar[bool] = False
     summary: ClassVar[str] = ""
