@@ -52,6 +52,14 @@ class Mechanism:
 
         return tuple(t.tag for t in DECODING_TAGS.values() if t.drafter == self.name)
 
+    def llamacpp_convert(self, converter: Path, drafter_dir: Path, target_dir: Path, out_file: Path, dtype: str,
+                         log) -> dict:
+        """The drafter folder as the GGUF llama.cpp's ``llamacpp_spec_type`` reads (``trtllm_spec.llamacpp.convert``
+        runs the converter); a record of the conversion."""
+        from trtllm_spec.errors import UserError
+
+        raise UserError(f"drafter type {self.name}: {self.llamacpp_refusal}")
+
     @property
     def sa_enhanced(self) -> bool:
         """TensorRT-LLM's suffix-automaton enhancer (``sa_config``) applies to it: its recipe section has

@@ -91,6 +91,11 @@ class DFlash(Mechanism):
         dcfg = json.loads((drafter_dir / "config.json").read_text()).get("dflash_config", {})
         return {"dflash_mask_token_id": dcfg.get("mask_token_id"), "dflash_target_layer_ids": dcfg.get("target_layer_ids")}
 
+    def llamacpp_convert(self, converter, drafter_dir, target_dir, out_file, dtype, log) -> dict:
+        from trtllm_spec.llamacpp import convert
+
+        return convert.convert_dflash(converter, drafter_dir, target_dir, out_file, dtype, log)
+
     def trtllm_speculative_config(self, cfg: DFlashDrafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, dflash_mask_token_id: int | None = None,
                                   dflash_target_layer_ids=None, **extra) -> dict:
@@ -110,6 +115,7 @@ class DFlash(Mechanism):
 class DSpark(DFlash):
     name = "dspark"
     llamacpp_spec_type = None
+    llamacpp_convert = Mechanism.llamacpp_convert  # no converter: refused with llamacpp_refusal
     llamacpp_refusal = ("llama.cpp's draft-dspark runs the DSpark heads of DeepSeek-V4 and Gemma-4 checkpoints "
                         "(conversion/deepseek.py, gemma.py), not a DFlash drafter with a Markov head")
     title = "DSpark"

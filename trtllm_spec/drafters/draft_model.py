@@ -57,6 +57,11 @@ class DraftModel(Mechanism):
                             f"target {only_t}, only in draft {only_d}, different ids {moved}")
         return DrafterResult("draft_model", draft.path, {"draft_model": cfg.model, "vocab": "identical"})
 
+    def llamacpp_convert(self, converter, drafter_dir, target_dir, out_file, dtype, log) -> dict:
+        from trtllm_spec.llamacpp import convert
+
+        return convert.convert_target(converter, drafter_dir, out_file, dtype, log)
+
     def recognises(self, cfg: dict) -> bool:
         return cfg.get("model_type") in ("llama", "mistral", "qwen2", "qwen3") and "dflash_config" not in cfg
 

@@ -114,6 +114,11 @@ class Eagle3(Mechanism):
                 "the shapes do not match (docs/trtllm_compat.md, 'Multi-layer EAGLE-3'). Use drafter.num_layers: 1 "
                 "for a TensorRT-LLM bundle (train / measure / plan still run with more layers)")
 
+    def llamacpp_convert(self, converter, drafter_dir, target_dir, out_file, dtype, log) -> dict:
+        from trtllm_spec.llamacpp import convert
+
+        return convert.convert_eagle3(converter, drafter_dir, target_dir, out_file, dtype, log)
+
     def trtllm_speculative_config(self, cfg: Eagle3Drafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, eagle3_layers_to_capture=None, **extra) -> dict:
         # the release's spelling (core/releases.py): 1.2 "Eagle" + speculative_model_dir, the form every 1.2-era
