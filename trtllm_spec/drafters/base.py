@@ -31,6 +31,9 @@ class Mechanism:
     # (support_dynamic_draft_len; core.trtllm_gates.engine_schedule, docs/trtllm_compat.md), compared numerically
     # with every later release (core.releases.order); None = never: one D at every batch size
     dynamic_draft_len_since: ClassVar[str | None] = None
+    # trained with a reduced draft vocabulary and its d2t table (ModelOpt's eagle mode: EAGLE-3, EAGLE-MTP);
+    # False: the drafter predicts over the target's vocabulary (a block drafter fills blocks with a mask token)
+    draft_vocabulary: ClassVar[bool] = False
     # for a mechanism added after import (``registry.register``): its recipe section class, its decoding tags
     # (core.releases.DecodingTag) and the pydantic class of its decoding config's own fields (the options mirror
     # builds one class per release from it: deploy/trtllm_schema.py)
