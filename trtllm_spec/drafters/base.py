@@ -34,6 +34,10 @@ class Mechanism:
     # trained with a reduced draft vocabulary and its d2t table (ModelOpt's eagle mode: EAGLE-3, EAGLE-MTP);
     # False: the drafter predicts over the target's vocabulary (a block drafter fills blocks with a mask token)
     draft_vocabulary: ClassVar[bool] = False
+    # the exported layout 'trtllm-spec doctor' checks (train/doctor.LAYOUT_CHECKS: eagle3, mtp, dflash; None: a
+    # plain model or nothing to check) and whether it runs the train/serve parity check against the target
+    doctor_layout: ClassVar[str | None] = None
+    doctor_parity: ClassVar[bool] = False
     # for a mechanism added after import (``registry.register``): its recipe section class, its decoding tags
     # (core.releases.DecodingTag) and the pydantic class of its decoding config's own fields (the options mirror
     # builds one class per release from it: deploy/trtllm_schema.py)

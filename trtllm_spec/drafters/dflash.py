@@ -24,6 +24,7 @@ class DFlash(Mechanism):
     needs_training = True
     modelopt_mode = "dflash"
     dynamic_draft_len_since = "1.3"  # PR #12262 (DFlash)
+    doctor_layout, doctor_parity = "dflash", False  # train/doctor.LAYOUT_CHECKS
     summary = "decoder layers fused with target hidden states denoise a block of mask tokens in one pass"
 
     def trainable_params(self, cfg, target: ModelShape) -> int:

@@ -28,6 +28,7 @@ class MTP(Mechanism):
     acceptance_kind = "chain"
     modelopt_mode, modelopt_preset = "eagle", "EAGLE_MTP_DEFAULT_CFG"  # the head for targets without MTP layers
     dynamic_draft_len_since = "1.3"  # PR #12262 (MTP, MTP-Eagle)
+    doctor_layout, doctor_parity = "mtp", True  # train/doctor.LAYOUT_CHECKS
     draft_vocabulary = True  # ModelOpt eagle mode: draft_vocab_size and d2t
     summary = "native multi-token-prediction layer(s) over the target's last hidden state; sequential"
 
