@@ -172,3 +172,33 @@ def test_plan_bundle_options_mirror_and_replan_for_a_registered_mechanism(toy_me
     new = yaml.safe_load((tmp_path / "re" / "llm_api_options.yaml").read_text())
     if new.get("speculative_config"):
         validate_options(new, "1.3")
+
+
+def test_the_architecture_doc_lists_files_and_fields_that_exist():
+    """docs/architecture.md, 'Adding a TensorRT-LLM release' / 'Adding a drafting mechanism': every file it names
+    exists, and every registration field it names is a field of the record or descriptor the tests above use."""
+    import dataclasses
+    import re
+
+    from trtllm_spec.drafters.base import Mechanism
+
+    text = (REPO / "docs" / "architecture.md").read_text()
+    release = text[text.index("## Adding a TensorRT-LLM release"):text.index("## Adding a drafting mechanism")]
+    mechanism = text[text.index("## Adding a drafting mechanism"):]
+    for section in (release, mechanism):
+        paths = set(re.findall(r"`((?:core|drafters|deploy|stages|runtime|train|planner|measure)/[\w/<>.]+\.py)",
+                               section))
+        paths |= set(re.findall(r"`(tests/[\w/]+\.py|docs/[\w.]+\.md|Dockerfile)`", section))
+        assert len(paths) >= 5
+        for p in paths:
+            if "<" in p:
+                continue
+            root = REPO / p if p.startswith(("tests/", "docs/", "Dockerfile")) else REPO / "trtllm_spec" / p
+            assert root.exists(), f"docs/architecture.md names {p}, which does not exist"
+    fields = {f.name for f in dataclasses.fields(releases.Release)}
+    for name in ("image", "read_from", "final", "stable", "mirror_base", "removed", "renamed", "upper_thresholds",
+                 "max_concurrency", "schedule_switches_off", "host_costs", "tensorrt_backend", "spelling", "refs"):
+        assert name in fields and f"`{name}`" in release
+    for name in ("config_class", "new_decoding_tags", "trtllm_mirror_fields", "obtain", "dynamic_draft_len_since",
+                 "llamacpp_convert", "doctor_layout", "draft_vocabulary", "sa_enhanced", "trtllm_extras"):
+        assert hasattr(Mechanism, name) and name in mechanism, name
