@@ -70,9 +70,10 @@ def capture_for(recipe, cfg: dict) -> tuple[int, ...]:
     d = recipe.drafter
     if not d.offline_features():
         return ()
+    from trtllm_spec.core.shape import text_value
     from trtllm_spec.drafters.eagle3 import default_capture_layers
 
-    n = cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get("num_hidden_layers")
+    n = text_value(cfg, "num_hidden_layers")
     return tuple(sorted(d.layers_to_capture or default_capture_layers(n)))
 
 

@@ -76,7 +76,9 @@ class Eagle3(Mechanism):
         return bool(cfg.training.data.offline_features)
 
     def savestate_layers(self, cfg: Eagle3Drafter, target_config: dict) -> list[int] | None:
-        n = target_config.get("num_hidden_layers") or (target_config.get("text_config") or {}).get("num_hidden_layers")
+        from trtllm_spec.core.shape import text_value
+
+        n = text_value(target_config, "num_hidden_layers")
         return list(cfg.layers_to_capture or default_capture_layers(n))
 
     def load_runtime(self, folder, target, max_len: int):

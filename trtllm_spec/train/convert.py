@@ -283,7 +283,9 @@ def _apply_target(cfg: dict, target_config: dict | None, notes: list[str]) -> in
     Returns the target's layer count (None when unknown)."""
     if not target_config:
         return None
-    t = target_config if "hidden_size" in target_config else target_config.get("text_config") or {}
+    from trtllm_spec.core.shape import text_config
+
+    t = text_config(target_config)
     for key, mine in (("hidden_size", cfg.get("target_hidden_size") or cfg["hidden_size"]),
                       ("vocab_size", cfg["vocab_size"])):
         if t.get(key) is not None and t[key] != mine:
@@ -384,7 +386,9 @@ def _read_foreign(folder: Path, layout: Layout, target_config: dict | None, dtyp
     if declared and declared != stored:
         notes.append(f"config said torch_dtype {declared}, the weights are {stored}: ours says {stored}")
     tc = target_config or {}
-    layers = tc.get("num_hidden_layers") or (tc.get("text_config") or {}).get("num_hidden_layers")
+    from trtllm_spec.core.shape import text_value
+
+    layers = text_value(tc, "num_hidden_layers")
     ids = ids or (default_capture_layers(layers) if isinstance(layers, int) else None)
     if not ids:
         notes.append("no capture layer ids known (pass target_config): TensorRT-LLM will use {1, L/2-1, L-4}")
