@@ -319,7 +319,9 @@ class SuffixDrafter(_Drafter):
 
     def pool_slots(self, max_batch_size: int) -> int:
         """Automaton slots of the global pool: global_pool_size, else max(64, max_batch_size) (SADecodingConfig)."""
-        return self.global_pool_size or max(SA_POOL_MATCH_CAP, max_batch_size)
+        from trtllm_spec.core.sa import pool_slots
+
+        return pool_slots(self.global_pool_size, max_batch_size)
 
     def check(self, recipe: Recipe) -> None:
         largest = recipe.engine.max_batch_size or max(recipe.workload.all_batch_sizes())

@@ -133,11 +133,9 @@ class Mechanism:
     def runtime_options(self, cfg, max_batch_size: int = 1) -> dict:
         """The recipe section's settings the reference decoder's drafter reads (JSON-able: they key the measure
         stage's cache and go into the speculation profile); ``max_batch_size``: the largest planned batch."""
-        enhancer = getattr(cfg, "sa_enhancer", None)
-        if enhancer is None:
-            return {}
-        return {"sa_enhancer": {"threshold": enhancer.threshold, "enable_global_pool": enhancer.enable_global_pool,
-                                "pool_slots": max(64, max_batch_size) if enhancer.enable_global_pool else None}}
+        from trtllm_spec.core.sa import enhancer_runtime_options
+
+        return enhancer_runtime_options(getattr(cfg, "sa_enhancer", None), max_batch_size)
 
     def load_builtin(self, options: dict):
         """The reference decoder's drafter of a folderless mechanism, from ``runtime_options``' dict (imports

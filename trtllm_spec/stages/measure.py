@@ -79,9 +79,10 @@ def cli_drafter_options(drafter: str | None, *, max_matching_ngram_size: int | N
             cfg = section(**{DRAFTER_FLAGS[flag]: v for flag, v in given.items()})
             return get(drafter).runtime_options(cfg, getattr(cfg, "global_pool_size", None) or 1) or None
         if sa_enhancer_threshold is not None:
+            from trtllm_spec.core.sa import enhancer_runtime_options
+
             enh = SAEnhancerConfig(threshold=sa_enhancer_threshold, enable_global_pool=global_pool)
-            return {"sa_enhancer": {"threshold": enh.threshold, "enable_global_pool": enh.enable_global_pool,
-                                    "pool_slots": 64 if global_pool else None}}
+            return enhancer_runtime_options(enh)
     except ValidationError as exc:
         raise UserError(format_validation_error(exc, DRAFTER_CLASS.get(drafter, SAEnhancerConfig),
                                                 "measure drafter flags")) from None
