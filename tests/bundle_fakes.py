@@ -10,7 +10,8 @@ import yaml
 
 
 def seal_bundle(bundle: Path, drafter: str = "eagle3", version: str = "auto", *, profile: str | None = None,
-                recipe: dict | None = None, hf_id: str = "meta-llama/Llama-3.1-8B-Instruct") -> Path:
+                recipe: dict | None = None, hf_id: str = "meta-llama/Llama-3.1-8B-Instruct",
+                served: str | None = None, **manifest) -> Path:
     """Write ``recipe.resolved.yaml`` (``drafter``, ``engine.trtllm_version: version``) and ``manifest.json``
     into ``bundle``; ``profile`` overrides the release the manifest records (a manifest that disagrees)."""
     from trtllm_spec.core.recipe import recipe_from_dict, recipe_to_dict
@@ -21,6 +22,7 @@ def seal_bundle(bundle: Path, drafter: str = "eagle3", version: str = "auto", *,
     r = recipe_from_dict(data)
     (bundle / "recipe.resolved.yaml").write_text(yaml.safe_dump(recipe_to_dict(r), sort_keys=False))
     write_manifest(bundle, {"recipe": recipe_to_dict(r), "target": {"spec": r.target.model, "hf_id": hf_id,
-                                                                    "served": hf_id},
-                            "drafter": {"type": r.drafter.type}, "trtllm_profile": profile or r.trtllm_profile})
+                                                                    "served": served or hf_id},
+                            "drafter": {"type": r.drafter.type}, "trtllm_profile": profile or r.trtllm_profile,
+                            **manifest})
     return bundle
