@@ -157,14 +157,11 @@ def measure_trtllm(target_dir: str | Path, bundle: Bundle, draft_len: int | None
                         f"(inside NVIDIA's container {release(bundle.profile).image}, the bundle's TensorRT-LLM "
                         f"{bundle.profile}, or after pip install 'trtllm-spec[trtllm]')"
                         ) from None
-    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
-    from trtllm_spec.data.user_suite import check_context, select_suite
+    from trtllm_spec.measure.run import suite_prompts  # the suite's token ids, as every engine gets them
 
-    items, suite_prov = select_suite(suite, categories, num_prompts, seed)
-    overlap = suite_check(items) if suite_check else None
-    tok = load_tokenizer(target_path, chat_template)
-    prompts = [prompt_ids(tok, it.messages) for it in items]
-    check_context(items, prompts, max_new_tokens, target_cfg.get("max_position_embeddings"), d)
+    items, suite_prov, overlap, _tok, prompts = suite_prompts(
+        target_path, suite, categories, num_prompts, seed, suite_check, chat_template, max_new_tokens, d,
+        target_cfg.get("max_position_embeddings"))
     import torch
 
     if not torch.cuda.is_available():
