@@ -108,6 +108,20 @@ class Mechanism:
         (reuse, convert, train, none). ``target``: the resolved target (``core.targets.ResolvedTarget``)."""
         return None
 
+    def bundle_drafter(self, cfg, kind: str | None, drafter_dir: Path | None) -> tuple[str | None, str | None]:
+        """(the bundle folder the drafter folder is copied into, or None; what the options name as the drafter
+        model) for the drafter stage's outcome ``kind`` (``core.artifacts.DrafterKind``): a trained, reused or
+        converted folder goes into ``drafter/``; a hub checkpoint is named by its id; nothing else has a model."""
+        if kind in ("trained", "reused", "converted", "deferred"):
+            return ("drafter" if drafter_dir is not None else None), "drafter"
+        if kind == "hub":
+            return None, cfg.checkpoint
+        return None, None
+
+    def served_drafter_dir(self, cfg, drafter_dir: Path | None, base_dir: Path) -> Path | None:
+        """The folder the bundle copies and the measure stage reads, from the drafter stage's result."""
+        return drafter_dir
+
     def measure_spec(self, drafter_dir: Path | None) -> str | None:
         """What the reference decoder loads for this drafter (``measure --drafter``); None: nothing here."""
         return str(drafter_dir) if drafter_dir is not None else None

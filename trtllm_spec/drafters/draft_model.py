@@ -62,6 +62,23 @@ class DraftModel(Mechanism):
 
         return convert.convert_target(converter, drafter_dir, out_file, dtype, log)
 
+    def served_drafter_dir(self, cfg: DraftModelDrafter, drafter_dir, base_dir):
+        # a config-only folder or a preset: nothing to copy or measure
+        from trtllm_spec.core.targets import resolve_target
+
+        draft = resolve_target(cfg.model, base_dir)
+        return draft.path if draft.has_weights else None
+
+    def bundle_drafter(self, cfg: DraftModelDrafter, kind, drafter_dir):
+        """A draft model with weights is copied into ``draft_model/``; else the options name it (a preset by its
+        HF id)."""
+        if drafter_dir is not None and drafter_dir.is_dir():
+            return "draft_model", "draft_model"
+        from trtllm_spec.core.targets import preset_config
+
+        preset = preset_config(cfg.model)
+        return None, (preset["_preset"]["hf_id"] if preset else cfg.model)
+
     def recognises(self, cfg: dict) -> bool:
         return cfg.get("model_type") in ("llama", "mistral", "qwen2", "qwen3") and "dflash_config" not in cfg
 

@@ -27,26 +27,17 @@ def _model_ref(ctx: BuildContext) -> str:
 
 
 def _speculative_model(ctx: BuildContext) -> str | None:
-    kind = ctx.drafter_kind
-    if kind in ("trained", "reused", "converted", "deferred"):
-        if ctx.drafter_dir is not None:
+    """Copy the drafter into the bundle where the descriptor says (``Mechanism.bundle_drafter``) and return what
+    the options name as its model (a folder of the bundle, an HF id, or None)."""
+    folder, reference = ctx.mechanism.bundle_drafter(ctx.recipe.drafter, ctx.drafter_kind, ctx.drafter_dir)
+    if folder is not None:
+        copy_tree(ctx.drafter_dir, ctx.bundle / folder)
+        renames = ctx.mechanism.trtllm_tensor_renames(ctx.recipe.drafter)
+        if renames:  # the tensor names every TensorRT-LLM release loads (EAGLE-3: midlayer.*; docs/trtllm_compat.md)
             from trtllm_spec.deploy.trtllm_drafter import rename_tensors
 
-            copy_tree(ctx.drafter_dir, ctx.bundle / "drafter")
-            # the tensor names every TensorRT-LLM release loads (EAGLE-3: midlayer.*; docs/trtllm_compat.md)
-            rename_tensors(ctx.bundle / "drafter", ctx.mechanism.trtllm_tensor_renames(ctx.recipe.drafter))
-        return "drafter"
-    if kind == "draft_model":
-        if ctx.drafter_dir is not None and ctx.drafter_dir.is_dir():
-            copy_tree(ctx.drafter_dir, ctx.bundle / "draft_model")
-            return "draft_model"
-        from trtllm_spec.core.targets import preset_config
-
-        preset = preset_config(ctx.recipe.drafter.model)
-        return preset["_preset"]["hf_id"] if preset else ctx.recipe.drafter.model
-    if kind == "hub":
-        return ctx.recipe.drafter.checkpoint
-    return None
+            rename_tensors(ctx.bundle / folder, renames)
+    return reference
 
 
 def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, schedule: dict | None,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trtllm_spec.core.artifacts import DrafterResult
 from trtllm_spec.core.recipe import Recipe, recipe_to_dict
-from trtllm_spec.core.targets import ResolvedTarget, resolve_target
+from trtllm_spec.core.targets import ResolvedTarget
 from trtllm_spec.errors import UserError
 from trtllm_spec.stages.cache import StageCache, run_cached
 from trtllm_spec.stages.context import BuildContext, StageResult, target_hash
@@ -102,10 +102,10 @@ def drafter(ctx: BuildContext) -> StageResult:
     d = ctx.recipe.drafter
     res = obtain_drafter(ctx.recipe, ctx.target, ctx.bundle, log=ctx.log, deferrable=True, cache=ctx.cache,
                          force=ctx.force)
-    ctx.drafter_kind, ctx.drafter_dir = res.kind, res.drafter_dir
-    if res.kind == "draft_model":  # a config-only folder or a preset: nothing to copy or measure
-        draft = resolve_target(d.model, ctx.recipe.base_dir)
-        ctx.drafter_dir = draft.path if draft.has_weights else None
+    from trtllm_spec.drafters.registry import get
+
+    ctx.drafter_kind = res.kind
+    ctx.drafter_dir = get(d.type).served_drafter_dir(d, res.drafter_dir, ctx.recipe.base_dir)
     s = res.summary
     details = {
         "none": ("skipped", s.get("note", "")),
