@@ -200,5 +200,6 @@ def test_the_architecture_doc_lists_files_and_fields_that_exist():
                  "max_concurrency", "schedule_switches_off", "host_costs", "tensorrt_backend", "spelling", "refs"):
         assert name in fields and f"`{name}`" in release
     for name in ("config_class", "new_decoding_tags", "trtllm_mirror_fields", "obtain", "dynamic_draft_len_since",
-                 "llamacpp_convert", "doctor_layout", "draft_vocabulary", "sa_enhanced", "trtllm_extras"):
+                 "llamacpp_convert", "doctor_layout", "draft_vocabulary", "sa_enhanced", "trtllm_extras",
+                 "bundle_drafter", "served_drafter_dir"):
         assert hasattr(Mechanism, name) and name in mechanism, name
