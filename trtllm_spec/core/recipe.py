@@ -472,7 +472,7 @@ class EngineConfig(StrictModel):
         from trtllm_spec.errors import UserError
 
         try:
-            releases.get(value, "engine.trtllm_version")
+            releases.get(value)
         except UserError as exc:
             raise ValueError(str(exc)) from None
         return value
