@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -332,10 +332,8 @@ class SuffixDrafter(_Drafter):
 
 DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter,
                    SuffixDrafter)
-DrafterConfig = Annotated[
-    Eagle3Drafter | MTPDrafter | DFlashDrafter | DSparkDrafter | DraftModelDrafter | NGramDrafter | SuffixDrafter,
-    Field(discriminator="type"),
-]
+# the recipe's tagged union over DRAFTER_CLASSES, written once (a registered mechanism rebuilds it)
+DrafterConfig = Annotated[Union[DRAFTER_CLASSES], Field(discriminator="type")]  # noqa: UP007 (a runtime tuple)
 # the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
 DRAFTER_TYPES = tuple(get_args(c.model_fields["type"].annotation)[0] for c in DRAFTER_CLASSES)
 DRAFTER_CLASS = dict(zip(DRAFTER_TYPES, DRAFTER_CLASSES, strict=True))
@@ -368,8 +366,6 @@ def unregister_drafter_class(name: str) -> None:
 
 
 def _rebuild_drafter_union() -> None:
-    from typing import Union
-
     field = Recipe.model_fields["drafter"]
     field.annotation = Union[DRAFTER_CLASSES]  # noqa: UP007 (a runtime tuple of classes)
     field.discriminator = "type"
