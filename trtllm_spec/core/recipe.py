@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from trtllm_spec.core import releases
+from trtllm_spec.core.devices import Device, Dtype
 from trtllm_spec.core.files import parse_yaml, read_structured
 from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_SINCE, SAEnhancerConfig, enhancer_release
 from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel, format_validation_error
@@ -111,10 +112,10 @@ class TrainingConfig(StrictModel):
     checkpoint_every: int = Field(100, ge=1)
     keep_checkpoints: int = Field(2, ge=1, le=1000, description="how many recent checkpoints to keep")
     seed: int = 0
-    precision: Literal["auto", "bf16", "fp32"] = Field(
+    precision: Dtype = Field(
         "auto", description="training autocast and regeneration precision: auto = bf16 on CUDA, on a CPU bf16 only "
         "where a timed GEMM shows it faster than fp32 (runtime/device.py)")
-    device: Literal["auto", "cpu", "cuda"] = Field(
+    device: Device = Field(
         "auto", description="where regeneration, feature capture and training run: auto = CUDA when visible")
     init_from_target: Literal["none", "lm_head", "last_layer"] = Field(
         "none", description="EAGLE-3 start: none (ModelOpt's random init), lm_head (the target's final norm and "
@@ -505,7 +506,7 @@ class MeasureConfig(StrictModel):
     max_new_tokens: int = Field(128, ge=1, le=100_000)
     temperature: float = Field(0.0, ge=0, le=10)
     dtype: Literal["auto", "fp32", "bf16"] = "fp32"
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     reference_engine: Literal["auto", "ours", "hf"] = Field(
         "auto", description="what runs the target in the PyTorch reference decoder: ours (the Llama family, "
         "faster), hf (transformers, any architecture), auto (ours where it runs the target, else hf)")
