@@ -344,3 +344,30 @@ def test_a_bundle_whose_manifest_and_files_disagree_is_refused_in_one_line(cli, 
     (bundle / "manifest.json").write_text(json.dumps({**manifest, "trtllm_profile": "1.9"}))
     r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", bundle.parent / "r")
     assert r.exit_code == 2 and "'1.9' is newer than any release" in r.output
+
+
+def test_an_auto_bundle_built_when_auto_meant_the_first_release_replans_at_its_own(cli, tmp_path, tools):
+    """A bundle's manifest is the truth: an 'auto' EAGLE-3 bundle built when auto resolved to the drafter's first
+    release (1.2) re-plans with 1.2's rules and writes 1.2 options, though auto now resolves to 1.3."""
+    from trtllm_spec.core.bundle import read_bundle
+    from trtllm_spec.deploy.manifest import write_manifest
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "old", "target": {"model": "llama-3.1-8b-instruct"},
+                                      "drafter": {"type": "eagle3"}, "engine": {"trtllm_version": "1.2"},
+                                      "hardware": {"gpu": "h100"},
+                                      "workload": {"batch_sizes": [1, 8, 64], "isl": 1024, "osl": 256}}))
+    bundle = tmp_path / "bundle"
+    assert cli("build", recipe, "--out", bundle).exit_code == 0
+    resolved = yaml.safe_load((bundle / "recipe.resolved.yaml").read_text())
+    resolved["engine"]["trtllm_version"] = "auto"  # what that older trtllm-spec wrote
+    (bundle / "recipe.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    body = {k: v for k, v in json.loads((bundle / "manifest.json").read_text()).items() if k not in ("files", "schema")}
+    write_manifest(bundle, body)
+    assert read_bundle(bundle).profile == "1.2"
+    assert run(bundle / "bench.sh", tools).returncode == 0
+    res = run(bundle / "replan.sh", tools)
+    assert res.returncode == 0, res.stderr
+    new = yaml.safe_load((bundle / "replan" / "llm_api_options.yaml").read_text())["speculative_config"]
+    assert new["decoding_type"] == "Eagle" and "draft_len_schedule" not in new  # 1.2: one D, its spelling
+    assert json.loads((bundle / "replan" / "plan" / "plan.json").read_text())["recommendation"]["trtllm_profile"] == "1.2"

@@ -219,8 +219,21 @@ def _check_agreement(b: Bundle) -> None:
                         "the bundle with this trtllm-spec") from None
     if recipe.drafter.type != b.drafter:
         raise disagree("drafter.type", b.drafter, recipe.drafter.type, RECIPE_FILE)
-    if recipe.trtllm_profile != b.profile:
-        raise disagree("trtllm_profile", b.profile, recipe.trtllm_profile, f"{RECIPE_FILE} (resolved)")
+    if recipe.engine.trtllm_version != "auto":
+        if recipe.trtllm_profile != b.profile:
+            raise disagree("trtllm_profile", b.profile, recipe.trtllm_profile, RECIPE_FILE)
+    elif releases.order(b.profile) < releases.order(recipe.drafter.required_trtllm()):
+        # 'auto' resolves by the rule of the trtllm-spec that built the bundle (it changed once: the drafter's
+        # first release, then the newest stable one): any release that runs the section is a truthful record
+        raise disagree("trtllm_profile", b.profile, f"a drafter section that needs TensorRT-LLM "
+                       f"{recipe.drafter.required_trtllm()}+", RECIPE_FILE)
+    import re
+
+    for name in b.options:  # each options file names the release it was rendered for in its first line
+        first = (b.path / name).read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
+        said = re.match(r"# TensorRT-LLM (\S+) LLM API options", first)
+        if said and said.group(1) != b.profile:
+            raise disagree("trtllm_profile", b.profile, said.group(1), f"{name} (its header)")
     for name, options in b.options.items():
         spec = options.get("speculative_config")
         if not isinstance(spec, dict):

@@ -29,6 +29,8 @@ def _bundle_recipe(bundle: Bundle, acceptance: Path, calibrating: bool = False):
     from trtllm_spec.core.recipe import recipe_from_dict
 
     data = copy.deepcopy(bundle.recipe)
+    # the release the bundle was built for (its manifest), whatever 'auto' resolves to in this trtllm-spec
+    data.setdefault("engine", {})["trtllm_version"] = bundle.profile
     if (bundle.path / "target" / "config.json").is_file():  # the target the bundle serves, copied into it
         data.setdefault("target", {})["model"] = str((bundle.path / "target").resolve())
     data.setdefault("planner", {})["acceptance"] = str(acceptance)
