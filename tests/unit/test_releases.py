@@ -122,3 +122,20 @@ def test_release_facts_drive_the_mirror_and_the_gates():
     for r in releases.RELEASES.values():
         _, gates, _ = cutoff_gate({8: 4}, 4, r.name)
         assert bool(gates) == r.max_concurrency
+
+
+def test_auto_applies_the_schedule_and_a_12_pin_says_what_13_adds(cli):
+    """Issue 33 item 5: with auto (1.3) the plan's per-batch schedule reaches the options; pinned to 1.2 it cannot,
+    and the plan says which release would apply it."""
+    import json
+
+    args = ["plan", "--target", "llama-3.1-8b-instruct", "--drafter", "eagle3", "--gpu", "h100",
+            "--batch-sizes", "1,8,64", "--json"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.output[r.output.index("{"):r.output.rindex("}") + 1])["recommendation"]
+    assert rec["trtllm_profile"] == "1.3" and rec["draft_len_schedule"]
+    r = cli(*args, "--trtllm-version", "1.2")
+    rec = json.loads(r.output[r.output.index("{"):r.output.rindex("}") + 1])["recommendation"]
+    assert rec["trtllm_profile"] == "1.2" and rec["draft_len_schedule"] is None
+    assert "TensorRT-LLM 1.3 does (engine.trtllm_version: '1.3')" in rec["draft_len_rule"]
