@@ -16,12 +16,8 @@ from pathlib import Path
 import pytest
 
 from trtllm_spec.errors import UserError
-from trtllm_spec.measure.engine_reports import (
-    BENCH_SOURCE,
-    METRICS_SOURCE,
-    profile_from_bench_report,
-    profile_from_iteration_stats,
-)
+from trtllm_spec.measure.engine_reports import BENCH_SOURCE, profile_from_bench_report
+from trtllm_spec.measure.iteration_stats import METRICS_SOURCE, profile_from_iteration_stats
 from trtllm_spec.measure.profile import validate_profile
 from trtllm_spec.planner.acceptance import load_acceptance
 

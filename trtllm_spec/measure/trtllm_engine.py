@@ -56,7 +56,7 @@ def request_acceptance(completion) -> RequestAcceptance:
 
 def iteration_acceptance(stats: Iterable) -> dict | None:
     """Totals over ``llm.get_stats()`` entries (dicts, or their JSON text); None without speculative steps."""
-    from trtllm_spec.measure.engine_reports import iteration_totals
+    from trtllm_spec.measure.iteration_stats import iteration_totals
 
     t = iteration_totals(stats, "llm.get_stats()", required=False)
     if t is None:
