@@ -1,15 +1,16 @@
 # trtllm-spec images (build from the repository root; docs/docker.md has the run commands):
 #   docker build --target serve -t trtllm-spec:serve .   # TensorRT-LLM release image + trtllm-spec
 #   docker build --target train -t trtllm-spec:train .   # PyTorch + ModelOpt 0.47.0 for drafter training
-# Base images and versions are build arguments, e.g. --build-arg TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc24
-# for DFlash/DSpark bundles (TensorRT-LLM 1.3 profile).
+# Base images and versions are build arguments, e.g. --build-arg TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.2.1
+# for TensorRT-LLM 1.2 bundles (the image of each release profile: trtllm_spec/core/releases.py).
 # Needs BuildKit (Docker's default builder since 23.0). pip settings for a private index or a TLS-intercepting
 # proxy go in as build secrets, used by each pip step and never stored in a layer:
 #   --secret id=pip.conf,src=FILE (read as PIP_CONFIG_FILE) and --secret id=pip-ca.crt,src=CA_BUNDLE (for its
 #   `cert = /run/secrets/pip-ca.crt`); scripts/docker_check.sh builds all targets that way on stand-in bases.
 
-# TensorRT-LLM 1.2.1: the stable 1.2 release (notes §5: release:1.2.1 observed, tensorrtllm_backend PR #853)
-ARG TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.2.1
+# TensorRT-LLM 1.3.0rc27: the image of the release a default build's bundle is for (engine.trtllm_version: auto
+# resolves to 1.3, the newest stable profile; trtllm_spec/core/releases.py). 1.2 bundles: release:1.2.1
+ARG TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc27
 ARG PYTORCH_IMAGE=pytorch/pytorch:2.9.1-cuda12.8-cudnn9-runtime
 ARG PYTHON_IMAGE=python:3.12-slim
 

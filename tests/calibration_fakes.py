@@ -32,7 +32,8 @@ FILES = {0: "fake_bench_plain_c1.json", 3: "fake_bench_eagle3_d3_c1.json", 2: "f
 def recipe_dict(batch_sizes=(1, 8, 64)) -> dict:
     """The recipe the fixtures belong to (max_batch_size 64, free_gpu_memory_fraction 0.9 as in world_info)."""
     return {"name": "calib", "target": {"model": TARGET}, "drafter": {"type": "eagle3"}, "hardware": {"gpu": GPU},
-            "workload": {"batch_sizes": list(batch_sizes), "isl": 1024, "osl": OSL}}
+            "workload": {"batch_sizes": list(batch_sizes), "isl": 1024, "osl": OSL},
+            "engine": {"trtllm_version": "1.2"}}  # the fixtures ran TensorRT-LLM 1.2.1
 
 
 def acceptance_length(d: int) -> float:

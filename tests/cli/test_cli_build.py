@@ -88,7 +88,9 @@ def test_build_eagle3_trains_and_bundles_the_drafter(cli, tmp_path, tiny_target,
     r = cli("build", _recipe(tmp_path, tiny_target, drafter, draft_len=2), "--out", out)
     assert r.exit_code == 0, r.output
     spec = yaml.safe_load((out / "llm_api_options.yaml").read_text())["speculative_config"]
-    assert spec["decoding_type"] == "Eagle" and spec["speculative_model_dir"] == "drafter"  # the 1.2 form
+    # auto: the 1.3 form (the newest stable release, core/releases.auto_release)
+    assert spec["decoding_type"] == "Eagle3" and spec["speculative_model"] == "drafter"
+    assert json.loads((out / "manifest.json").read_text())["trtllm_profile"] == "1.3"
     assert (out / "drafter/config.json").is_file() and (out / "drafter/model.safetensors").is_file()
     from safetensors import safe_open
 
@@ -111,7 +113,7 @@ def test_build_gpu_recipe_defers_what_needs_the_gpu(cli, tmp_path, cache):
     assert st["drafter"]["status"] == "deferred" and "trtllm-spec train" in st["drafter"]["command"]
     assert st["measure"]["status"] == "deferred" and manifest["planner_inputs"]["acceptance"] == "assumed"
     opts = yaml.safe_load((out / "llm_api_options.yaml").read_text())
-    assert opts["tensor_parallel_size"] == 4 and opts["speculative_config"]["speculative_model_dir"] == "drafter"
+    assert opts["tensor_parallel_size"] == 4 and opts["speculative_config"]["speculative_model"] == "drafter"  # 1.3
     assert (out / "slurm_train.sbatch").is_file()  # FSDP drafter training on the cluster
     assert "--nnodes 2 " in (out / "train_torchrun.sh").read_text()  # the same launch, without SLURM
     assert not (out / "target").exists()  # 70B is referenced by HF id, not copied

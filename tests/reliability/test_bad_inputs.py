@@ -871,15 +871,12 @@ def _(c):
 
 
 def _fake_bundle(c: Ctx, served: str = "target", **manifest) -> Path:
+    from tests.bundle_fakes import seal_bundle
+
     b = c.w / "b"
     b.mkdir()
     (b / "llm_api_options.yaml").write_text("backend: pytorch\nmax_batch_size: 1\n")
-    body = {"recipe": {"engine": {"backend": "pytorch"}, "workload": {"batch_sizes": [1]}},
-            "target": {"served": served}, "trtllm_profile": "1.2", **manifest}
-    body["files"] = {"llm_api_options.yaml": __import__("hashlib").sha256(
-        (b / "llm_api_options.yaml").read_bytes()).hexdigest()}
-    (b / "manifest.json").write_text(json.dumps(body))
-    return b
+    return seal_bundle(b, "eagle3", "1.2", served=served, **manifest)
 
 
 @case("triton-not-bundle", "triton", "folder without manifest.json", "no manifest.json", "trtllm-spec build")

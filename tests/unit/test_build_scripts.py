@@ -139,7 +139,7 @@ def test_slurm_serve_fields():
     for field in ("--job-name=serve-llama", "--nodes=2", "--ntasks-per-node=8", "--gpus-per-node=8",
                   "--time=04:00:00", "--partition=gpu", "--account=proj-1", "--exclusive"):
         assert f"#SBATCH {field}\n" in text
-    assert 'IMAGE="${IMAGE-nvcr.io#nvidia/tensorrt-llm/release:1.2.1}"' in text
+    assert 'IMAGE="${IMAGE-nvcr.io#nvidia/tensorrt-llm/release:1.3.0rc27}"' in text  # auto's release
     assert "srun --mpi=pmix" in text and "trtllm-llmapi-launch trtllm-serve target" in text
     assert 'cd "${BUNDLE_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}"' in text
 

@@ -15,8 +15,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
+from tests.convert_inverse import export_to_layout  # noqa: E402
 from trtllm_spec.errors import OutputExistsError, UserError  # noqa: E402
-from trtllm_spec.train.convert import convert_drafter, detect_layout, export_to_layout  # noqa: E402
+from trtllm_spec.train.convert import convert_drafter, detect_layout  # noqa: E402
 
 H, NH, NKV, HD, INTER, V, DV, L = 64, 4, 2, 16, 128, 256, 64, 8
 TARGET = {"_name_or_path": "tiny/target", "architectures": ["LlamaForCausalLM"], "hidden_size": H,
@@ -481,7 +482,7 @@ def test_build_bundles_the_converted_drafter(tmp_path, cli):
             assert torch.equal(got["midlayer." + k[len("layers.0."):]], v)
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert manifest["drafter"]["kind"] == "converted"
-    assert "speculative_model_dir: drafter" in (tmp_path / "bundle" / "llm_api_options.yaml").read_text()
+    assert "speculative_model: drafter" in (tmp_path / "bundle" / "llm_api_options.yaml").read_text()  # auto: 1.3
 
 
 def test_convert_from_bad_inputs(tmp_path, cli):

@@ -32,7 +32,7 @@ def test_targets_and_pins():
     text = DOCKERFILE.read_text()
     stages = re.findall(r"^FROM \S+ AS (\w+)$", text, re.M)
     assert stages == ["wheel", "serve", "train"]
-    assert "ARG TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.2.1" in text
+    assert "ARG TRTLLM_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc27" in text  # tests/unit/test_releases.py
     pin = re.search(r"^ARG MODELOPT_VERSION=(\S+)$", text, re.M).group(1)
     train_extra = re.search(r"^train = \[(.*?)\]", (REPO / "pyproject.toml").read_text(), re.M | re.S).group(1)
     assert f'"nvidia-modelopt=={pin}"' in train_extra, "Dockerfile MODELOPT_VERSION must match the train extra"

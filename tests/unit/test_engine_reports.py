@@ -16,12 +16,8 @@ from pathlib import Path
 import pytest
 
 from trtllm_spec.errors import UserError
-from trtllm_spec.measure.engine_reports import (
-    BENCH_SOURCE,
-    METRICS_SOURCE,
-    profile_from_bench_report,
-    profile_from_iteration_stats,
-)
+from trtllm_spec.measure.engine_reports import BENCH_SOURCE, profile_from_bench_report
+from trtllm_spec.measure.iteration_stats import METRICS_SOURCE, profile_from_iteration_stats
 from trtllm_spec.measure.profile import validate_profile
 from trtllm_spec.planner.acceptance import load_acceptance
 
@@ -205,15 +201,19 @@ def bundle_with(tmp_path: Path, spec: dict, version: str = "1.2") -> Path:
     b = tmp_path / "bundle"
     b.mkdir()
     (b / "llm_api_options.yaml").write_text(yaml.safe_dump({"speculative_config": spec}))
-    (b / "recipe.resolved.yaml").write_text(yaml.safe_dump({"engine": {"trtllm_version": version},
-                                                            "drafter": {"type": "eagle3"}}))
-    return b
+    from tests.bundle_fakes import seal_bundle
+    from trtllm_spec.core.releases import tag_type
+
+    return seal_bundle(b, tag_type(spec["decoding_type"]), version)
 
 
 def test_bundle_checks_the_draft_len_and_schedule(tmp_path):
     spec = {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": "drafter"}
-    prof = profile_from_bench_report(BENCH, options={"speculative_config": spec}, bundle=tmp_path)
-    assert prof["drafter"]["bundle"] == str(tmp_path.resolve())
+    from trtllm_spec.core.bundle import read_bundle
+
+    b = read_bundle(bundle_with(tmp_path, spec))
+    prof = profile_from_bench_report(BENCH, options={"speculative_config": spec}, bundle=b)
+    assert prof["drafter"]["bundle"] == str(b.path.resolve())
     with pytest.raises(UserError, match="the bundle's options say 4"):
         profile_from_bench_report(BENCH, options={"speculative_config": {**spec, "max_draft_len": 4}})
     rep = bench_report()

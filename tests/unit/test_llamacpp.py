@@ -256,3 +256,26 @@ def test_comparison_per_category_and_greedy_agreement():
     assert "| math | 1 | 1.400 | 1.600 | -0.200 | -12.5% | 0/1 | 0/1 | 0/1 |" in md and "OUTSIDE the 5% bar" in md
     with pytest.raises(ValueError, match="different prompts"):
         compare(llama, ours[::-1], 3, {})
+
+
+def test_each_descriptor_runs_its_own_llamacpp_converter(monkeypatch, tmp_path):
+    """The converter is the descriptor's (Mechanism.llamacpp_convert), not a table in stages/llamacpp.py."""
+    import trtllm_spec.llamacpp.convert as convert
+    from trtllm_spec.drafters.registry import MECHANISMS
+    from trtllm_spec.errors import UserError
+
+    calls = []
+    for fn in ("convert_eagle3", "convert_dflash", "convert_target"):
+        monkeypatch.setattr(convert, fn, lambda *a, _fn=fn: calls.append((_fn, a)) or {"fn": _fn})
+    d, t, o = tmp_path / "d", tmp_path / "t", tmp_path / "o.gguf"
+    want = {"eagle3": ("convert_eagle3", ("conv", d, t, o, "f32", print)),
+            "dflash": ("convert_dflash", ("conv", d, t, o, "f32", print)),
+            "draft_model": ("convert_target", ("conv", d, o, "f32", print))}
+    for name, mech in MECHANISMS.items():
+        if mech.llamacpp_spec_type is None:
+            with pytest.raises(UserError, match=name):
+                mech.llamacpp_convert("conv", d, t, o, "f32", print)
+            continue
+        assert mech.llamacpp_convert("conv", d, t, o, "f32", print) == {"fn": want[name][0]}
+        assert calls[-1] == want[name]
+    assert {c[0] for c in calls} == {"convert_eagle3", "convert_dflash", "convert_target"}

@@ -378,21 +378,29 @@ def _bundle(tmp_path: Path) -> Path:
     (b / "drafter").mkdir(parents=True)
     (b / "llm_api_options.yaml").write_text("speculative_config:\n  decoding_type: Eagle3\n  max_draft_len: 3\n"
                                             "  speculative_model: drafter\nkv_cache_config:\n  free_gpu_memory_fraction: 0.8\n")
-    return b
+    (b / "drafter" / "config.json").write_text("{}")
+    from tests.bundle_fakes import seal_bundle
+
+    return seal_bundle(b, "eagle3", "1.3")
 
 
 def test_bundle_options(tmp_path):
-    from trtllm_spec.measure.trtllm_engine import bundle_draft_len, load_bundle_options
+    from tests.bundle_fakes import seal_bundle
+    from trtllm_spec.core.bundle import read_bundle
+    from trtllm_spec.measure.trtllm_engine import bundle_draft_len
 
     b = _bundle(tmp_path)
-    opts = load_bundle_options(b)
+    opts = read_bundle(b).speculative_options(absolute_paths=True)
     assert opts["speculative_config"]["speculative_model"] == str((b / "drafter").resolve())
     assert bundle_draft_len(opts) == 3
     (b / "llm_api_options.yaml").write_text("kv_cache_config: {}\n")
+    with pytest.raises(UserError, match="does not match its manifest"):
+        read_bundle(b)
+    seal_bundle(b, "eagle3", "1.3")
     with pytest.raises(UserError, match="no speculative_config"):
-        load_bundle_options(b)
-    with pytest.raises(UserError, match="has no llm_api_options.yaml"):
-        load_bundle_options(tmp_path)
+        read_bundle(b).speculative_options()
+    with pytest.raises(UserError, match="has no manifest.json"):
+        read_bundle(tmp_path)
 
 
 def test_trtllm_not_installed_names_the_command(cli, target, tmp_path, monkeypatch):

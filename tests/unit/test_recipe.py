@@ -19,7 +19,22 @@ def test_minimal_recipe_fills_defaults():
     r = recipe_from_dict(BASE)
     assert isinstance(r.drafter, Eagle3Drafter)
     assert r.draft_len == "auto" and r.workload.batch_sizes == [1, 8, 32, 64]
-    assert r.trtllm_profile == "1.2"
+    assert r.trtllm_profile == "1.3"  # auto: the newest stable release that runs the drafter
+
+
+def test_auto_is_the_newest_stable_release_that_runs_the_drafter_and_backend():
+    """auto picks 1.3 (the first release that applies a draft_len_schedule, the stable profile newest), never 1.4
+    (its pages leave the schedule floor open), and 1.2 for the TensorRT backend, which later releases removed."""
+    from trtllm_spec.core.releases import auto_release
+
+    model = {"draft_model": {"model": "llama-3.2-1b-instruct"}}
+    for drafter in ("eagle3", "mtp", "draft_model", "ngram", "dflash", "dspark", "suffix"):
+        section = {"type": drafter, **model.get(drafter, {})}
+        assert recipe_from_dict({**BASE, "drafter": section}).trtllm_profile == "1.3", drafter
+    trt = recipe_from_dict({**BASE, "drafter": {"type": "draft_model", **model["draft_model"]},
+                            "engine": {"backend": "tensorrt"}})
+    assert trt.trtllm_profile == "1.2"
+    assert auto_release("1.4") == "1.4"  # a drafter only a newer release runs: its own first release
 
 
 def test_unknown_key_names_path_and_nearest_key():

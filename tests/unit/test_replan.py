@@ -188,6 +188,11 @@ rep = fake_report(spec.get("max_draft_len", 0), float(opt("--concurrency")))
 if spec:  # trtllm-bench names the decoding mode of the options it ran
     rep["decoding_stats"]["mode"] = spec["decoding_type"]
 rep["world_info"]["max_batch_size"] = yaml.safe_load(open(opt("--extra_llm_api_options")))["max_batch_size"]
+# the engine is the container of the bundle's release (it runs from the bundle's root)
+import os
+from trtllm_spec.core.releases import get
+if os.path.exists("manifest.json"):
+    rep["engine"]["version"] = get(json.load(open("manifest.json"))["trtllm_profile"]).image.rsplit(":", 1)[1]
 json.dump(rep, open(opt("--report_json"), "w"))
 """
 
@@ -254,7 +259,7 @@ def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bu
     assert plan["host_costs"]["name"].startswith("calibrated") and "robustness" in plan
     assert "## Host costs fitted from the reports" in (bundle / "replan" / "replan.md").read_text()
     overhead = (bundle / "report" / "overhead.md").read_text()  # the bundle's own report: profile and robustness
-    assert "## Host costs" in overhead and "tensorrt-llm-1.2" in overhead and "## Robustness to host costs" in overhead
+    assert "## Host costs" in overhead and "tensorrt-llm-1.3" in overhead and "## Robustness to host costs" in overhead
     # every predicted speedup of the overhead report carries its interval, and the report says how it is made
     assert "## Uncertainty of the predicted speedups" in overhead and "Host costs by the release rule" in overhead
     rows = json.loads((bundle / "report" / "overhead.json").read_text())["recommendation"]["by_batch"]
@@ -273,7 +278,7 @@ def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bu
     other_opts.write_text(yaml.safe_dump(opts))
     other = bundle / "bench_results_plain" / "other.json"
     subprocess.run([str(bundle.parent / "bin" / "trtllm-bench"), "--extra_llm_api_options", str(other_opts),
-                    "--concurrency", "1", "--report_json", str(other)], check=True, env=calibration_tools)
+                    "--concurrency", "1", "--report_json", str(other)], check=True, env=calibration_tools, cwd=bundle)
     rep = json.loads(other.read_text())
     rep["world_info"]["kv_cache_percentage"] = 0.5
     other.write_text(json.dumps(rep))
@@ -308,3 +313,71 @@ def test_a_bundle_left_without_speculation_replans_from_its_speculative_alternat
     new = yaml.safe_load((bundle / "replan" / "llm_api_options.yaml").read_text())
     plan = json.loads((bundle / "replan" / "plan" / "plan.json").read_text())
     assert bool(new.get("speculative_config")) == (plan["recommendation"]["max_draft_len"] > 0)
+
+
+def test_an_sa_enhancer_bundle_replans_at_the_release_it_was_built_for(cli, tmp_path, tools):
+    """Regression (issue 33): drafter.sa_enhancer raises EAGLE-3 to the release with SAEnhancerConfig (1.3). An
+    ``auto`` bundle built that way was re-planned as 1.2, from the drafter's minimum release: replan refused its
+    own options (``unknown key 'speculative_config.sa_config'``). The bundle's record (its manifest) is the truth."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "sa", "target": {"model": "llama-3.1-8b-instruct"},
+                                      "drafter": {"type": "eagle3", "sa_enhancer": {"threshold": 4}},
+                                      "engine": {"trtllm_version": "auto"}, "hardware": {"gpu": "h100"},
+                                      "workload": {"batch_sizes": [1, 8, 64], "isl": 1024, "osl": 256}}))
+    bundle = tmp_path / "bundle"
+    r = cli("build", recipe, "--out", bundle)
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["trtllm_profile"] == "1.3"
+    assert "sa_config" in yaml.safe_load((bundle / "llm_api_options.yaml").read_text())["speculative_config"]
+    assert run(bundle / "bench.sh", tools).returncode == 0
+    res = run(bundle / "replan.sh", tools)
+    assert res.returncode == 0, res.stderr
+    new = yaml.safe_load((bundle / "replan" / "llm_api_options.yaml").read_text())["speculative_config"]
+    assert new["sa_config"]["threshold"] == 4
+    from trtllm_spec.core.bundle import read_bundle
+
+    assert read_bundle(bundle).profile == "1.3"
+
+
+def test_a_bundle_whose_manifest_and_files_disagree_is_refused_in_one_line(cli, bundle, tools):
+    """A manifest edited to another release or drafter than its files: one line naming both, exit 2."""
+    assert run(bundle / "bench.sh", tools).returncode == 0
+    report = bundle / "bench_results" / "report_c1.json"
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    for key, value, said in (("trtllm_profile", "1.4", "trtllm_profile '1.4'"),
+                             ("drafter", {"type": "ngram", "kind": None}, "drafter.type 'ngram'")):
+        (bundle / "manifest.json").write_text(json.dumps({**manifest, key: value}))
+        r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", bundle.parent / "r")
+        assert r.exit_code == 2 and said in r.output and "rebuild the bundle" in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1 and not (bundle.parent / "r").exists()
+    (bundle / "manifest.json").write_text(json.dumps({**manifest, "trtllm_profile": "1.9"}))
+    r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", bundle.parent / "r")
+    assert r.exit_code == 2 and "'1.9' is newer than any release" in r.output
+
+
+def test_an_auto_bundle_built_when_auto_meant_the_first_release_replans_at_its_own(cli, tmp_path, tools):
+    """A bundle's manifest is the truth: an 'auto' EAGLE-3 bundle built when auto resolved to the drafter's first
+    release (1.2) re-plans with 1.2's rules and writes 1.2 options, though auto now resolves to 1.3."""
+    from trtllm_spec.core.bundle import read_bundle
+    from trtllm_spec.deploy.manifest import write_manifest
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "old", "target": {"model": "llama-3.1-8b-instruct"},
+                                      "drafter": {"type": "eagle3"}, "engine": {"trtllm_version": "1.2"},
+                                      "hardware": {"gpu": "h100"},
+                                      "workload": {"batch_sizes": [1, 8, 64], "isl": 1024, "osl": 256}}))
+    bundle = tmp_path / "bundle"
+    assert cli("build", recipe, "--out", bundle).exit_code == 0
+    resolved = yaml.safe_load((bundle / "recipe.resolved.yaml").read_text())
+    resolved["engine"]["trtllm_version"] = "auto"  # what that older trtllm-spec wrote
+    (bundle / "recipe.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    body = {k: v for k, v in json.loads((bundle / "manifest.json").read_text()).items() if k not in ("files", "schema")}
+    write_manifest(bundle, body)
+    assert read_bundle(bundle).profile == "1.2"
+    assert run(bundle / "bench.sh", tools).returncode == 0
+    res = run(bundle / "replan.sh", tools)
+    assert res.returncode == 0, res.stderr
+    new = yaml.safe_load((bundle / "replan" / "llm_api_options.yaml").read_text())["speculative_config"]
+    assert new["decoding_type"] == "Eagle" and "draft_len_schedule" not in new  # 1.2: one D, its spelling
+    assert json.loads((bundle / "replan" / "plan" / "plan.json").read_text())["recommendation"]["trtllm_profile"] == "1.2"

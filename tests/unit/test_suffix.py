@@ -197,8 +197,8 @@ def test_recipe_rules():
     with pytest.raises(RecipeError, match="not in TensorRT-LLM 1.2"):
         recipe_from_dict({**BASE, "drafter": {"type": "suffix"}, "engine": {"trtllm_version": "1.2"}})
     enhanced = recipe_from_dict({**BASE, "drafter": {"type": "eagle3", "sa_enhancer": {"threshold": 3}}})
-    assert enhanced.trtllm_profile == "1.3"  # auto picks the first release with sa_config
-    assert recipe_from_dict({**BASE, "drafter": {"type": "eagle3"}}).trtllm_profile == "1.2"
+    assert enhanced.trtllm_profile == "1.3"  # auto: a release with sa_config
+    assert recipe_from_dict({**BASE, "drafter": {"type": "eagle3"}}).trtllm_profile == "1.3"  # auto: newest stable
     with pytest.raises(RecipeError, match="sa_enhancer needs TensorRT-LLM 1.3"):
         recipe_from_dict({**BASE, "drafter": {"type": "mtp", "sa_enhancer": {}}, "engine": {"trtllm_version": "1.2"}})
     with pytest.raises(RecipeError, match="threshold"):

@@ -42,7 +42,7 @@ BASE = dict(tp=1, pp=1, ep=1, max_batch_size=64, max_seq_len=4096, batch_sizes=[
 CASES = {
     "eagle3_1.2": dict(profile="1.2", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
                        speculative_model="drafter", max_draft_len=4, tp=2,  # no schedule: 1.2 ignores it
-                       eagle3_layers_to_capture=[1, 15, 28]),
+                       drafter_extras={"eagle3_layers_to_capture": [1, 15, 28]}),
     "eagle3_1.3": dict(profile="1.3", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
                        speculative_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", max_draft_len=4,
                        draft_len_schedule={8: 4, 64: 2}),
@@ -63,11 +63,11 @@ CASES = {
                             drafter_config=DraftModelDrafter(model="meta-llama/Llama-3.2-1B-Instruct"),
                             speculative_model="draft", max_draft_len=4, kv_cache_dtype="bf16"),
     "dflash_1.3": dict(profile="1.3", drafter_type="dflash", drafter_config=DFlashDrafter(), speculative_model="drafter",
-                       max_draft_len=15, dflash_mask_token_id=151669, dflash_target_layer_ids=[1, 9, 17, 25, 33],
+                       max_draft_len=15, drafter_extras={"dflash_mask_token_id": 151669, "dflash_target_layer_ids": [1, 9, 17, 25, 33]},
                        draft_len_schedule={8: 15, 32: 7, 64: 3}),
     "dspark_1.3": dict(profile="1.3", drafter_type="dspark",  # DSpark: max_draft_len == block_size only
                        drafter_config=DSparkDrafter(block_size=8, target_layer_ids=[2, 18, 34]),
-                       speculative_model="drafter", max_draft_len=8, dflash_mask_token_id=151669),
+                       speculative_model="drafter", max_draft_len=8, drafter_extras={"dflash_mask_token_id": 151669}),
     "eagle3_1.4": dict(profile="1.4", drafter_type="eagle3", drafter_config=Eagle3Drafter(),
                        speculative_model="drafter", max_draft_len=4, draft_len_schedule={16: 4}),
     "mtp_1.4": dict(profile="1.4", drafter_type="mtp", drafter_config=MTPDrafter(), speculative_model=None,
@@ -79,11 +79,11 @@ CASES = {
                             drafter_config=DraftModelDrafter(model="meta-llama/Llama-3.2-1B-Instruct"),
                             speculative_model="draft", max_draft_len=4),
     "dflash_1.4": dict(profile="1.4", drafter_type="dflash", drafter_config=DFlashDrafter(), speculative_model="drafter",
-                       max_draft_len=15, dflash_mask_token_id=151669, dflash_target_layer_ids=[1, 9, 17, 25, 33],
+                       max_draft_len=15, drafter_extras={"dflash_mask_token_id": 151669, "dflash_target_layer_ids": [1, 9, 17, 25, 33]},
                        draft_len_schedule={8: 15, 32: 7, 64: 3}),
     "dspark_1.4": dict(profile="1.4", drafter_type="dspark",  # one D: no schedule, no max_concurrency (ignored)
                        drafter_config=DSparkDrafter(block_size=8, target_layer_ids=[2, 18, 34]),
-                       speculative_model="drafter", max_draft_len=8, dflash_mask_token_id=151669),
+                       speculative_model="drafter", max_draft_len=8, drafter_extras={"dflash_mask_token_id": 151669}),
     "suffix_1.3": dict(profile="1.3", drafter_type="suffix", drafter_config=SuffixDrafter(), speculative_model=None,
                        max_draft_len=4, draft_len_schedule={8: 4, 64: 2}),
     "suffix_1.4": dict(profile="1.4", drafter_type="suffix",  # the pool, sized explicitly

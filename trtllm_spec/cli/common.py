@@ -146,11 +146,21 @@ verbose_option = click.option("-v", "--verbose", is_flag=True, expose_value=Fals
 def main(verbose: bool) -> None:
     """Speculative decoding for TensorRT-LLM without guesswork.
 
-    A recipe names a target, a drafter (EAGLE-3, MTP, DFlash/DSpark, a draft model, n-gram), the hardware and
-    the workload; trtllm-spec plans the draft length D from a roofline model and the five co-design guidelines,
-    trains/exports the drafter, measures acceptance, and writes a TensorRT-LLM bundle.
+    A recipe names a target, a drafter ({drafters}), the hardware and the workload; trtllm-spec plans the draft
+    length D from a roofline model and the five co-design guidelines, trains/exports the drafter, measures
+    acceptance, and writes a TensorRT-LLM bundle.
     """
     show_third_party(verbose)
+
+
+def _root_help() -> str:
+    """The root --help with the drafter types of the recipe union (the registry asserts the same names)."""
+    from trtllm_spec.core.recipe import DRAFTER_TYPES
+
+    return (main.help or "").replace("{drafters}", ", ".join(DRAFTER_TYPES))
+
+
+main.help = _root_help()
 
 
 def echo_json(data) -> None:
@@ -175,6 +185,29 @@ def field_choices(model, name: str, drop: tuple[str, ...] = ()) -> list[str]:
     from typing import get_args
 
     return [v for v in get_args(model.model_fields[name].annotation) if v not in drop]
+
+
+class _LiveChoice(click.Choice):
+    """A choice whose values are read from a registry when used (a release registered later is a choice too)."""
+
+    def __init__(self, values) -> None:
+        self._values = values
+        super().__init__(list(values()))
+
+    @property
+    def choices(self):  # type: ignore[override]
+        return tuple(self._values())
+
+    @choices.setter
+    def choices(self, _value) -> None:
+        pass
+
+
+def release_choice() -> click.Choice:
+    """``--trtllm-version``'s choices: 'auto' and every release record (core/releases.py)."""
+    from trtllm_spec.core.releases import names
+
+    return _LiveChoice(lambda: ("auto", *names()))
 
 
 def field_default(model, name: str):

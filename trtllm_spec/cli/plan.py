@@ -13,9 +13,10 @@ from trtllm_spec.cli.common import (
     field_choices,
     main,
     parse_int_list,
+    release_choice,
     set_option,
 )
-from trtllm_spec.core.recipe import DRAFTER_TYPES, EngineConfig, QuantizationConfig, TargetConfig
+from trtllm_spec.core.recipe import DEFAULT_DRAFTER, DRAFTER_TYPES, QuantizationConfig, TargetConfig
 
 QUANT_METHODS = field_choices(QuantizationConfig, "method", drop=("none",))
 DTYPES = field_choices(TargetConfig, "dtype", drop=("auto",)) + QUANT_METHODS
@@ -85,7 +86,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--recipe", "recipe_file", type=click.Path(path_type=Path), help="Start from this recipe.")
 @click.option("--target", help="HF checkpoint folder or config.json, preset name, or fetched asset.")
 @click.option("--drafter", type=click.Choice(DRAFTER_TYPES), help="Drafting mechanism (default: the recipe's, "
-              "else eagle3).")
+              f"else {DEFAULT_DRAFTER}).")
 @click.option("--gpu", help="GPU name (see 'trtllm-spec hw list') or a file from 'trtllm-spec hw probe'.")
 @click.option("--num-gpus", type=int, help="GPUs the deployment uses (hardware.num_gpus), a multiple of tp x pp.")
 @click.option("--tp", type=int, help="Tensor-parallel size.")
@@ -107,7 +108,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
               help="Target weight precision (default: the checkpoint's).")
 @click.option("--kv-dtype", type=click.Choice(field_choices(QuantizationConfig, "kv_cache_dtype")),
               help="KV-cache precision (quantization.kv_cache_dtype).")
-@click.option("--trtllm-version", type=click.Choice(field_choices(EngineConfig, "trtllm_version")),
+@click.option("--trtllm-version", type=release_choice(),
               help="Schedule rules of this release.")
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
 @click.option("--host-costs", type=click.Path(path_type=Path),
@@ -154,7 +155,7 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     if recipe_file is not None:
         base = recipe_to_dict(load_recipe(recipe_file))
     else:
-        base = {"name": "plan", "target": {"model": flags["target"]}, "drafter": {"type": "eagle3"}}
+        base = {"name": "plan", "target": {"model": flags["target"]}, "drafter": {"type": DEFAULT_DRAFTER}}
     data = apply_overrides(apply_flags(base, flags), overrides)
     recipe = recipe_from_dict(data, str(recipe_file or "plan flags"))
     if recipe_file is not None:

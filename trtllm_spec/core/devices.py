@@ -5,9 +5,12 @@ them; ``train/distributed.py`` the process group)."""
 from __future__ import annotations
 
 import os
+from typing import Literal, get_args
 
-DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("auto", "bf16", "fp32")
+Device = Literal["auto", "cpu", "cuda"]  # the recipe's fields use these types: one list of names
+Dtype = Literal["auto", "bf16", "fp32"]
+DEVICES = get_args(Device)
+DTYPES = get_args(Dtype)
 LAUNCH_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")  # what torchrun (and Slurm wrappers of it) set for each rank
 
 

@@ -24,6 +24,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from trtllm_spec.core.hardware import Hardware
+from trtllm_spec.core.releases import RELEASES
+from trtllm_spec.core.releases import get as get_release
 from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import UserError
 
@@ -161,6 +163,8 @@ def release_features(framework: str, release: str) -> frozenset[str]:
         return RELEASE_FEATURES[(framework, release)]
     if framework == "vLLM" and _key(release)[:2] >= (0, 14):
         return frozenset({"async_scheduling_with_speculation"})
+    if framework == "TensorRT-LLM" and _key(release)[:2] >= (1, 2):  # a release registered later (core/releases.py)
+        return frozenset({"overlap_with_speculation"})
     return frozenset()
 
 
@@ -226,19 +230,16 @@ def published_host_profile(framework: str, release: str) -> tuple[HostProfile, s
                   + (f", + {', '.join(f['feature'] for f in r['features'])}" if r["features"] else ""))
 
 
-TRTLLM_RELEASES = ("1.2", "1.3", "1.4")
-
-
 def host_cost_profile(release: str) -> HostProfile:
-    """The host-cost profile of a TensorRT-LLM release (engine.trtllm_version): the key core/releases.py points
-    to. Fitted where measurements exist, else derived by RELEASE_RULE (the profile's ``rule`` says which)."""
-    if release not in TRTLLM_RELEASES and ("TensorRT-LLM", release) not in PUBLISHED_HOST_PROFILES:
-        raise UserError(f"no host-cost profile for TensorRT-LLM {release!r}; known: {', '.join(TRTLLM_RELEASES)}")
+    """The host-cost profile of a TensorRT-LLM release (engine.trtllm_version), by its record's ``host_cost_key``
+    (core/releases.py; an unknown release is refused there). Fitted where measurements exist, else derived by
+    RELEASE_RULE (the profile's ``rule`` says which)."""
+    if ("TensorRT-LLM", release) not in PUBLISHED_HOST_PROFILES:
+        release = get_release(release, "TensorRT-LLM release of the host-cost profile").host_cost_key
     return release_host_profile("TensorRT-LLM", release)
 
 
-# Per TensorRT-LLM profile (engine.trtllm_version), derived by the rule; each says how in ``rule`` and ``note``.
-TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {r: host_cost_profile(r) for r in TRTLLM_RELEASES}
+TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {r.host_cost_key: host_cost_profile(r.name) for r in RELEASES.values()}
 
 
 def trtllm_host_profile(release: str) -> HostProfile:

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from trtllm_spec.core import releases
+from trtllm_spec.core.devices import Device, Dtype
 from trtllm_spec.core.files import parse_yaml, read_structured
 from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_SINCE, SAEnhancerConfig, enhancer_release
 from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
 
-TRTLLM_PROFILES = ("1.2", "1.3", "1.4")
+# the release profiles and what each allows: one record per release (core/releases.py)
+TRTLLM_PROFILES = releases.names()
 # The TensorRT-engine backend (trtllm-build, TrtLlmArgs, convert_checkpoint.py) is removed after 1.2
 # (NVIDIA/TensorRT-LLM docs/source/legacy/tensorrt-backend-removal.md); 1.2.1's wheel still ships it
-TENSORRT_BACKEND_PROFILES = ("1.2",)
+TENSORRT_BACKEND_PROFILES = tuple(r.name for r in releases.RELEASES.values() if r.tensorrt_backend)
 TENSORRT_REMOVAL = ("TensorRT-LLM removed the TensorRT-engine backend (trtllm-build, TrtLlmArgs, convert_checkpoint.py) "
                     "after 1.2: docs/source/legacy/tensorrt-backend-removal.md")
 MAX_DRAFT_LEN_LIMIT = 64
@@ -109,10 +112,10 @@ class TrainingConfig(StrictModel):
     checkpoint_every: int = Field(100, ge=1)
     keep_checkpoints: int = Field(2, ge=1, le=1000, description="how many recent checkpoints to keep")
     seed: int = 0
-    precision: Literal["auto", "bf16", "fp32"] = Field(
+    precision: Dtype = Field(
         "auto", description="training autocast and regeneration precision: auto = bf16 on CUDA, on a CPU bf16 only "
         "where a timed GEMM shows it faster than fp32 (runtime/device.py)")
-    device: Literal["auto", "cpu", "cuda"] = Field(
+    device: Device = Field(
         "auto", description="where regeneration, feature capture and training run: auto = CUDA when visible")
     init_from_target: Literal["none", "lm_head", "last_layer"] = Field(
         "none", description="EAGLE-3 start: none (ModelOpt's random init), lm_head (the target's final norm and "
@@ -317,7 +320,9 @@ class SuffixDrafter(_Drafter):
 
     def pool_slots(self, max_batch_size: int) -> int:
         """Automaton slots of the global pool: global_pool_size, else max(64, max_batch_size) (SADecodingConfig)."""
-        return self.global_pool_size or max(SA_POOL_MATCH_CAP, max_batch_size)
+        from trtllm_spec.core.sa import pool_slots
+
+        return pool_slots(self.global_pool_size, max_batch_size)
 
     def check(self, recipe: Recipe) -> None:
         largest = recipe.engine.max_batch_size or max(recipe.workload.all_batch_sizes())
@@ -328,13 +333,44 @@ class SuffixDrafter(_Drafter):
 
 DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter,
                    SuffixDrafter)
-DrafterConfig = Annotated[
-    Eagle3Drafter | MTPDrafter | DFlashDrafter | DSparkDrafter | DraftModelDrafter | NGramDrafter | SuffixDrafter,
-    Field(discriminator="type"),
-]
+# the recipe's tagged union over DRAFTER_CLASSES, written once (a registered mechanism rebuilds it)
+DrafterConfig = Annotated[Union[DRAFTER_CLASSES], Field(discriminator="type")]  # noqa: UP007 (a runtime tuple)
 # the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
 DRAFTER_TYPES = tuple(get_args(c.model_fields["type"].annotation)[0] for c in DRAFTER_CLASSES)
 DRAFTER_CLASS = dict(zip(DRAFTER_TYPES, DRAFTER_CLASSES, strict=True))
+# the drafter a recipe-less command plans / measures with (plan --target, measure --engine openai, a served
+# profile without --bundle): the first of DRAFTER_CLASSES
+DEFAULT_DRAFTER = DRAFTER_TYPES[0]
+
+
+def register_drafter_class(cls: type[_Drafter]) -> str:
+    """Add a drafter section to the recipe's tagged union (``drafters.registry.register`` calls it: a mechanism's
+    one registration); returns its type tag."""
+    global DRAFTER_CLASSES, DRAFTER_TYPES
+    args = get_args(cls.model_fields["type"].annotation) if "type" in cls.model_fields else ()
+    if not (isinstance(cls, type) and issubclass(cls, _Drafter)) or len(args) != 1:
+        raise RecipeError(f"drafter section {cls!r}: a subclass of core.recipe._Drafter with type: Literal['name']")
+    name = args[0]
+    if name in DRAFTER_CLASS and DRAFTER_CLASS[name] is not cls:
+        raise RecipeError(f"drafter type {name!r} is already registered")
+    DRAFTER_CLASS[name] = cls
+    DRAFTER_CLASSES, DRAFTER_TYPES = tuple(DRAFTER_CLASS.values()), tuple(DRAFTER_CLASS)
+    _rebuild_drafter_union()
+    return name
+
+
+def unregister_drafter_class(name: str) -> None:
+    global DRAFTER_CLASSES, DRAFTER_TYPES
+    DRAFTER_CLASS.pop(name, None)
+    DRAFTER_CLASSES, DRAFTER_TYPES = tuple(DRAFTER_CLASS.values()), tuple(DRAFTER_CLASS)
+    _rebuild_drafter_union()
+
+
+def _rebuild_drafter_union() -> None:
+    field = Recipe.model_fields["drafter"]
+    field.annotation = Union[DRAFTER_CLASSES]  # noqa: UP007 (a runtime tuple of classes)
+    field.discriminator = "type"
+    Recipe.model_rebuild(force=True)
 
 
 # ---- the other sections -----------------------------------------------------------------------------
@@ -401,8 +437,9 @@ class QuantizationConfig(StrictModel):
 
 
 class EngineConfig(StrictModel):
-    trtllm_version: Literal["auto", "1.2", "1.3", "1.4"] = Field(
-        "auto", description="TensorRT-LLM profile; auto = 1.2, or 1.3 for drafters that need it")
+    trtllm_version: str = Field(
+        "auto", description="TensorRT-LLM release profile (core/releases.py); auto = the newest stable release that "
+        "runs the drafter and backend, 1.3 (docs/trtllm_compat.md, 'Which release auto picks')")
     backend: Literal["pytorch", "tensorrt"] = "pytorch"
     free_gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
     enable_block_reuse: bool = True
@@ -416,11 +453,25 @@ class EngineConfig(StrictModel):
         """An unquoted ``trtllm_version: 1.3`` is a YAML float: the release it spells is meant, so it is read as
         that text; any other number is refused with 'quote it' (1.10 would read as 1.1)."""
         if isinstance(value, float | int) and not isinstance(value, bool):
-            if str(value) in TRTLLM_PROFILES:
+            if str(value) in releases.RELEASES:
                 return str(value)
             raise ValueError(f"engine.trtllm_version {value!r} is a number; write the release as quoted text, one "
-                             f"of 'auto', {', '.join(repr(v) for v in TRTLLM_PROFILES)} (quote it: "
+                             f"of 'auto', {', '.join(repr(v) for v in releases.names())} (quote it: "
                              "trtllm_version: '1.3')")
+        return value
+
+    @field_validator("trtllm_version")
+    @classmethod
+    def _known_release(cls, value: str) -> str:
+        """'auto' or a release with a record; a newer or unknown one says which are known."""
+        if value == "auto" or value in releases.RELEASES:
+            return value
+        from trtllm_spec.errors import UserError
+
+        try:
+            releases.get(value)
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
 
@@ -455,7 +506,7 @@ class MeasureConfig(StrictModel):
     max_new_tokens: int = Field(128, ge=1, le=100_000)
     temperature: float = Field(0.0, ge=0, le=10)
     dtype: Literal["auto", "fp32", "bf16"] = "fp32"
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     reference_engine: Literal["auto", "ours", "hf"] = Field(
         "auto", description="what runs the target in the PyTorch reference decoder: ours (the Llama family, "
         "faster), hf (transformers, any architecture), auto (ours where it runs the target, else hf)")
@@ -513,7 +564,7 @@ class Recipe(StrictModel):
                              "not be measured; raise measure.draft_len or drop it")
         d.check(self)
         need, version = d.required_trtllm(), self.engine.trtllm_version
-        if version != "auto" and TRTLLM_PROFILES.index(version) < TRTLLM_PROFILES.index(need):
+        if version != "auto" and releases.order(version) < releases.order(need):
             what = ("drafter.sa_enhancer needs TensorRT-LLM {need}+ (sa_config / SAEnhancerConfig is not in "
                     "TensorRT-LLM {version})" if need != d.min_trtllm else
                     "drafter {type} needs TensorRT-LLM {need}+ (its decoding config arrived in {need}; not in "
@@ -530,9 +581,11 @@ class Recipe(StrictModel):
 
     @property
     def trtllm_profile(self) -> str:
+        """The release the bundle is for: the recipe's, or for ``auto`` the newest stable release that runs the
+        drafter and the backend (``core.releases.auto_release``: 1.3 for the PyTorch backend, 1.2 for TensorRT)."""
         if self.engine.trtllm_version != "auto":
             return self.engine.trtllm_version
-        return self.drafter.required_trtllm()
+        return releases.auto_release(self.drafter.required_trtllm(), self.engine.backend == "tensorrt")
 
     @property
     def base_dir(self) -> Path:

@@ -9,6 +9,9 @@ from pydantic import Field
 from trtllm_spec.core.schema import StrictModel
 
 SA_POOL_MATCH_CAP = 64  # SADecodingConfig.enable_global_pool: "suffix matching is capped at 64 tokens per request"
+# automaton slots of the global pool when global_pool_size is not given: max(64, max_batch_size) (SADecodingConfig);
+# a slot count, not the token cap above, though both are 64
+SA_POOL_DEFAULT_SLOTS = 64
 
 
 class SAEnhancerConfig(StrictModel):
@@ -29,6 +32,20 @@ SA_SINCE = "1.3"  # SADecodingConfig / SAEnhancerConfig: absent from the 1.2 llm
 def enhancer_release(enhancer: SAEnhancerConfig | None, own: str) -> str:
     if enhancer is None:
         return own
-    from trtllm_spec.core.recipe import TRTLLM_PROFILES
+    from trtllm_spec.core.releases import order
 
-    return max(own, SA_SINCE, key=TRTLLM_PROFILES.index)
+    return max(own, SA_SINCE, key=order)
+
+
+def pool_slots(global_pool_size: int | None, max_batch_size: int) -> int:
+    """Automaton slots of the global pool: global_pool_size, else max(64, max_batch_size) (SADecodingConfig)."""
+    return global_pool_size or max(SA_POOL_DEFAULT_SLOTS, max_batch_size)
+
+
+def enhancer_runtime_options(enhancer: SAEnhancerConfig | None, max_batch_size: int = 1) -> dict:
+    """The SA enhancer's settings as the reference decoder reads them (``runtime/drafters/load.py``): built here
+    once for the recipe's section (``Mechanism.runtime_options``) and for ``measure --sa-enhancer-threshold``."""
+    if enhancer is None:
+        return {}
+    return {"sa_enhancer": {"threshold": enhancer.threshold, "enable_global_pool": enhancer.enable_global_pool,
+                            "pool_slots": pool_slots(None, max_batch_size) if enhancer.enable_global_pool else None}}

@@ -408,3 +408,18 @@ def _sliding(cfg: dict, model_type: str, layers: int) -> dict:
 _GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "head_dim": 256, "num_key_value_heads": 4,
                          "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
                          "max_position_embeddings": 131072}
+
+
+def text_value(cfg: dict, key: str):
+    """A field of a checkpoint's config.json, or of its ``text_config`` where a multimodal wrapper nests the text
+    model's (Llama-4, Gemma-3): the one place that fallback is written."""
+    value = cfg.get(key)
+    if value is None and isinstance(cfg.get("text_config"), dict):
+        value = cfg["text_config"].get(key)
+    return value
+
+
+def text_config(cfg: dict) -> dict:
+    """The text model's config: the config itself, or its ``text_config`` when the top level has no hidden_size."""
+    nested = cfg.get("text_config")
+    return cfg if "hidden_size" in cfg or not isinstance(nested, dict) else nested

@@ -28,7 +28,9 @@ description ("Batch sizes 33+: use draft_len=0 (implicit, speculation disabled)"
 1.4.0rc1 / rc4 pages cannot say which of the two a 1.4 release runs (``min_runtime_draft_len`` is a property, not a
 field), so a 1.4 plan relies on neither: it drafts at least 1 token wherever it drafts, and its schedule's largest
 key is the engine's ``max_batch_size`` (``planner.schedule.render_schedule``), so the implicit tier, 0 or 1, is
-never reached. Each descriptor lists the releases that apply a schedule to it (``Mechanism.trtllm_dynamic_draft_len``).
+never reached. Each descriptor names the first release that applies a schedule to it
+(``Mechanism.dynamic_draft_len_since``); each release record says whether it has ``max_concurrency`` and whether a
+tier can switch speculation off (``core/releases.py``).
 
 Pure Python (no pydantic): the planner, the options builder and the reports use it.
 """
@@ -39,7 +41,9 @@ from __future__ import annotations
 def cutoff_gate(schedule: dict[int, int] | None, max_draft_len: int, profile: str
                 ) -> tuple[dict[int, int] | None, dict, str | None]:
     """(schedule to write, extra speculative_config fields, the reason) for the plan's schedule."""
-    if profile == "1.2" or not schedule or len(schedule) != 1 or max_draft_len <= 0:
+    from trtllm_spec.core.releases import get
+
+    if not get(profile).max_concurrency or not schedule or len(schedule) != 1 or max_draft_len <= 0:
         return schedule, {}, None
     (k, v), = schedule.items()
     if v != max_draft_len or not isinstance(k, int) or k < 1:  # a bad key is reported by the schedule's own check
@@ -61,8 +65,6 @@ def gate_reasons(options: dict | None, profile: str) -> list[str]:
     return out
 
 
-# can a schedule tier (value 0, or above the largest key) switch speculation off in this release?
-SCHEDULE_SWITCHES_OFF = {"1.2": True, "1.3": True, "1.4": False}
 # what main's get_draft_len_for_batch_size runs above the largest key (and on a zero tier), per one-engine mode, in
 # the two main states read (the module docstring); a 1.4 plan must hold under both
 IMPLICIT_TIER = {
@@ -75,14 +77,16 @@ IMPLICIT_TIER = {
 def engine_schedule(mechanism, profile: str) -> tuple[bool, bool, str | None]:
     """(the engine applies a draft_len_schedule / max_concurrency to ``mechanism`` in ``profile``, a tier can switch
     speculation off, why not -- None when both hold)."""
+    from trtllm_spec.core.releases import at_least, first_at_least, get, order
+
     title = getattr(mechanism, "title", getattr(mechanism, "name", "this drafter"))
-    releases = tuple(getattr(mechanism, "trtllm_dynamic_draft_len", ()))
-    if profile not in releases:
-        since = next((r for r in releases if r > profile), None)
-        later = f"; TensorRT-LLM {since} does (engine.trtllm_version: '{since}')" if since else ""
+    since = getattr(mechanism, "dynamic_draft_len_since", None)
+    if not at_least(profile, since):
+        later = first_at_least(since) if since is not None and order(since) > order(profile) else None
+        hint = f"; TensorRT-LLM {later} does (engine.trtllm_version: '{later}')" if later else ""
         return False, False, (f"TensorRT-LLM {profile} applies no draft_len_schedule or max_concurrency to {title} "
-                              f"(support_dynamic_draft_len() is false for it{later})")
-    if not SCHEDULE_SWITCHES_OFF.get(profile, False):
+                              f"(support_dynamic_draft_len() is false for it{hint})")
+    if not get(profile).schedule_switches_off:
         name = getattr(mechanism, "name", "")
         tiers = {state: t[name] for state, t in IMPLICIT_TIER.items() if name in t}
         if len(set(tiers.values())) > 1:

@@ -70,10 +70,9 @@ def capture_for(recipe, cfg: dict) -> tuple[int, ...]:
     d = recipe.drafter
     if not d.offline_features():
         return ()
-    from trtllm_spec.drafters.eagle3 import default_capture_layers
+    from trtllm_spec.drafters.registry import get
 
-    n = cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get("num_hidden_layers")
-    return tuple(sorted(d.layers_to_capture or default_capture_layers(n)))
+    return tuple(sorted(get(d.type).savestate_layers(d, cfg)))  # the descriptor's layers, as SaveState dumps them
 
 
 def estimate_recipe(recipe, data_dir: Path, device: str = "cpu", dtype: str = "bf16"):

@@ -226,7 +226,9 @@ def estimate(recipe, target, data_dir: Path, *, backend: str = "ours", device: s
     n = d.num_conversations
     remaining = max(0, n - done)
     prompt, new = remaining * d.max_prompt_tokens, remaining * d.regen_max_new_tokens
-    hidden = int(cfg.get("hidden_size") or (cfg.get("text_config") or {}).get("hidden_size") or 0)
+    from trtllm_spec.core.shape import text_value
+
+    hidden = int(text_value(cfg, "hidden_size") or 0)
     fbytes = (prompt + new) * (len(capture) + 1) * hidden * FEATURE_BYTES[feature_dtype] if capture else 0.0
     disk = free_disk(data_dir) if capture else None
     served = backend == "openai"

@@ -58,7 +58,9 @@ def spec_for(target_dir: Path, name: str, layers: tuple[int, ...], dtype: str) -
     if dtype not in FEATURE_DTYPES:
         raise UserError(f"--features-dtype {dtype!r}: choose one of {', '.join(FEATURE_DTYPES)}")
     cfg = json.loads((target_dir / "config.json").read_text())
-    hidden = int(cfg.get("hidden_size") or (cfg.get("text_config") or {}).get("hidden_size") or 0)
+    from trtllm_spec.core.shape import text_value
+
+    hidden = int(text_value(cfg, "hidden_size") or 0)
     return FeatureSpec(name, sha256_file(target_dir / "config.json"), tuple(layers), hidden, dtype)
 
 
@@ -284,7 +286,9 @@ def capture_layers(recipe, target_dir: Path, cfg: dict | None = None) -> tuple[i
                         f"{getattr(recipe.drafter.training.data, 'offline_features', None)} trains without captured "
                         "target features; features are for offline EAGLE-3 (drafter.type: eagle3, "
                         "drafter.training.data.offline_features: true)")
-    n = cfg.get("num_hidden_layers") or (cfg.get("text_config") or {}).get("num_hidden_layers")
+    from trtllm_spec.core.shape import text_value
+
+    n = text_value(cfg, "num_hidden_layers")
     bad = [i for i in layers if not 0 <= i < n]
     if bad:
         raise UserError(f"drafter.layers_to_capture {list(layers)}: layer {bad[0]} is outside the target's {n} layers "

@@ -15,15 +15,34 @@ import shlex
 from collections.abc import Sequence
 from typing import Literal
 
+# the bundle's LLM API options files (core/bundle.py names them; stages/bundle.py writes them)
+from trtllm_spec.core.bundle import (
+    CALIBRATE_OPTIONS_FILE,
+    OPTIONS_FILE,
+    PLAIN_OPTIONS_FILE,
+    SPECULATIVE_OPTIONS_FILE,
+)
 from trtllm_spec.errors import UserError
 
-OPTIONS_FILE = "llm_api_options.yaml"
-# the bundle's other LLM API options files (stages/bundle.py writes them; calibration and replan read them)
-PLAIN_OPTIONS_FILE = "llm_api_options.plain.yaml"  # the options without speculation (bench_plain.sh)
-SPECULATIVE_OPTIONS_FILE = "llm_api_options.speculative.yaml"  # the drafter where the plan left none (bench_speculative.sh)
-CALIBRATE_OPTIONS_FILE = "llm_api_options.calibrate.yaml"  # the drafter at a second D (bench_calibrate.sh)
-# pyxis/enroot image reference ([REGISTRY#]IMAGE[:TAG]; without '#' enroot looks on Docker Hub)
-DEFAULT_SERVE_IMAGE = "nvcr.io#nvidia/tensorrt-llm/release:1.2.1"
+__all__ = ["CALIBRATE_OPTIONS_FILE", "OPTIONS_FILE", "PLAIN_OPTIONS_FILE", "SPECULATIVE_OPTIONS_FILE"]
+
+
+def serve_image(profile: str) -> str:
+    """The pyxis/enroot image reference ([REGISTRY#]IMAGE[:TAG]; without '#' enroot looks on Docker Hub) of the
+    release profile's container (core.releases: the image its mirror was read from)."""
+    from trtllm_spec.core.releases import get
+
+    registry, _, rest = get(profile).image.partition("/")
+    return f"{registry}#{rest}"
+
+
+def _default_image() -> str:
+    from trtllm_spec.core.releases import newest
+
+    return serve_image(newest(stable_only=True))  # the release engine.trtllm_version: auto picks
+
+
+DEFAULT_SERVE_IMAGE = _default_image()
 _SLURM_WORD = re.compile(r"[A-Za-z0-9_.-]+")
 _SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{2}){0,2}")
 _IMAGE = re.compile(r"[A-Za-z0-9_.:/#@+-]+")

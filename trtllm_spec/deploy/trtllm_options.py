@@ -51,14 +51,14 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
                          max_draft_len: int, draft_len_schedule: dict | None, tp: int, pp: int, ep: int,
                          max_batch_size: int | None, max_seq_len: int | None, batch_sizes: Iterable[int],
                          free_gpu_memory_fraction: float, enable_block_reuse: bool, kv_cache_dtype: str,
-                         cuda_graphs: bool, eagle3_layers_to_capture=None, dflash_mask_token_id: int | None = None,
-                         dflash_target_layer_ids=None, max_num_tokens: int | None = None,
+                         cuda_graphs: bool, drafter_extras: dict | None = None, max_num_tokens: int | None = None,
                          trust_remote_code: bool = False, disable_overlap_scheduler: bool | None = None,
                          max_concurrency: int | None = None) -> dict:
     """The LLM API options for one bundle; ``max_draft_len == 0`` means no speculation (no
     ``speculative_config``). Paths (``speculative_model``) are relative to the bundle root, where the
     generated scripts run; an HF id is passed through. ``max_concurrency`` (1.3+): speculation off above that
-    batch size. Raises ``UserError`` if the result does not validate for ``profile``, or if D or a schedule is one
+    batch size. ``drafter_extras``: what the mechanism read from its exported folder (``Mechanism.trtllm_extras``),
+    passed through to its ``trtllm_speculative_config`` unread. Raises ``UserError`` if the result does not validate for ``profile``, or if D or a schedule is one
     the mechanism cannot run at (``Mechanism.only_draft_len``)."""
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise UserError(f"kv_cache_dtype {kv_cache_dtype!r} is not supported; valid: {', '.join(KV_CACHE_DTYPES)}")
@@ -105,8 +105,7 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
                             "exclusive in TensorRT-LLM (it turns max_concurrency into a schedule); give one")
         spec = mechanism.trtllm_speculative_config(
             drafter_config, profile=profile, max_draft_len=max_draft_len, speculative_model=speculative_model,
-            eagle3_layers_to_capture=eagle3_layers_to_capture, dflash_mask_token_id=dflash_mask_token_id,
-            dflash_target_layer_ids=dflash_target_layer_ids)
+            **(drafter_extras or {}))
         from trtllm_spec.core.trtllm_gates import cutoff_gate
 
         schedule, gates, _ = cutoff_gate(schedule, max_draft_len, profile)

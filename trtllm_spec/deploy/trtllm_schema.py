@@ -41,21 +41,17 @@ from pydantic import (
     model_validator,
 )
 
+from trtllm_spec.core import releases
 from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import UserError
 from trtllm_spec.planner.schedule import check_schedule
 
-PROFILES = ("1.2", "1.3", "1.4")
-# decoding_type Literal values per release (R12 / MAIN SpeculativeConfig unions; we emit a subset of them)
-DECODING_TAGS = {
-    "1.2": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target"),
-    "1.3": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target", "DFlash", "DSpark", "SA"),
-    "1.4": ("Eagle", "Eagle3", "MTP", "NGram", "Draft_Target", "DFlash", "DSpark", "SA"),
-}
-# first release whose union has the tag (DFlash/DSpark/SA absent from R12, present in MAIN and 1.3.0rc27 docs)
-TAG_SINCE = {"DFlash": "1.3", "DSpark": "1.3", "SA": "1.3"}
-# spellings seen in docs that are not the pydantic Literal (docs/source/features/speculative-decoding.md)
-TAG_SPELLINGS = {"DraftTarget": "Draft_Target"}
+# the releases, their decoding tags (with the release that first has each) and the misspellings we recognise:
+# core/releases.py, one record per release
+PROFILES = releases.names()
+DECODING_TAGS = {r.name: r.tags for r in releases.RELEASES.values()}
+TAG_SINCE = {t.tag: t.since for t in releases.DECODING_TAGS.values() if t.since != PROFILES[0]}
+TAG_SPELLINGS = releases.TAG_ALIASES
 
 
 # ---- shared sub-configs ---------------------------------------------------------------------------
@@ -374,7 +370,7 @@ DECODING_CLASSES: dict[str, dict[str, type[_Decoding]]] = {
     "1.4": {"Eagle": Eagle14, "Eagle3": Eagle3_14, "MTP": MTP14, "NGram": NGram14, "Draft_Target": DraftTarget14,
             "DFlash": DFlash14, "DSpark": DSpark14, "SA": SA14},
 }
-assert {p: tuple(c) for p, c in DECODING_CLASSES.items()} == DECODING_TAGS
+assert {p: set(c) for p, c in DECODING_CLASSES.items()} == {p: set(DECODING_TAGS[p]) for p in DECODING_CLASSES}
 
 SpeculativeConfig12 = Annotated[Eagle12 | Eagle3_12 | MTP12 | NGram12 | DraftTarget12,
                                 Field(discriminator="decoding_type")]
@@ -427,14 +423,59 @@ OPTIONS_MODELS: dict[str, type[_LlmApiOptions]] = {"1.2": LlmApiOptions12, "1.3"
                                                    "1.4": LlmApiOptions14}
 
 
+def _mirrored(profile: str) -> str:
+    """The release whose hand-written classes mirror ``profile``: its own, or its record's ``mirror_base`` (a
+    release whose option fields are an earlier one's, unchanged)."""
+    seen = profile
+    while seen not in OPTIONS_MODELS:
+        base = releases.get(seen).mirror_base
+        if base is None:
+            raise UserError(f"TensorRT-LLM {profile}: no options mirror (deploy/trtllm_schema.py) and its release record "
+                            "names no mirror_base; docs/architecture.md, 'Adding a TensorRT-LLM release'")
+        seen = base
+    return seen
+
+
+def _tags(profile: str) -> tuple[str, ...]:
+    return releases.get(profile).tags
+
+
+_BASES: dict[str, type[_Decoding]] = {"1.2": _Base12, "1.3": _Base13, "1.4": _Base14}
+
+
+@functools.cache
+def _registered_class(mirrored: str, tag: str) -> type[_Decoding] | None:
+    """The decoding config class of a mechanism registered after import (``drafters.registry.register``): the
+    release's base fields plus the descriptor's ``trtllm_mirror_fields``."""
+    from trtllm_spec.drafters.registry import MECHANISMS
+
+    mech = next((m for m in MECHANISMS.values() if tag in m.decoding_types), None)
+    if mech is None or mirrored not in _BASES:
+        return None
+    extra = (mech.trtllm_mirror_fields,) if mech.trtllm_mirror_fields is not None else ()
+    return _tagged(f"{tag}_{mirrored.replace('.', '')}", (_BASES[mirrored], *extra), tag)
+
+
+def _decoding_class(profile: str, tag: str) -> type[_Decoding]:
+    mirrored = _mirrored(profile)
+    classes = DECODING_CLASSES[mirrored]
+    if tag in classes:
+        return classes[tag]
+    registered = _registered_class(mirrored, tag)
+    if registered is not None:
+        return registered
+    raise UserError(f"TensorRT-LLM {profile}: decoding_type {tag!r} has no mirrored config class (the {mirrored} "
+                    "mirror has none; deploy/trtllm_schema.py)")
+
+
 @functools.cache
 def _options_model(profile: str, tag: str | None) -> type[_LlmApiOptions]:
     """The profile's model with ``speculative_config`` narrowed to one class, so that errors name plain key
     paths (``speculative_config.max_draft_len``) and the valid keys of that class."""
-    base = OPTIONS_MODELS[profile]
+    base = OPTIONS_MODELS[_mirrored(profile)]
     if tag is None:
         return base
-    spec = DECODING_CLASSES[profile][tag]
+    spec = _decoding_class(profile, tag)
     return create_model(f"{base.__name__}_{tag}", __base__=base, speculative_config=(spec | None, None))
 
 
@@ -442,34 +483,28 @@ def _check_decoding_type(options: dict, profile: str) -> str | None:
     spec = options.get("speculative_config")
     if not isinstance(spec, dict):
         return None
-    valid = ", ".join(DECODING_TAGS[profile])
+    tags = _tags(profile)
+    valid = ", ".join(tags)
     if "decoding_type" not in spec:
         raise UserError(f"TensorRT-LLM {profile} options: speculative_config.decoding_type is missing; "
                         f"set one of {valid}")
     tag = spec["decoding_type"]
-    if tag in DECODING_TAGS[profile]:
+    if tag in tags:
         return tag
-    if tag in TAG_SINCE:
+    since = releases.tag_since(tag) if isinstance(tag, str) else None
+    if since is not None and releases.order(since) > releases.order(profile):
         raise UserError(f"TensorRT-LLM {profile} options: speculative_config.decoding_type {tag!r} is not in "
-                        f"TensorRT-LLM {profile}; it arrives in TensorRT-LLM {TAG_SINCE[tag]}: use profile "
-                        f"{TAG_SINCE[tag]} (recipe engine.trtllm_version: '{TAG_SINCE[tag]}')")
+                        f"TensorRT-LLM {profile}; it arrives in TensorRT-LLM {since}: use profile "
+                        f"{since} (recipe engine.trtllm_version: '{since}')")
     hint = f"; spell it {TAG_SPELLINGS[tag]!r}" if tag in TAG_SPELLINGS else ""
     raise UserError(f"TensorRT-LLM {profile} options: speculative_config.decoding_type {tag!r} is unknown"
                     f"{hint}; valid: {valid}")
 
 
 # What a release no longer runs, and what it renamed: refused naming the release and the change (issue 22 item 5;
-# docs/trtllm_compat.md, "Release 1.4"). PR #18721 (2026-09-04) removed the two-model path: these flags set to
-# false raise ValueError; PR #12905 renamed the acceptance gate (window over iterations, threshold on the rate).
-REMOVED_IN = {
-    "1.3": {},
-    "1.4": {("eagle3_one_model", False): "TensorRT-LLM 1.4 removed the two-model EAGLE-3 path (PR #18721); drop "
-                                         "eagle3_one_model (one-model is the only path)",
-            ("mtp_eagle_one_model", False): "TensorRT-LLM 1.4 removed the two-model MTP-Eagle path (PR #18721); "
-                                            "drop mtp_eagle_one_model"},
-}
-RENAMED_AFTER_12 = {"acceptance_window": "acceptance_rate_window_size (a window over speculation iterations)",
-                    "acceptance_length_threshold": "acceptance_rate_threshold (on accepted/drafted, in [0, 1])"}
+# docs/trtllm_compat.md, "Release 1.4"): each release record's ``removed`` and ``renamed`` (core/releases.py).
+REMOVED_IN = {r.name: r.removed for r in releases.RELEASES.values() if r.name != PROFILES[0]}
+RENAMED_AFTER_12 = releases.get("1.3").renamed
 
 
 # The 1.2 form both stored 1.2-era parsers read (docs/trtllm_compat.md, "The two 1.2-era parsers"): parser A
@@ -513,20 +548,19 @@ def _check_release_changes(options: dict, profile: str) -> None:
     main_only = [k for k in DSPARK_CONFIDENCE_MAIN if k in spec] if spec.get("decoding_type") == "DSpark" else []
     if profile == "1.4" and main_only:
         raise UserError(f"TensorRT-LLM 1.4 options: speculative_config.{main_only[0]}: {DSPARK_CONFIDENCE_MAIN_WHY}")
-    for (key, value), why in REMOVED_IN.get(profile, {}).items():
+    record = releases.get(profile)
+    for (key, value), why in record.removed.items():
         if key in spec and spec[key] is value:
             raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{key}: {value}: {why}")
-    if profile != "1.2":
-        for key, new in RENAMED_AFTER_12.items():
-            if key in spec:
-                raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{key} is the 1.2 name; TensorRT-LLM "
-                                f"{profile} reads {new} instead (PR #12905)")
+    for key, new in record.renamed.items():
+        if key in spec:
+            raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{key} is the 1.2 name; TensorRT-LLM "
+                            f"{profile} reads {new} instead (PR #12905)")
 
 
 def validate_options(options: dict, profile: str) -> None:
     """Raise ``UserError`` naming the key path if ``options`` would not validate in TensorRT-LLM ``profile``."""
-    if profile not in PROFILES:
-        raise UserError(f"unknown TensorRT-LLM profile {profile!r}; valid: {', '.join(PROFILES)}")
+    releases.get(profile, "TensorRT-LLM profile")  # unknown or newer than any record: one line
     if not isinstance(options, dict):
         raise UserError(f"TensorRT-LLM {profile} options must be a mapping, got {type(options).__name__}")
     _check_release_changes(options, profile)

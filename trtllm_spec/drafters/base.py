@@ -27,11 +27,23 @@ class Mechanism:
     trtllm_first_layer: ClassVar[bool] = False
     # the drafter reads the target's hidden states, so its hidden_size must be the target's
     shares_target_hidden: ClassVar[bool] = True
-    # decoding_type tags TensorRT-LLM's LLM API accepts for it (the first is what we write)
-    decoding_types: ClassVar[tuple[str, ...]] = ()
-    # TensorRT-LLM releases whose engine applies draft_len_schedule / max_concurrency to it (support_dynamic_draft_len;
-    # core.trtllm_gates.engine_schedule, docs/trtllm_compat.md); () = none: one D at every batch size
-    trtllm_dynamic_draft_len: ClassVar[tuple[str, ...]] = ()
+    # the first TensorRT-LLM release whose engine applies draft_len_schedule / max_concurrency to it
+    # (support_dynamic_draft_len; core.trtllm_gates.engine_schedule, docs/trtllm_compat.md), compared numerically
+    # with every later release (core.releases.order); None = never: one D at every batch size
+    dynamic_draft_len_since: ClassVar[str | None] = None
+    # trained with a reduced draft vocabulary and its d2t table (ModelOpt's eagle mode: EAGLE-3, EAGLE-MTP);
+    # False: the drafter predicts over the target's vocabulary (a block drafter fills blocks with a mask token)
+    draft_vocabulary: ClassVar[bool] = False
+    # the exported layout 'trtllm-spec doctor' checks (train/doctor.LAYOUT_CHECKS: eagle3, mtp, dflash; None: a
+    # plain model or nothing to check) and whether it runs the train/serve parity check against the target
+    doctor_layout: ClassVar[str | None] = None
+    doctor_parity: ClassVar[bool] = False
+    # for a mechanism added after import (``registry.register``): its recipe section class, its decoding tags
+    # (core.releases.DecodingTag) and the pydantic class of its decoding config's own fields (the options mirror
+    # builds one class per release from it: deploy/trtllm_schema.py)
+    config_class: ClassVar[type | None] = None
+    new_decoding_tags: ClassVar[tuple] = ()
+    trtllm_mirror_fields: ClassVar[type | None] = None
     # no exported folder: the reference decoder builds it from options (``measure --drafter NAME``)
     folderless: ClassVar[bool] = False
     summary: ClassVar[str] = ""
@@ -39,6 +51,29 @@ class Mechanism:
     # None with the reason llama.cpp cannot run it ('measure --engine llamacpp' and 'assets serve' refuse it)
     llamacpp_spec_type: ClassVar[str | None] = None
     llamacpp_refusal: ClassVar[str] = "llama.cpp has no speculative type for it"
+
+    @property
+    def decoding_types(self) -> tuple[str, ...]:
+        """The decoding_type tags TensorRT-LLM's LLM API accepts for it (core.releases.DECODING_TAGS)."""
+        from trtllm_spec.core.releases import DECODING_TAGS
+
+        return tuple(t.tag for t in DECODING_TAGS.values() if t.drafter == self.name)
+
+    def llamacpp_convert(self, converter: Path, drafter_dir: Path, target_dir: Path, out_file: Path, dtype: str,
+                         log) -> dict:
+        """The drafter folder as the GGUF llama.cpp's ``llamacpp_spec_type`` reads (``trtllm_spec.llamacpp.convert``
+        runs the converter); a record of the conversion."""
+        from trtllm_spec.errors import UserError
+
+        raise UserError(f"drafter type {self.name}: {self.llamacpp_refusal}")
+
+    @property
+    def sa_enhanced(self) -> bool:
+        """TensorRT-LLM's suffix-automaton enhancer (``sa_config``) applies to it: its recipe section has
+        ``sa_enhancer`` (EAGLE-3 and MTP: the decoding configs with sa_config, 1.3.0rc27 / 1.4.0rc4 API pages)."""
+        from trtllm_spec.core.recipe import DRAFTER_CLASS
+
+        return "sa_enhancer" in DRAFTER_CLASS[self.name].model_fields
 
     @property
     def min_trtllm(self) -> str:
@@ -67,6 +102,26 @@ class Mechanism:
             return "convert"
         return "train" if self.needs_training else "none"
 
+    def obtain(self, cfg, recipe, target):
+        """The drafter stage's result (``core.artifacts.DrafterResult``) where this mechanism obtains its drafter its
+        own way (the target's native layers, an existing model), or None: the generic ways of ``source`` apply
+        (reuse, convert, train, none). ``target``: the resolved target (``core.targets.ResolvedTarget``)."""
+        return None
+
+    def bundle_drafter(self, cfg, kind: str | None, drafter_dir: Path | None) -> tuple[str | None, str | None]:
+        """(the bundle folder the drafter folder is copied into, or None; what the options name as the drafter
+        model) for the drafter stage's outcome ``kind`` (``core.artifacts.DrafterKind``): a trained, reused or
+        converted folder goes into ``drafter/``; a hub checkpoint is named by its id; nothing else has a model."""
+        if kind in ("trained", "reused", "converted", "deferred"):
+            return ("drafter" if drafter_dir is not None else None), "drafter"
+        if kind == "hub":
+            return None, cfg.checkpoint
+        return None, None
+
+    def served_drafter_dir(self, cfg, drafter_dir: Path | None, base_dir: Path) -> Path | None:
+        """The folder the bundle copies and the measure stage reads, from the drafter stage's result."""
+        return drafter_dir
+
     def measure_spec(self, drafter_dir: Path | None) -> str | None:
         """What the reference decoder loads for this drafter (``measure --drafter``); None: nothing here."""
         return str(drafter_dir) if drafter_dir is not None else None
@@ -92,11 +147,9 @@ class Mechanism:
     def runtime_options(self, cfg, max_batch_size: int = 1) -> dict:
         """The recipe section's settings the reference decoder's drafter reads (JSON-able: they key the measure
         stage's cache and go into the speculation profile); ``max_batch_size``: the largest planned batch."""
-        enhancer = getattr(cfg, "sa_enhancer", None)
-        if enhancer is None:
-            return {}
-        return {"sa_enhancer": {"threshold": enhancer.threshold, "enable_global_pool": enhancer.enable_global_pool,
-                                "pool_slots": max(64, max_batch_size) if enhancer.enable_global_pool else None}}
+        from trtllm_spec.core.sa import enhancer_runtime_options
+
+        return enhancer_runtime_options(getattr(cfg, "sa_enhancer", None), max_batch_size)
 
     def load_builtin(self, options: dict):
         """The reference decoder's drafter of a folderless mechanism, from ``runtime_options``' dict (imports

@@ -23,8 +23,8 @@ class DFlash(Mechanism):
     acceptance_kind = "block"
     needs_training = True
     modelopt_mode = "dflash"
-    decoding_types = ("DFlash",)
-    trtllm_dynamic_draft_len = ("1.3", "1.4")  # PR #12262 (DFlash)
+    dynamic_draft_len_since = "1.3"  # PR #12262 (DFlash)
+    doctor_layout, doctor_parity = "dflash", False  # train/doctor.LAYOUT_CHECKS
     summary = "decoder layers fused with target hidden states denoise a block of mask tokens in one pass"
 
     def trainable_params(self, cfg, target: ModelShape) -> int:
@@ -92,6 +92,11 @@ class DFlash(Mechanism):
         dcfg = json.loads((drafter_dir / "config.json").read_text()).get("dflash_config", {})
         return {"dflash_mask_token_id": dcfg.get("mask_token_id"), "dflash_target_layer_ids": dcfg.get("target_layer_ids")}
 
+    def llamacpp_convert(self, converter, drafter_dir, target_dir, out_file, dtype, log) -> dict:
+        from trtllm_spec.llamacpp import convert
+
+        return convert.convert_dflash(converter, drafter_dir, target_dir, out_file, dtype, log)
+
     def trtllm_speculative_config(self, cfg: DFlashDrafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, dflash_mask_token_id: int | None = None,
                                   dflash_target_layer_ids=None, **extra) -> dict:
@@ -111,6 +116,7 @@ class DFlash(Mechanism):
 class DSpark(DFlash):
     name = "dspark"
     llamacpp_spec_type = None
+    llamacpp_convert = Mechanism.llamacpp_convert  # no converter: refused with llamacpp_refusal
     llamacpp_refusal = ("llama.cpp's draft-dspark runs the DSpark heads of DeepSeek-V4 and Gemma-4 checkpoints "
                         "(conversion/deepseek.py, gemma.py), not a DFlash drafter with a Markov head")
     title = "DSpark"
@@ -126,8 +132,7 @@ class DSpark(DFlash):
     def default_config(self) -> DSparkDrafter:
         return DSparkDrafter()
 
-    decoding_types = ("DSpark",)
-    trtllm_dynamic_draft_len = ()  # support_dynamic_draft_len() never lists DSpark: one D, no max_concurrency
+    dynamic_draft_len_since = None  # support_dynamic_draft_len() never lists DSpark: one D, no max_concurrency
 
     def only_draft_len(self, cfg: DSparkDrafter) -> int:
         # TensorRT-LLM's DSparkWorker._lazy_init (cited above) refuses any max_draft_len but the checkpoint's

@@ -23,8 +23,7 @@ class DraftModel(Mechanism):
     acceptance_kind = "chain"
     recognised_last = True
     shares_target_hidden = False  # its own model: only the vocabulary must match
-    decoding_types = ("Draft_Target", "DraftTarget")
-    trtllm_dynamic_draft_len = ("1.3", "1.4")  # PR #12262 (draft-target)
+    dynamic_draft_len_since = "1.3"  # PR #12262 (draft-target)
     summary = "a small independent LLM with the same tokenizer drafts D tokens sequentially"
 
     def __init__(self, resolve_shape: Callable[[str], ModelShape] | None = None) -> None:
@@ -35,6 +34,50 @@ class DraftModel(Mechanism):
 
     def source(self, cfg: DraftModelDrafter, target: ModelShape) -> str:
         return "draft_model"  # drafter.model, an existing LLM: nothing to train
+
+    def obtain(self, cfg: DraftModelDrafter, recipe, target):
+        """drafter.model, an existing LLM: nothing to train; its vocabulary must be the target's."""
+        from trtllm_spec.core.artifacts import DrafterResult
+        from trtllm_spec.core.targets import resolve_target
+        from trtllm_spec.errors import UserError
+
+        draft = resolve_target(cfg.model, recipe.base_dir)
+        if target.path is None or draft.path is None:
+            return DrafterResult("draft_model", draft.path, {"draft_model": cfg.model,
+                                                             "note": "presets: tokenizer check deferred to build"})
+        from trtllm_spec.data.chat import load_tokenizer
+
+        tt, dt = load_tokenizer(target.path), load_tokenizer(draft.path)
+        tv, dv = tt.get_vocab(), dt.get_vocab()
+        if tv != dv:
+            only_t = sorted(set(tv) - set(dv))[:5]
+            only_d = sorted(set(dv) - set(tv))[:5]
+            moved = sorted(k for k in set(tv) & set(dv) if tv[k] != dv[k])[:5]
+            raise UserError(f"draft model {cfg.model} has a different vocabulary than the target: only in "
+                            f"target {only_t}, only in draft {only_d}, different ids {moved}")
+        return DrafterResult("draft_model", draft.path, {"draft_model": cfg.model, "vocab": "identical"})
+
+    def llamacpp_convert(self, converter, drafter_dir, target_dir, out_file, dtype, log) -> dict:
+        from trtllm_spec.llamacpp import convert
+
+        return convert.convert_target(converter, drafter_dir, out_file, dtype, log)
+
+    def served_drafter_dir(self, cfg: DraftModelDrafter, drafter_dir, base_dir):
+        # a config-only folder or a preset: nothing to copy or measure
+        from trtllm_spec.core.targets import resolve_target
+
+        draft = resolve_target(cfg.model, base_dir)
+        return draft.path if draft.has_weights else None
+
+    def bundle_drafter(self, cfg: DraftModelDrafter, kind, drafter_dir):
+        """A draft model with weights is copied into ``draft_model/``; else the options name it (a preset by its
+        HF id)."""
+        if drafter_dir is not None and drafter_dir.is_dir():
+            return "draft_model", "draft_model"
+        from trtllm_spec.core.targets import preset_config
+
+        preset = preset_config(cfg.model)
+        return None, (preset["_preset"]["hf_id"] if preset else cfg.model)
 
     def recognises(self, cfg: dict) -> bool:
         return cfg.get("model_type") in ("llama", "mistral", "qwen2", "qwen3") and "dflash_config" not in cfg

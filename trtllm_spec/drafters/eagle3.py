@@ -51,8 +51,9 @@ class Eagle3(Mechanism):
     needs_training = True
     modelopt_mode, modelopt_preset = "eagle", "EAGLE3_DEFAULT_CFG"
     trtllm_first_layer = True
-    decoding_types = ("Eagle3", "Eagle")  # "Eagle": EAGLE-3 on the PyTorch backend; what 1.2 bundles write
-    trtllm_dynamic_draft_len = ("1.3", "1.4")  # one-model path: PR #10860, after the 1.2 branch
+    dynamic_draft_len_since = "1.3"  # one-model path: PR #10860, after the 1.2 branch
+    doctor_layout, doctor_parity = "eagle3", True  # train/doctor.LAYOUT_CHECKS
+    draft_vocabulary = True  # ModelOpt eagle mode: draft_vocab_size and d2t
     summary = "1+ decoder layer + fc over 3 captured target hidden states; D sequential draft steps"
 
     def default_config(self) -> Eagle3Drafter:
@@ -75,7 +76,9 @@ class Eagle3(Mechanism):
         return bool(cfg.training.data.offline_features)
 
     def savestate_layers(self, cfg: Eagle3Drafter, target_config: dict) -> list[int] | None:
-        n = target_config.get("num_hidden_layers") or (target_config.get("text_config") or {}).get("num_hidden_layers")
+        from trtllm_spec.core.shape import text_value
+
+        n = text_value(target_config, "num_hidden_layers")
         return list(cfg.layers_to_capture or default_capture_layers(n))
 
     def load_runtime(self, folder, target, max_len: int):
@@ -115,17 +118,21 @@ class Eagle3(Mechanism):
                 "the shapes do not match (docs/trtllm_compat.md, 'Multi-layer EAGLE-3'). Use drafter.num_layers: 1 "
                 "for a TensorRT-LLM bundle (train / measure / plan still run with more layers)")
 
+    def llamacpp_convert(self, converter, drafter_dir, target_dir, out_file, dtype, log) -> dict:
+        from trtllm_spec.llamacpp import convert
+
+        return convert.convert_eagle3(converter, drafter_dir, target_dir, out_file, dtype, log)
+
     def trtllm_speculative_config(self, cfg: Eagle3Drafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, eagle3_layers_to_capture=None, **extra) -> dict:
-        # 1.2: the form every 1.2-era llm_args.py reads (docs/trtllm_compat.md, "Release 1.2"): the older
-        # from_dict parser knows only "Eagle" and speculative_model_dir; the later union keeps EagleDecodingConfig
-        # (Literal "Eagle", run as EAGLE-3 on PyTorch) and the alias speculative_model_dir. 1.3 / 1.4: the tags
-        # and key of the versioned API pages (1.3.0rc27, 1.4.0rc1 / rc4 Eagle3DecodingConfig).
-        if profile == "1.2":
-            out: dict = {"decoding_type": "Eagle", "max_draft_len": max_draft_len,
-                         "speculative_model_dir": speculative_model}
-        else:
-            out = {"decoding_type": "Eagle3", "max_draft_len": max_draft_len, "speculative_model": speculative_model}
+        # the release's spelling (core/releases.py): 1.2 "Eagle" + speculative_model_dir, the form every 1.2-era
+        # llm_args.py reads (docs/trtllm_compat.md, "Release 1.2"); 1.3 / 1.4: the tags and key of the versioned
+        # API pages (1.3.0rc27, 1.4.0rc1 / rc4 Eagle3DecodingConfig).
+        from trtllm_spec.core.releases import get
+
+        spelling = get(profile).spelling
+        out: dict = {"decoding_type": spelling["eagle3_tag"], "max_draft_len": max_draft_len,
+                     spelling["draft_model_key"]: speculative_model}
         layers = eagle3_layers_to_capture or cfg.layers_to_capture
         if layers:
             out["eagle3_layers_to_capture"] = sorted(int(i) for i in layers)

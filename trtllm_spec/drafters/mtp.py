@@ -27,8 +27,9 @@ class MTP(Mechanism):
     title = "MTP"
     acceptance_kind = "chain"
     modelopt_mode, modelopt_preset = "eagle", "EAGLE_MTP_DEFAULT_CFG"  # the head for targets without MTP layers
-    decoding_types = ("MTP",)
-    trtllm_dynamic_draft_len = ("1.3", "1.4")  # PR #12262 (MTP, MTP-Eagle)
+    dynamic_draft_len_since = "1.3"  # PR #12262 (MTP, MTP-Eagle)
+    doctor_layout, doctor_parity = "mtp", True  # train/doctor.LAYOUT_CHECKS
+    draft_vocabulary = True  # ModelOpt eagle mode: draft_vocab_size and d2t
     summary = "native multi-token-prediction layer(s) over the target's last hidden state; sequential"
 
     def default_config(self) -> MTPDrafter:
@@ -43,6 +44,14 @@ class MTP(Mechanism):
         if target is not None and target.mtp_layers:  # None: a family the planner cannot price (no MTP known)
             return "native"
         return "reuse" if cfg.checkpoint else "train"
+
+    def obtain(self, cfg: MTPDrafter, recipe, target):
+        if self.source(cfg, target.shape) != "native":
+            return None
+        from trtllm_spec.core.artifacts import DrafterResult
+
+        return DrafterResult("native", None, {"num_nextn_predict_layers": target.shape.mtp_layers,
+                                              "note": "the target's own MTP layers; nothing to train"})
 
     def trainable_params(self, cfg: MTPDrafter, target: ModelShape) -> int:
         return head_params(cfg, target, 2)  # ModelOpt's EAGLE-MTP head fuses [embedding; last hidden]
@@ -98,11 +107,9 @@ class MTP(Mechanism):
                                   speculative_model: str | None, **extra) -> dict:
         # 1.2: num_nextn_predict_layers sets max_draft_len (its validator overwrites max_draft_len); 1.3 main:
         # max_draft_len is the knob and num_nextn_predict_layers is internal (llm_args.py MTPDecodingConfig).
-        out: dict = {"decoding_type": "MTP"}
-        if profile == "1.2":
-            out["num_nextn_predict_layers"] = max_draft_len
-        else:
-            out["max_draft_len"] = max_draft_len
+        from trtllm_spec.core.releases import get
+
+        out: dict = {"decoding_type": "MTP", get(profile).spelling["mtp_draft_len_key"]: max_draft_len}
         if speculative_model is not None:
             out["speculative_model"] = speculative_model  # a separately trained MTP head
         if cfg.sa_enhancer is not None:  # MTPDecodingConfig.sa_config (1.3+; drafters/suffix.py)

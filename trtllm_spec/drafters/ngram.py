@@ -21,8 +21,7 @@ class NGram(Mechanism):
                         "than TensorRT-LLM's NGram drafter, so they are no second opinion on it")
     title = "n-gram"
     acceptance_kind = "chain"
-    decoding_types = ("NGram",)
-    trtllm_dynamic_draft_len = ()  # support_dynamic_draft_len() never lists NGram: one D at every batch size
+    dynamic_draft_len_since = None  # support_dynamic_draft_len() never lists NGram: one D at every batch size
     folderless = True
     summary = "prompt lookup: drafts the continuation of the last matching n-gram; no model, ~free"
 

@@ -46,11 +46,10 @@ class Suffix(Mechanism):
     name = "suffix"
     title = "suffix automaton"
     acceptance_kind = "chain"
-    decoding_types = ("SA",)
     folderless = True
     # support_dynamic_draft_len() lists SA beside MTP / DFlash / PARD / draft-target (interface.py, the version of
     # PR #12262's list; docs/trtllm_compat.md); SA itself exists from 1.3
-    trtllm_dynamic_draft_len = ("1.3", "1.4")
+    dynamic_draft_len_since = "1.3"
     summary = ("longest earlier suffix match (suffix automaton, TensorRT-LLM SA), drafts its continuation; "
                "optional cross-request pool; no model")
 
@@ -86,7 +85,9 @@ class Suffix(Mechanism):
 
     def trtllm_speculative_config(self, cfg: SuffixDrafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, **extra) -> dict:
-        if profile not in self.sa_profiles():
+        from trtllm_spec.core.releases import at_least
+
+        if not at_least(profile, self.min_trtllm):
             from trtllm_spec.errors import UserError
 
             raise UserError(f"drafter.type suffix: TensorRT-LLM {profile} has no SADecodingConfig (decoding_type SA "
@@ -99,17 +100,18 @@ class Suffix(Mechanism):
         return out
 
     def sa_profiles(self) -> tuple[str, ...]:
-        from trtllm_spec.core.recipe import TRTLLM_PROFILES
+        from trtllm_spec.core.releases import at_least, names
 
-        return TRTLLM_PROFILES[TRTLLM_PROFILES.index(self.min_trtllm):]
+        return tuple(r for r in names() if at_least(r, self.min_trtllm))
 
 
 def sa_config(enhancer, profile: str, title: str) -> dict:
     """``sa_config`` (SAEnhancerConfig) for an Eagle3 / MTP ``speculative_config``; refused where the release has
     none (1.2: no sa_config field on Eagle3DecodingConfig / MTPDecodingConfig)."""
-    from trtllm_spec.core.recipe import SA_SINCE, TRTLLM_PROFILES
+    from trtllm_spec.core.recipe import SA_SINCE
+    from trtllm_spec.core.releases import at_least
 
-    if TRTLLM_PROFILES.index(profile) < TRTLLM_PROFILES.index(SA_SINCE):
+    if not at_least(profile, SA_SINCE):
         from trtllm_spec.errors import UserError
 
         raise UserError(f"drafter.sa_enhancer on {title}: TensorRT-LLM {profile} has no sa_config (SAEnhancerConfig "

@@ -1,4 +1,5 @@
-"""The engine's own numbers as a speculation profile: ``trtllm-bench --report_json`` and trtllm-serve iteration stats.
+"""The engine's own numbers as a speculation profile: ``trtllm-bench --report_json`` here, trtllm-serve iteration
+stats in ``iteration_stats.py`` (both built by ``_profile`` below).
 
 ``measure --from-trtllm-bench REPORT.json`` and ``measure --from-trtllm-metrics FILE|URL`` turn what
 TensorRT-LLM measured while a bundle was benchmarked or served into the ``speculation_profile.json`` that
@@ -24,23 +25,19 @@ What the files hold (NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/dataclasses/report
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable
 from pathlib import Path
 
-from trtllm_spec.core.recipe import DRAFTER_CLASS
+from trtllm_spec.core.bundle import Bundle
+
+# decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend), or one of its aliases
+from trtllm_spec.core.releases import DECODING_TAGS, REPORT_MODES, TAG_ALIASES, tag_type
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.profile import acceptance_kind
 
 BENCH_SOURCE = "trtllm-bench --report_json"
-METRICS_SOURCE = "trtllm-serve /metrics (iteration stats)"
 PERCENTILE_KEYS = ("num_draft_tokens_percentiles", "num_accepted_draft_tokens_percentiles",
                    "draft_acceptance_rate_percentiles", "acceptance_length_percentiles")
-# decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend)
-MODES = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp", "NGram": "ngram", "Draft_Target": "draft_model",
-         "DraftTarget": "draft_model", "DFlash": "dflash", "DSpark": "dspark", "PARD": "draft_model", "SA": "suffix"}
-METRICS_TIMEOUT_S = 10.0
 
 
 def _num(x: object) -> bool:
@@ -104,40 +101,37 @@ def _check_percentiles(dec: dict, where: str) -> None:
                                 "is broken: rerun the benchmark (bench.sh)")
 
 
-def check_report_belongs(report: dict, where: str, options: dict | None, bundle: Path | None) -> None:
+def check_report_belongs(report: dict, where: str, options: dict | None, bundle: Bundle | None) -> None:
     """A trtllm-bench report re-plans a bundle only when it measured that bundle: its mechanism
     (``decoding_stats.mode``) is the bundle options' ``decoding_type``, and its model (``engine.model`` /
     ``model_path``) is one the bundle's manifest names (``target.served`` / ``hf_id`` / ``spec``). What the report
     does not say is not checked."""
     mode = report["decoding_stats"].get("mode")
     ours = _options_type(options)
-    if ours is not None and mode is not None and MODES.get(mode, mode) != ours:
-        raise UserError(f"{where} measured decoding mode {mode!r} ({MODES.get(mode, 'unknown')}), but the bundle's "
+    if ours is not None and mode is not None and (tag_type(mode) or mode) != ours:
+        raise UserError(f"{where} measured decoding mode {mode!r} ({tag_type(mode) or 'unknown'}), but the bundle's "
                         f"options speculate with {ours}: the report comes from another bundle; bench this bundle "
                         "(its bench.sh) and use that report")
     if bundle is None:
         return
-    try:
-        target = json.loads((bundle / "manifest.json").read_text()).get("target") or {}
-    except (OSError, ValueError, AttributeError):
-        return  # no readable manifest: replan verifies it first; measure --bundle reads the options only
-    names = {str(v) for v in (target.get("served"), target.get("hf_id"), target.get("spec")) if v}
-    names |= {Path(n).name for n in names}
+    names = bundle.model_names()
     engine = report.get("engine") or {}
     said = [str(engine[k]) for k in ("model", "model_path") if engine.get(k) not in (None, "", "None")]
     if said and names and not any(m in names or Path(m).name in names for m in said):
         raise UserError(f"{where} benchmarked model {said[0]!r}, but the bundle serves "
-                        f"{target.get('served') or target.get('hf_id')!r}: the report comes from another model; "
-                        "bench this bundle (its bench.sh) and use that report")
+                        f"{bundle.served or (bundle.manifest.get('target') or {}).get('hf_id')!r}: the report comes "
+                        "from another model; bench this bundle (its bench.sh) and use that report")
 
 
 def _mode_type(mode: object, where: str, drafter_type: str | None) -> str:
     if drafter_type is not None:
         return drafter_type
-    if mode not in MODES:
-        raise UserError(f"{where}: decoding_stats.mode {mode!r} is not one we plan for; known: {', '.join(MODES)} "
+    kind = tag_type(mode) if isinstance(mode, str) else None
+    if kind is None:
+        known = ", ".join([*DECODING_TAGS, *TAG_ALIASES, *REPORT_MODES])
+        raise UserError(f"{where}: decoding_stats.mode {mode!r} is not one we plan for; known: {known} "
                         "(give --bundle so the drafter type is taken from its options)")
-    return MODES[mode]
+    return kind
 
 
 def drafts_per_iteration(report: dict) -> float | None:
@@ -198,7 +192,7 @@ def bench_section(report: dict, where: str) -> tuple[dict, int]:
 
 
 def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_len: int | None = None,
-                              temperature: float = 0.0, bundle: Path | None = None, profile: str = "1.2") -> dict:
+                              temperature: float = 0.0, bundle: Bundle | None = None, profile: str = "1.2") -> dict:
     """The speculation profile of one trtllm-bench report (one category, ``all``)."""
     where = f"trtllm-bench report {path}"
     report = read_bench_report(path)
@@ -228,120 +222,12 @@ def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_
                     bundle=bundle, max_new_tokens=report["request_info"].get("avg_output_length"))
 
 
-# ---- trtllm-serve iteration stats --------------------------------------------------------------------
-
-def read_iteration_stats(source: str, timeout: float = METRICS_TIMEOUT_S) -> tuple[list, dict]:
-    """(iteration stats, where they came from) from a JSON file or an http(s) URL (trtllm-serve ``/metrics``)."""
-    if source.startswith(("http://", "https://")):
-        from trtllm_spec.data.openai_http import RequestFailed, base_url, get_text
-
-        base_url(source.split("/metrics")[0])  # a bad port or IPv6 host: one line naming the URL
-        try:  # one deadline for the request; a body cut short or a broken connection is a RequestFailed
-            text = get_text(source, timeout)
-        except RequestFailed as exc:
-            raise UserError(f"metrics endpoint {source} {exc.answer}; start the bundle's serve.sh "
-                            "(trtllm-serve with enable_iter_perf_stats: true) and give its /metrics URL") from None
-        origin = {"url": source}
-        where = f"metrics endpoint {source}"
-    else:
-        path = Path(source)
-        from trtllm_spec.core.files import read_text
-
-        text = read_text(path, "iteration stats file", UserError)
-        origin = {"file": str(path.resolve()), "sha256": _sha256(path)}
-        where = f"iteration stats file {path}"
-    try:
-        data = json.loads(text) if text.strip() else None
-    except json.JSONDecodeError:
-        # LLM.get_stats() dumps and some collectors write one JSON object per line
-        try:
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where} is not JSON or JSON lines ({exc.msg} at line {exc.lineno})") from None
-    if isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list) or not data:
-        raise UserError(f"{where} holds no iteration stats (a JSON list of objects with specDecodingStats); "
-                        "serve with enable_iter_perf_stats: true and send requests before reading /metrics")
-    return data, origin
-
-
-def iteration_totals(stats: Iterable, where: str, required: bool = True) -> dict | None:
-    """Drafted, accepted and request-iterations summed over the iterations that speculated (None when none did
-    and not ``required``)."""
-    drafted = accepted = requests = iterations = 0
-    per_iter_max = reported_al = 0.0
-    for i, entry in enumerate(stats):
-        data = json.loads(entry) if isinstance(entry, str | bytes) else entry
-        if not isinstance(data, dict):
-            raise UserError(f"{where}: entry {i} is not an iteration-stats object")
-        spec = data.get("specDecodingStats")
-        if not isinstance(spec, dict):
-            continue
-        vals = [spec.get(k, 0) for k in ("numDraftTokens", "numAcceptedTokens", "numRequestsWithDraftTokens")]
-        if not all(_num(v) and v >= 0 for v in vals):
-            raise UserError(f"{where}: entry {i} specDecodingStats has non-counts {vals}")
-        n_d, n_a, n_r = (int(v) for v in vals)
-        al_said = spec.get("acceptanceLength")
-        if al_said is not None and not (_num(al_said) and al_said >= 0):
-            raise UserError(f"{where}: entry {i} specDecodingStats.acceptanceLength = {al_said!r} is not a finite "
-                            "number >= 0")
-        if n_r == 0 or n_d == 0:
-            continue
-        reported_al = max(reported_al, float(al_said or 0))
-        if n_a > n_d:
-            raise UserError(f"{where}: entry {i} accepts {n_a} of {n_d} draft tokens")
-        drafted, accepted, requests, iterations = drafted + n_d, accepted + n_a, requests + n_r, iterations + 1
-        per_iter_max = max(per_iter_max, n_d / n_r)
-    if requests == 0:
-        if not required:
-            return None
-        raise UserError(f"{where} has no iteration with specDecodingStats draft tokens: the server needs "
-                        "enable_iter_perf_stats: true (the bundle's options set it) and a speculative_config, and "
-                        "requests must have run")
-    return {"num_draft_tokens": drafted, "num_accepted_tokens": accepted, "num_requests_with_draft_tokens": requests,
-            "iterations": iterations, "max_drafts_per_request": per_iter_max, "max_reported_al": reported_al}
-
-
-def profile_from_iteration_stats(source: str, *, options: dict | None = None, draft_len: int | None = None,
-                                 temperature: float = 0.0, bundle: Path | None = None,
-                                 timeout: float = METRICS_TIMEOUT_S) -> dict:
-    stats, origin = read_iteration_stats(source, timeout)
-    where = f"iteration stats {source}"
-    t = iteration_totals(stats, where)
-    d = draft_len or (_bundle_draft_len(options) if options else None) or math.ceil(t["max_drafts_per_request"] - 1e-9)
-    if d < 1:
-        raise UserError(f"{where}: cannot tell the draft length; give --draft-len D or --bundle DIR")
-    req, acc = t["num_requests_with_draft_tokens"], t["num_accepted_tokens"]
-    al = (acc + req) / req
-    if al > 1 + d + 1e-6:
-        raise UserError(f"{where}: AL {al:.3f} exceeds 1 + D = {1 + d}; give the D the server ran (--draft-len)")
-    if t["max_reported_al"] > 1 + d + 1e-6:
-        raise UserError(f"{where}: an iteration reports acceptanceLength {t['max_reported_al']:g}, above 1 + D = "
-                        f"{1 + d}; the stats come from another draft length (give the D the server ran: --draft-len)")
-    section = {
-        "num_prompts": req, "generated_tokens": acc + req, "reference_tokens": None, "iterations": req,
-        "mean_acceptance_length": round(al, 6), "conditional_rates": None, "marginal_rates": None,
-        "acceptance_length": {str(d): round(al, 6)}, "al_histogram": None,
-        "draft_acceptance_rate": round(acc / t["num_draft_tokens"], 6), "acceptance_source": METRICS_SOURCE,
-        "tokens_per_s_target": None, "tokens_per_s_spec": None, "speedup": None, "identical_outputs": None,
-        "token_agreement": None, "engine_reported": t,
-    }
-    kind = _options_type(options) or "eagle3"
-    src = {"kind": METRICS_SOURCE, **origin, "iterations": t["iterations"],
-           "note": "num_prompts counts request-iterations (one per request per speculative step)"}
-    if _options_type(options) is None:
-        src["drafter_type_assumed"] = "eagle3 (no --bundle given; the planner uses the recipe's drafter)"
-    return _profile(section, d, kind, src, temperature=temperature, dtype="engine",
-                    target={"spec": None, "path": None, "hf_id": None},
-                    suite={"suite": "served requests", "items": None}, bundle=bundle, max_new_tokens=None)
-
-
 # ---- shared ------------------------------------------------------------------------------------------
 
 def _options_type(options: dict | None) -> str | None:
     spec = (options or {}).get("speculative_config") or {}
-    return MODES.get(spec.get("decoding_type"))
+    tag = spec.get("decoding_type")
+    return tag_type(tag) if isinstance(tag, str) else None
 
 
 def _bundle_draft_len(options: dict) -> int | None:
@@ -374,13 +260,13 @@ def _check_draft_len(reported: int, options: dict | None, draft_len: int | None,
 
 
 def _profile(section: dict, d: int, kind: str, source: dict, *, temperature: float, dtype: str, target: dict,
-             suite: dict, bundle: Path | None, max_new_tokens) -> dict:
+             suite: dict, bundle: Bundle | None, max_new_tokens) -> dict:
     from trtllm_spec.core.artifacts import SpeculationProfile
 
     return SpeculationProfile.build(
         engine="trtllm", source=source,
         drafter={"type": kind, "path": None, "draft_len": d, "acceptance_kind": acceptance_kind(kind),
-                 "al_method": "measured_at_bundle_draft_len", **({"bundle": str(bundle.resolve())} if bundle else {})},
+                 "al_method": "measured_at_bundle_draft_len", **({"bundle": str(bundle.path.resolve())} if bundle else {})},
         target=target, suite=suite,
         settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens,
                   "seed": None, "machine": None},
@@ -390,42 +276,25 @@ def _profile(section: dict, d: int, kind: str, source: dict, *, temperature: flo
 
 # ---- the command -------------------------------------------------------------------------------------
 
-def bundle_context(bundle: Path | None) -> tuple[dict | None, str]:
-    """(the bundle's LLM API options, its TensorRT-LLM profile) or (None, "1.2") without a bundle."""
-    if bundle is None:
-        return None, "1.2"
-    from trtllm_spec.measure.trtllm_engine import load_bundle_options
-
-    options = load_bundle_options(bundle)
-    profile = "1.2"
-    resolved = bundle / "recipe.resolved.yaml"
-    if resolved.is_file():
-        from trtllm_spec.core.files import read_structured
-
-        data = read_structured(resolved, "bundle recipe", UserError)
-        version = ((data or {}).get("engine") or {}).get("trtllm_version") if isinstance(data, dict) else None
-        drafter = ((data or {}).get("drafter") or {}).get("type") if isinstance(data, dict) else None
-        if version and version != "auto":
-            profile = version
-        elif drafter in DRAFTER_CLASS:  # the first release with the drafter's decoding config
-            profile = DRAFTER_CLASS[drafter].min_trtllm
-    return options, profile
-
-
-def profile_from_engine(*, bench_report: Path | None, metrics: str | None, bundle: Path | None,
+def profile_from_engine(*, bench_report: Path | None, metrics: str | None, bundle: Bundle | None,
                         draft_len: int | None, temperature: float) -> tuple[dict, list[Path]]:
-    """(profile, input files to hash) for ``measure --from-trtllm-bench`` / ``--from-trtllm-metrics``."""
+    """(profile, input files to hash) for ``measure --from-trtllm-bench`` / ``--from-trtllm-metrics``;
+    ``bundle``: the bundle's record (core.bundle.read_bundle), whose speculative options and release the report
+    is checked against."""
     if (bench_report is None) == (metrics is None):
         raise UserError("give one of --from-trtllm-bench REPORT.json and --from-trtllm-metrics FILE|URL")
     if draft_len is not None and draft_len < 1:
         raise UserError(f"--draft-len {draft_len}: must be at least 1")
-    options, profile = bundle_context(bundle)
-    files = [bundle / "llm_api_options.yaml"] if bundle else []
+    options = bundle.speculative_options(absolute_paths=True) if bundle else None
+    profile = bundle.profile if bundle else "1.2"
+    files = [bundle.path / bundle.speculative_file] if bundle else []
     if bench_report is not None:
         prof = profile_from_bench_report(bench_report, options=options, draft_len=draft_len,
                                          temperature=temperature, bundle=bundle, profile=profile)
         files.append(bench_report)
     else:
+        from trtllm_spec.measure.iteration_stats import profile_from_iteration_stats
+
         prof = profile_from_iteration_stats(metrics, options=options, draft_len=draft_len, temperature=temperature,
                                             bundle=bundle)
         if not metrics.startswith(("http://", "https://")):

@@ -22,14 +22,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtllm_spec.deploy.scripts import (
-    SPECULATIVE_OPTIONS_FILE as ALT_OPTIONS_FILE,  # a bundle left without speculation
-)
-from trtllm_spec.drafters.registry import DECODING_TYPES  # noqa: F401  (decoding_type -> drafter type)
+from trtllm_spec.core.bundle import Bundle
+from trtllm_spec.core.releases import get as release
+from trtllm_spec.core.releases import tag_type
 from trtllm_spec.errors import UserError
-
-OPTIONS_FILE = "llm_api_options.yaml"
-CONTAINER = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1"
 
 
 @dataclass(frozen=True)
@@ -61,7 +57,7 @@ def request_acceptance(completion) -> RequestAcceptance:
 
 def iteration_acceptance(stats: Iterable) -> dict | None:
     """Totals over ``llm.get_stats()`` entries (dicts, or their JSON text); None without speculative steps."""
-    from trtllm_spec.measure.engine_reports import iteration_totals
+    from trtllm_spec.measure.iteration_stats import iteration_totals
 
     t = iteration_totals(stats, "llm.get_stats()", required=False)
     if t is None:
@@ -107,37 +103,6 @@ def trtllm_section(requests: Sequence[RequestAcceptance], iteration: dict | None
 
 
 
-def load_bundle_options(bundle: Path) -> dict:
-    """The bundle's speculative LLM API options, with a relative ``speculative_model`` made absolute (the
-    bundle's scripts run from its root): ``llm_api_options.yaml``, or where the planner left the bundle without
-    speculation, the drafter's options it ships beside it (``llm_api_options.speculative.yaml``, what
-    ``bench_speculative.sh`` runs)."""
-    from trtllm_spec.core.files import read_structured
-
-    if not bundle.is_dir():
-        raise UserError(f"--bundle {bundle} is not a folder; give the output folder of 'trtllm-spec build'")
-    path = bundle / OPTIONS_FILE
-    if not path.is_file():
-        raise UserError(f"bundle {bundle} has no {OPTIONS_FILE}; give the output folder of 'trtllm-spec build'")
-    options = read_structured(path, "LLM API options")
-    if not isinstance(options, dict):
-        raise UserError(f"{path} must hold a mapping of LLM API options")
-    if not options.get("speculative_config") and (bundle / ALT_OPTIONS_FILE).is_file():
-        path = bundle / ALT_OPTIONS_FILE
-        options = read_structured(path, "LLM API options")
-        if not isinstance(options, dict):
-            raise UserError(f"{path} must hold a mapping of LLM API options")
-    spec = options.get("speculative_config")
-    if not isinstance(spec, dict) or spec.get("decoding_type") not in DECODING_TYPES:
-        raise UserError(f"{path} has no speculative_config with a known decoding_type ({', '.join(DECODING_TYPES)}); "
-                        "measure needs a bundle that speculates")
-    for key in ("speculative_model", "speculative_model_dir"):
-        value = spec.get(key)
-        if isinstance(value, str) and not Path(value).is_absolute() and (bundle / value).exists():
-            spec[key] = str((bundle / value).resolve())
-    return options
-
-
 def bundle_draft_len(options: dict) -> int:
     spec = options["speculative_config"]
     d = spec.get("max_draft_len") or spec.get("num_nextn_predict_layers")
@@ -164,17 +129,18 @@ def gpu_command(*, target: str, bundle: str, draft_len: int | None, suite: str, 
 
 # ---- the run (needs tensorrt_llm and a GPU) ------------------------------------------------------------
 
-def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | None = None, *,
+def measure_trtllm(target_dir: str | Path, bundle: Bundle, draft_len: int | None = None, *,
                    suite: str = "speed-lite", categories: Sequence[str] | None = None, num_prompts: int = 10,
                    max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0,
                    chat_template: str | Path | None = None, baseline: bool = True, out: str | None = None,
                    progress: Callable[[str], None] | None = None, suite_check: Callable[[list], dict] | None = None
                    ) -> dict:
-    """The speculation profile measured with TensorRT-LLM (batch size 1, one prompt at a time)."""
+    """The speculation profile measured with TensorRT-LLM (batch size 1, one prompt at a time) with the speculative
+    options of ``bundle`` (its record: core.bundle.read_bundle)."""
     from trtllm_spec.measure.run import check_settings, target_checkpoint, target_summary
 
     log = progress or (lambda _m: None)
-    options = load_bundle_options(Path(bundle))
+    options = bundle.speculative_options(absolute_paths=True)
     d = bundle_draft_len(options)
     if draft_len is not None and draft_len != d:
         raise UserError(f"--draft-len {draft_len} differs from the bundle's max_draft_len {d}; omit --draft-len "
@@ -185,20 +151,18 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
         import tensorrt_llm
         from tensorrt_llm import LLM, SamplingParams
     except ImportError:
-        cmd = gpu_command(target=str(target_dir), bundle=str(bundle), draft_len=draft_len, suite=suite,
+        cmd = gpu_command(target=str(target_dir), bundle=str(bundle.path), draft_len=draft_len, suite=suite,
                           categories=categories, num_prompts=num_prompts, max_new_tokens=max_new_tokens,
                           temperature=temperature, out=out)
         raise UserError(f"TensorRT-LLM is not installed here; run this on a GPU node with: {cmd}\n"
-                        f"(inside NVIDIA's container {CONTAINER}, or after pip install 'trtllm-spec[trtllm]')"
+                        f"(inside NVIDIA's container {release(bundle.profile).image}, the bundle's TensorRT-LLM "
+                        f"{bundle.profile}, or after pip install 'trtllm-spec[trtllm]')"
                         ) from None
-    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
-    from trtllm_spec.data.user_suite import check_context, select_suite
+    from trtllm_spec.measure.run import suite_prompts  # the suite's token ids, as every engine gets them
 
-    items, suite_prov = select_suite(suite, categories, num_prompts, seed)
-    overlap = suite_check(items) if suite_check else None
-    tok = load_tokenizer(target_path, chat_template)
-    prompts = [prompt_ids(tok, it.messages) for it in items]
-    check_context(items, prompts, max_new_tokens, target_cfg.get("max_position_embeddings"), d)
+    items, suite_prov, overlap, _tok, prompts = suite_prompts(
+        target_path, suite, categories, num_prompts, seed, suite_check, chat_template, max_new_tokens, d,
+        target_cfg.get("max_position_embeddings"))
     import torch
 
     if not torch.cuda.is_available():
@@ -245,13 +209,13 @@ def measure_trtllm(target_dir: str | Path, bundle: str | Path, draft_len: int | 
     from trtllm_spec.measure.profile import acceptance_kind
 
     spec = options["speculative_config"]
-    kind = DECODING_TYPES[spec["decoding_type"]]
+    kind = tag_type(spec["decoding_type"])
     return SpeculationProfile.build(
         engine="trtllm",
         drafter={"type": kind, "path": spec.get("speculative_model") or spec.get("speculative_model_dir"),
                  "draft_len": d,
                  "acceptance_kind": acceptance_kind(kind),
-                 "al_method": "measured_at_bundle_draft_len", "bundle": str(Path(bundle).resolve())},
+                 "al_method": "measured_at_bundle_draft_len", "bundle": str(bundle.path.resolve())},
         target=target_summary(target_dir, target_path, target_cfg),
         suite={**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
                "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},

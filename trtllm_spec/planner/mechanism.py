@@ -46,7 +46,7 @@ class MechanismModel(Protocol):
     acceptance_kind: str
     min_trtllm: str
     needs_training: bool
-    trtllm_dynamic_draft_len: tuple[str, ...]  # releases that apply a draft_len_schedule to it
+    dynamic_draft_len_since: str | None  # the first release that applies a draft_len_schedule to it (None: never)
 
     def default_config(self): ...
 

@@ -24,7 +24,7 @@ def render_schedule(best: dict[int, int], profile: str, max_batch_size: int | No
         return 0, None
     if all(v == max_d for v in values):
         return max_d, None
-    if profile == "1.2":
+    if not _upper(profile):  # 1.2: lower thresholds
         schedule = {1: max_d}
         last = max_d
         for b, v in zip(batches, values, strict=True):
@@ -46,6 +46,13 @@ def render_schedule(best: dict[int, int], profile: str, max_batch_size: int | No
     return max_d, dict(sorted(schedule.items()))
 
 
+def _upper(profile: str) -> bool:
+    """The release reads schedule keys as upper thresholds (1.3+), not lower ones (1.2): core/releases.py."""
+    from trtllm_spec.core.releases import get
+
+    return get(profile).upper_thresholds
+
+
 def check_schedule(schedule: dict[int, int] | None, max_draft_len: int, profile: str) -> None:
     """Raise ``UserError`` if ``schedule`` breaks the release's rules (the rules TensorRT-LLM validates)."""
     if schedule is None:
@@ -60,8 +67,8 @@ def check_schedule(schedule: dict[int, int] | None, max_draft_len: int, profile:
         if v > max_draft_len:
             raise UserError(f"draft_len_schedule[{k}] = {v} exceeds max_draft_len = {max_draft_len}")
     smallest = min(schedule)
-    if profile == "1.2" and smallest != 1:
-        raise UserError("draft_len_schedule must include batch size 1 for TensorRT-LLM 1.2")
+    if not _upper(profile) and smallest != 1:
+        raise UserError(f"draft_len_schedule must include batch size 1 for TensorRT-LLM {profile}")
     if schedule[smallest] != max_draft_len:
         raise UserError(f"draft_len_schedule[{smallest}] = {schedule[smallest]} must equal max_draft_len = "
                         f"{max_draft_len} (the smallest batch size maps to max_draft_len)")
@@ -72,7 +79,7 @@ def draft_len_at(schedule: dict[int, int] | None, max_draft_len: int, profile: s
     if not schedule:
         return max_draft_len
     keys = sorted(schedule)
-    if profile == "1.2":
+    if not _upper(profile):
         return schedule[max(k for k in keys if k <= batch)] if batch >= keys[0] else max_draft_len
     above = [k for k in keys if k >= batch]
     return schedule[above[0]] if above else 0

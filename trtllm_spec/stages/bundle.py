@@ -27,26 +27,17 @@ def _model_ref(ctx: BuildContext) -> str:
 
 
 def _speculative_model(ctx: BuildContext) -> str | None:
-    kind = ctx.drafter_kind
-    if kind in ("trained", "reused", "converted", "deferred"):
-        if ctx.drafter_dir is not None:
+    """Copy the drafter into the bundle where the descriptor says (``Mechanism.bundle_drafter``) and return what
+    the options name as its model (a folder of the bundle, an HF id, or None)."""
+    folder, reference = ctx.mechanism.bundle_drafter(ctx.recipe.drafter, ctx.drafter_kind, ctx.drafter_dir)
+    if folder is not None:
+        copy_tree(ctx.drafter_dir, ctx.bundle / folder)
+        renames = ctx.mechanism.trtllm_tensor_renames(ctx.recipe.drafter)
+        if renames:  # the tensor names every TensorRT-LLM release loads (EAGLE-3: midlayer.*; docs/trtllm_compat.md)
             from trtllm_spec.deploy.trtllm_drafter import rename_tensors
 
-            copy_tree(ctx.drafter_dir, ctx.bundle / "drafter")
-            # the tensor names every TensorRT-LLM release loads (EAGLE-3: midlayer.*; docs/trtllm_compat.md)
-            rename_tensors(ctx.bundle / "drafter", ctx.mechanism.trtllm_tensor_renames(ctx.recipe.drafter))
-        return "drafter"
-    if kind == "draft_model":
-        if ctx.drafter_dir is not None and ctx.drafter_dir.is_dir():
-            copy_tree(ctx.drafter_dir, ctx.bundle / "draft_model")
-            return "draft_model"
-        from trtllm_spec.core.targets import preset_config
-
-        preset = preset_config(ctx.recipe.drafter.model)
-        return preset["_preset"]["hf_id"] if preset else ctx.recipe.drafter.model
-    if kind == "hub":
-        return ctx.recipe.drafter.checkpoint
-    return None
+            rename_tensors(ctx.bundle / folder, renames)
+    return reference
 
 
 def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, schedule: dict | None,
@@ -65,7 +56,9 @@ def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, sche
                                          max_draft_len=max_draft_len, configured=r.engine.max_seq_len),
         batch_sizes=batches, free_gpu_memory_fraction=r.engine.free_gpu_memory_fraction,
         enable_block_reuse=r.engine.enable_block_reuse, kv_cache_dtype=r.quantization.kv_cache_dtype,
-        cuda_graphs=r.engine.cuda_graphs, trust_remote_code=r.target.trust_remote_code, **extra)
+        cuda_graphs=r.engine.cuda_graphs, trust_remote_code=r.target.trust_remote_code,
+        max_concurrency=extra.get("max_concurrency"),
+        drafter_extras={k: v for k, v in extra.items() if k != "max_concurrency"})
 
 
 def engine(ctx: BuildContext) -> StageResult:
@@ -238,7 +231,8 @@ def _multinode(ctx: BuildContext, model: str) -> list[str]:
         write_text_atomic(ctx.bundle / "serve_multinode.sh", sc.multinode_serve_sh(
             model=model, world_size=world, gpus_per_node=min(h.gpus_per_node, world)))
         write_text_atomic(ctx.bundle / "slurm_serve.sbatch", sc.slurm_serve_sbatch(
-            job_name=ctx.recipe.name, nodes=h.nodes, gpus_per_node=min(h.gpus_per_node, world), model=model))
+            job_name=ctx.recipe.name, nodes=h.nodes, gpus_per_node=min(h.gpus_per_node, world), model=model,
+            image=sc.serve_image(ctx.recipe.trtllm_profile)))
         out += ["serve_multinode.sh", "slurm_serve.sbatch"]
     dist = getattr(ctx.recipe.drafter, "training", None)
     if dist is not None and dist.distributed.strategy != "none":  # the launch train/distributed.py checks

@@ -10,9 +10,15 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
+from trtllm_spec.core.bundle import (
+    CALIBRATE_OPTIONS_FILE,
+    OPTIONS_FILE,
+    PLAIN_OPTIONS_FILE,
+    SPECULATIVE_OPTIONS_FILE,
+    Bundle,
+)
 from trtllm_spec.core.host_costs import HostProfile
 from trtllm_spec.core.recipe import Recipe
-from trtllm_spec.deploy.scripts import CALIBRATE_OPTIONS_FILE, PLAIN_OPTIONS_FILE, SPECULATIVE_OPTIONS_FILE
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.calibration import RunExpectation, RunOptions, options_of, read_measurements
 
@@ -33,35 +39,32 @@ def recipe_expectation(recipe: Recipe, target_id: str, where: str) -> RunExpecta
                           recipe.trtllm_profile, recipe.drafter.type, opts, opts)
 
 
-def bundle_expectation(bundle: Path, recipe: Recipe, target_id: str) -> RunExpectation:
+def bundle_expectation(bundle: Bundle, recipe: Recipe, target_id: str) -> RunExpectation:
     """A bundle's runs: the plain one with its plain options (llm_api_options.yaml without speculation, or
     llm_api_options.plain.yaml beside a speculative one), the speculative ones with its speculative options (and,
     for a chain drafter, llm_api_options.calibrate.yaml: the same at a second D, which separates the per-iteration
-    and per-draft-step terms)."""
-    from trtllm_spec.core.files import read_structured
+    and per-draft-step terms). The release and drafter are the bundle's own (its manifest)."""
 
     def load(name: str) -> dict:
-        path = bundle / name
-        data = read_structured(path, "LLM API options", UserError) if path.is_file() else None
-        if not isinstance(data, dict):
-            raise UserError(f"bundle {bundle} has no {name}; rebuild it with this trtllm-spec ('trtllm-spec build')")
-        return data
+        if name not in bundle.options:
+            raise UserError(f"bundle {bundle.path} has no {name}; rebuild it with this trtllm-spec ('trtllm-spec build')")
+        return bundle.options[name]
 
-    main = load("llm_api_options.yaml")
+    main = load(OPTIONS_FILE)
     if main.get("speculative_config"):
-        spec, plain = options_of("llm_api_options.yaml", main), options_of(PLAIN_OPTIONS_FILE, load(PLAIN_OPTIONS_FILE))
+        spec, plain = options_of(OPTIONS_FILE, main), options_of(PLAIN_OPTIONS_FILE, load(PLAIN_OPTIONS_FILE))
     else:
         spec, plain = options_of(SPECULATIVE_OPTIONS_FILE, load(SPECULATIVE_OPTIONS_FILE)), options_of(
-            "llm_api_options.yaml", main)
+            OPTIONS_FILE, main)
     others = (options_of(CALIBRATE_OPTIONS_FILE, load(CALIBRATE_OPTIONS_FILE)),) if (
-        bundle / CALIBRATE_OPTIONS_FILE).is_file() else ()
-    extra = ("target",) if (bundle / "target").is_dir() else ()
-    return RunExpectation(f"bundle {bundle}", _model_ids(recipe, target_id, *extra),
-                          recipe.hardware.tp * recipe.hardware.pp, recipe.trtllm_profile, recipe.drafter.type,
+        CALIBRATE_OPTIONS_FILE in bundle.options) else ()
+    extra = ("target",) if (bundle.path / "target").is_dir() else ()
+    return RunExpectation(f"bundle {bundle.path}", _model_ids(recipe, target_id, *extra),
+                          recipe.hardware.tp * recipe.hardware.pp, bundle.profile, bundle.drafter,
                           plain, spec, others)
 
 
-def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Path | None = None) -> HostProfile:
+def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Bundle | None = None) -> HostProfile:
     """Fit iteration_s, spec_iteration_s and draft_step_s to the reports' TPOTs (which must belong to ``bundle``,
     else to the recipe); the result, with provenance."""
     from trtllm_spec import __version__

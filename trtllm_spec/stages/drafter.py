@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trtllm_spec.core.artifacts import DrafterResult
 from trtllm_spec.core.recipe import Recipe, recipe_to_dict
-from trtllm_spec.core.targets import ResolvedTarget, resolve_target
+from trtllm_spec.core.targets import ResolvedTarget
 from trtllm_spec.errors import UserError
 from trtllm_spec.stages.cache import StageCache, run_cached
 from trtllm_spec.stages.context import BuildContext, StageResult, target_hash
@@ -43,14 +43,13 @@ def obtain_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_ste
     from trtllm_spec.drafters.registry import get
 
     d = recipe.drafter
-    source = get(d.type).source(d, target.shape)
+    mech = get(d.type)
+    own = mech.obtain(d, recipe, target)  # the mechanism's own way (native layers, an existing model)
+    if own is not None:
+        return own
+    source = mech.source(d, target.shape)
     if source == "none":
-        return DrafterResult("none", None, {"note": f"{get(d.type).title} drafting needs no drafter (model-free)"})
-    if source == "native":
-        return DrafterResult("native", None, {"num_nextn_predict_layers": target.shape.mtp_layers,
-                                              "note": "the target's own MTP layers; nothing to train"})
-    if source == "draft_model":
-        return _draft_model_record(recipe, target)
+        return DrafterResult("none", None, {"note": f"{mech.title} drafting needs no drafter (model-free)"})
     if source == "reuse":
         p = recipe.resolve_path(d.checkpoint)
         if p is not None and (p / "config.json").is_file():
@@ -98,33 +97,15 @@ def _convert(recipe: Recipe, target: ResolvedTarget, out: Path, *, resume: bool,
     return DrafterResult("converted", out / DRAFTER_DIR, {"converted_from": cf.format, **summary})
 
 
-def _draft_model_record(recipe: Recipe, target: ResolvedTarget) -> DrafterResult:
-    from trtllm_spec.data.chat import load_tokenizer
-
-    draft = resolve_target(recipe.drafter.model, recipe.base_dir)
-    if target.path is None or draft.path is None:
-        return DrafterResult("draft_model", draft.path, {"draft_model": recipe.drafter.model,
-                                                         "note": "presets: tokenizer check deferred to build"})
-    tt, dt = load_tokenizer(target.path), load_tokenizer(draft.path)
-    tv, dv = tt.get_vocab(), dt.get_vocab()
-    if tv != dv:
-        only_t = sorted(set(tv) - set(dv))[:5]
-        only_d = sorted(set(dv) - set(tv))[:5]
-        moved = sorted(k for k in set(tv) & set(dv) if tv[k] != dv[k])[:5]
-        raise UserError(f"draft model {recipe.drafter.model} has a different vocabulary than the target: only in "
-                        f"target {only_t}, only in draft {only_d}, different ids {moved}")
-    return DrafterResult("draft_model", draft.path, {"draft_model": recipe.drafter.model, "vocab": "identical"})
-
-
 def drafter(ctx: BuildContext) -> StageResult:
     """The build's drafter stage: ``obtain_drafter`` (deferrable, cached), described for the stage table."""
     d = ctx.recipe.drafter
     res = obtain_drafter(ctx.recipe, ctx.target, ctx.bundle, log=ctx.log, deferrable=True, cache=ctx.cache,
                          force=ctx.force, on_step=ctx.on_train_step)
-    ctx.drafter_kind, ctx.drafter_dir = res.kind, res.drafter_dir
-    if res.kind == "draft_model":  # a config-only folder or a preset: nothing to copy or measure
-        draft = resolve_target(d.model, ctx.recipe.base_dir)
-        ctx.drafter_dir = draft.path if draft.has_weights else None
+    from trtllm_spec.drafters.registry import get
+
+    ctx.drafter_kind = res.kind
+    ctx.drafter_dir = get(d.type).served_drafter_dir(d, res.drafter_dir, ctx.recipe.base_dir)
     s = res.summary
     details = {
         "none": ("skipped", s.get("note", "")),

@@ -96,15 +96,13 @@ def llamacpp_inputs(target_dir: Path, drafter_dir: Path | None, dtype: str, *, c
     records = {"target": t_rec}
     draft_gguf = None
     if drafter_dir is not None:
-        converters = {"draft-eagle3": lambda _f, out: convert.convert_eagle3(conv, drafter_dir, target_dir, out,
-                                                                              dtype, log),
-                      "draft-dflash": lambda _f, out: convert.convert_dflash(conv, drafter_dir, target_dir, out,
-                                                                              dtype, log),
-                      "draft-simple": lambda _f, out: convert.convert_target(conv, drafter_dir, out, dtype, log)}
+        from trtllm_spec.drafters.registry import get
+
+        mech = get(kind)  # the descriptor runs its converter (Mechanism.llamacpp_convert)
         draft_gguf, records["drafter"] = _gguf(
             stages, "llamacpp-gguf-drafter", {**base, "drafter": tree_hash(drafter_dir),
                                               "target": tree_hash(target_dir), "spec_type": spec_type},
-            force, converters[spec_type])
+            force, lambda _f, out: mech.llamacpp_convert(conv, drafter_dir, target_dir, out, dtype, log))
     return LlamaCppInputs(build, target_gguf, draft_gguf, spec_type, kind, records)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trtllm_spec.core.bundle import Bundle
 from trtllm_spec.core.files import write_json_atomic
 from trtllm_spec.core.recipe import recipe_to_dict
 from trtllm_spec.errors import UserError
@@ -14,7 +15,7 @@ from trtllm_spec.stages.context import BuildContext, StageResult, target_hash, t
 
 
 def measure_profile(target: str | Path, drafter: str | None, draft_len: int | None, *, engine: str = "pytorch",
-                    bundle: Path | None = None, suite: str, categories: Sequence[str] | None, num_prompts: int,
+                    bundle: Path | Bundle | None = None, suite: str, categories: Sequence[str] | None, num_prompts: int,
                     max_new_tokens: int, temperature: float, seed: int, dtype: str = "fp32", device: str = "auto",
                     chat_template: Path | None = None, block_sweep: Sequence[int] | None = None,
                     out: Path | None = None, progress: Callable[[str], None] | None = None,
@@ -35,9 +36,11 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
     if drafter_options:
         raise UserError("drafter options (the suffix automaton's settings, --sa-enhancer-threshold) apply to "
                         "'measure reference'; with 'measure trtllm' the bundle's options decide")
+    from trtllm_spec.core.bundle import read_bundle
     from trtllm_spec.measure.trtllm_engine import measure_trtllm
 
-    return measure_trtllm(target, bundle, draft_len, out=str(out) if out else None, **common)
+    record = bundle if isinstance(bundle, Bundle) else read_bundle(Path(bundle))
+    return measure_trtllm(target, record, draft_len, out=str(out) if out else None, **common)
 
 
 # measure's drafter flags -> the recipe fields they stand for (the drafter section of a folderless mechanism)
@@ -76,9 +79,10 @@ def cli_drafter_options(drafter: str | None, *, max_matching_ngram_size: int | N
             cfg = section(**{DRAFTER_FLAGS[flag]: v for flag, v in given.items()})
             return get(drafter).runtime_options(cfg, getattr(cfg, "global_pool_size", None) or 1) or None
         if sa_enhancer_threshold is not None:
+            from trtllm_spec.core.sa import enhancer_runtime_options
+
             enh = SAEnhancerConfig(threshold=sa_enhancer_threshold, enable_global_pool=global_pool)
-            return {"sa_enhancer": {"threshold": enh.threshold, "enable_global_pool": enh.enable_global_pool,
-                                    "pool_slots": 64 if global_pool else None}}
+            return enhancer_runtime_options(enh)
     except ValidationError as exc:
         raise UserError(format_validation_error(exc, DRAFTER_CLASS.get(drafter, SAEnhancerConfig),
                                                 "measure drafter flags")) from None
@@ -126,12 +130,14 @@ def run_engine_report(*, bench_report: Path | None, metrics: str | None, bundle:
                       draft_len: int | None, temperature: float, out: Path | None, force: bool) -> dict:
     """``trtllm-spec measure from-bench / from-metrics``: the engine's own acceptance as a
     speculation profile marked with its source, written like a measured one."""
+    from trtllm_spec.core.bundle import read_bundle
     from trtllm_spec.core.files import check_output_dir
     from trtllm_spec.measure.engine_reports import profile_from_engine
 
     if out is not None:
         check_output_dir(out, force, ())
-    profile, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=bundle,
+    record = read_bundle(bundle) if bundle is not None else None
+    profile, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=record,
                                          draft_len=draft_len, temperature=temperature)
     args = {"measure": {"from_trtllm_bench": str(bench_report) if bench_report else None,
                         "from_trtllm_metrics": metrics, "bundle": str(bundle) if bundle else None,

@@ -17,29 +17,27 @@ import difflib
 import json
 from pathlib import Path
 
+from trtllm_spec.core.bundle import OPTIONS_FILE, RECIPE_FILE, Bundle
 from trtllm_spec.errors import UserError
 
-OPTIONS_FILE = "llm_api_options.yaml"
-RECIPE_FILE = "recipe.resolved.yaml"
 
+def _bundle_recipe(bundle: Bundle, acceptance: Path, calibrating: bool = False):
+    """The bundle's resolved recipe, planned with ``acceptance`` (and, when calibrating, without the host costs it
+    was planned with), serving the target copied into the bundle where there is one."""
+    import copy
 
-def _bundle_recipe(bundle: Path, acceptance: Path, calibrating: bool = False):
-    from trtllm_spec.core.files import read_structured
     from trtllm_spec.core.recipe import recipe_from_dict
 
-    path = bundle / RECIPE_FILE
-    if not path.is_file():
-        raise UserError(f"bundle {bundle} has no {RECIPE_FILE}; give the output folder of 'trtllm-spec build'")
-    data = read_structured(path, "bundle recipe", UserError)
-    if not isinstance(data, dict):
-        raise UserError(f"{path} must hold the recipe mapping 'trtllm-spec build' wrote")
-    if (bundle / "target" / "config.json").is_file():  # the target the bundle serves, copied into it
-        data.setdefault("target", {})["model"] = str((bundle / "target").resolve())
+    data = copy.deepcopy(bundle.recipe)
+    # the release the bundle was built for (its manifest), whatever 'auto' resolves to in this trtllm-spec
+    data.setdefault("engine", {})["trtllm_version"] = bundle.profile
+    if (bundle.path / "target" / "config.json").is_file():  # the target the bundle serves, copied into it
+        data.setdefault("target", {})["model"] = str((bundle.path / "target").resolve())
     data.setdefault("planner", {})["acceptance"] = str(acceptance)
     if calibrating:  # the reports' host costs replace whatever the bundle was planned with
         data["planner"]["host_costs"] = None
-    recipe = recipe_from_dict(data, str(path))
-    recipe._base_dir = bundle.resolve()
+    recipe = recipe_from_dict(data, str(bundle.path / RECIPE_FILE))
+    recipe._base_dir = bundle.path.resolve()
     return recipe
 
 
@@ -124,20 +122,15 @@ def summary_markdown(prof: dict, old_plan: dict | None, new_plan: dict, notes: l
     return "\n".join(lines)
 
 
-def check_replan_inputs(bundle: Path) -> None:
+def check_replan_inputs(bundle: Path) -> Bundle:
     """The inputs of a replan belong together before anything is read: the bundle matches its manifest (an edited
     options file, a corrupted report/plan.json or manifest, an extra or linked file: refused, naming the first
-    difference). That the engine's report measured this bundle (its model and mechanism) is checked where the
-    report is read (``measure.engine_reports.check_report_belongs``)."""
-    from trtllm_spec.deploy.manifest import verify_bundle
+    difference), and its manifest and files agree on the release and drafter. That the engine's report measured
+    this bundle (its model and mechanism) is checked where the report is read
+    (``measure.engine_reports.check_report_belongs``)."""
+    from trtllm_spec.core.bundle import read_bundle
 
-    res = verify_bundle(bundle)  # no folder, no or unreadable manifest: a UserError naming it
-    if not res["ok"]:
-        first = next((f"{k.rstrip('s')}: {res[k][0]}" for k in ("changed", "missing", "extra", "symlinks")
-                      if res[k]), "")
-        raise UserError(f"bundle {bundle} does not match its manifest ({first}; 'trtllm-spec verify {bundle}' lists "
-                        "all): a re-plan would mix the bundle with edits it was not built with; rebuild the bundle "
-                        "or restore the file")
+    return read_bundle(bundle)
 
 
 def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draft_len: int | None,
@@ -149,12 +142,12 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
     from trtllm_spec.core.provenance import provenance
     from trtllm_spec.deploy.trtllm_options import render_yaml
     from trtllm_spec.measure import write_measure_outputs
-    from trtllm_spec.measure.engine_reports import bundle_context, profile_from_engine
+    from trtllm_spec.measure.engine_reports import profile_from_engine
     from trtllm_spec.stages.plan import compute_plan, write_plan_files
 
     if not bundle.is_dir():
         raise UserError(f"--bundle {bundle} is not a folder; give the output folder of 'trtllm-spec build'")
-    check_replan_inputs(bundle)
+    record = check_replan_inputs(bundle)
     out = out if out is not None else bundle / "replan"
     if out.resolve() == bundle.resolve() or (out.resolve() in bundle.resolve().parents):
         raise UserError(f"--out {out} would replace the bundle {bundle}; the re-plan goes to a new folder "
@@ -163,9 +156,9 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
         from trtllm_spec.stages.calibrate import speculative_report
 
         bench_report = speculative_report(calibrate)  # the acceptance comes from the speculative run
-    prof, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=bundle, draft_len=draft_len,
+    prof, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=record, draft_len=draft_len,
                                       temperature=temperature)
-    old_options, profile = bundle_context(bundle)
+    old_options, profile = record.speculative_options(absolute_paths=True), record.profile
     old_plan_path = bundle / "report" / "plan.json"
     old_plan = json.loads(old_plan_path.read_text()) if old_plan_path.is_file() else None
     with atomic_dir(out, force=force) as tmp:
@@ -174,8 +167,8 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
         write_measure_outputs(prof, measured, provenance({"replan": {"bundle": str(bundle)}}, files,
                                                          {"source": prof["source"]}))
         final_profile = out / "measured" / "speculation_profile.json"
-        host = _calibrated(bundle, calibrate, measured / "speculation_profile.json")
-        recipe = _bundle_recipe(bundle, measured / "speculation_profile.json", calibrating=host is not None)
+        host = _calibrated(record, calibrate, measured / "speculation_profile.json")
+        recipe = _bundle_recipe(record, measured / "speculation_profile.json", calibrating=host is not None)
         typed, _ = compute_plan(recipe, host_profile=host)
         plan = json.loads(json.dumps(typed.to_json()).replace(str(measured / "speculation_profile.json"),
                                                                str(final_profile)))
@@ -198,7 +191,7 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
     return {"profile": prof, "plan": plan, "options": options, "notes": notes, "out": out, "host_costs": host}
 
 
-def _calibrated(bundle: Path, reports: list[Path] | None, acceptance: Path):
+def _calibrated(bundle: Bundle, reports: list[Path] | None, acceptance: Path):
     """The host costs fitted to the bundle's plain and speculative reports (None without reports)."""
     if not reports:
         return None

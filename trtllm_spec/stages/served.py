@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.core.recipe import DEFAULT_DRAFTER, Recipe
 from trtllm_spec.errors import UserError
 
 SERVED_FILE = "served_measurement.json"
@@ -26,7 +26,7 @@ def served_recipe(recipe_file: Path | None, target: str | None, gpu: str | None,
         raise UserError("'measure served' needs --target (the checkpoint folder or fetched asset the server serves: "
                         "its tokenizer checks the server) or --recipe FILE (its target)")
     base = recipe_to_dict(load_recipe(recipe_file)) if recipe_file is not None else \
-        {"name": "served", "target": {"model": target}, "drafter": {"type": "eagle3"}}
+        {"name": "served", "target": {"model": target}, "drafter": {"type": DEFAULT_DRAFTER}}
     if target is not None:
         set_path(base, ["target", "model"], str(Path(target).resolve()) if Path(target).exists() else target,
                  "--target")

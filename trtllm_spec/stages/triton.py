@@ -43,22 +43,18 @@ def triton_from_bundle(bundle: Path, out: Path, *, force: bool, model_name: str,
     """``trtllm-spec triton``: the repository of an existing bundle (checked against its manifest), written
     atomically to ``out``. Returns (files, backend). ``preview`` ('reference'): add the CPU preview's model.py
     (deploy/triton_preview.py), served by ``assets serve-triton``."""
-    import json
     import os
 
-    import yaml
-
+    from trtllm_spec.core.bundle import read_bundle
     from trtllm_spec.core.files import atomic_dir
     from trtllm_spec.core.recipe import HardwareConfig, WorkloadConfig
-    from trtllm_spec.deploy.manifest import verify_bundle
 
-    verify_bundle(bundle)  # it must be a bundle (raises if no manifest)
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    options = yaml.safe_load((bundle / "llm_api_options.yaml").read_text())
+    record = read_bundle(bundle, "bundle")  # verified against its manifest; manifest and files agree
+    manifest, options, profile = record.manifest, record.main_options, record.profile
     try:
         recipe = manifest["recipe"]
         backend = recipe["engine"]["backend"]
-        served, profile = manifest["target"]["served"], manifest["trtllm_profile"]
+        served = manifest["target"]["served"]
         batches = WorkloadConfig.model_validate(recipe["workload"]).all_batch_sizes()
         hw = HardwareConfig.model_validate(recipe.get("hardware", {}))  # a recipe's defaults where absent
     except (KeyError, TypeError, ValueError) as exc:

@@ -285,7 +285,9 @@ def _apply_target(cfg: dict, target_config: dict | None, notes: list[str]) -> in
     Returns the target's layer count (None when unknown)."""
     if not target_config:
         return None
-    t = target_config if "hidden_size" in target_config else target_config.get("text_config") or {}
+    from trtllm_spec.core.shape import text_config
+
+    t = text_config(target_config)
     for key, mine in (("hidden_size", cfg.get("target_hidden_size") or cfg["hidden_size"]),
                       ("vocab_size", cfg["vocab_size"])):
         if t.get(key) is not None and t[key] != mine:
@@ -386,7 +388,9 @@ def _read_foreign(folder: Path, layout: Layout, target_config: dict | None, dtyp
     if declared and declared != stored:
         notes.append(f"config said torch_dtype {declared}, the weights are {stored}: ours says {stored}")
     tc = target_config or {}
-    layers = tc.get("num_hidden_layers") or (tc.get("text_config") or {}).get("num_hidden_layers")
+    from trtllm_spec.core.shape import text_value
+
+    layers = text_value(tc, "num_hidden_layers")
     ids = ids or (default_capture_layers(layers) if isinstance(layers, int) else None)
     if not ids:
         notes.append("no capture layer ids known (pass target_config): TensorRT-LLM will use {1, L/2-1, L-4}")
@@ -430,7 +434,7 @@ def convert_drafter(src: str | Path, out: str | Path, fmt: Literal["eagle", "spe
         raise UserError(f"format {fmt!r} is not one of eagle, speculators, auto")
     found = detect_layout(src)
     if found == "ours":
-        raise UserError(f"{src} is already in our layout; nothing to convert (export_to_layout goes back)")
+        raise UserError(f"{src} is already in our layout; nothing to convert")
     if fmt != "auto" and fmt != found:
         raise UserError(f"{src} looks like the {found} layout, not {fmt}; pass fmt='auto' or the right "
                         "folder")
@@ -445,67 +449,3 @@ def convert_drafter(src: str | Path, out: str | Path, fmt: Literal["eagle", "spe
     return {**info, "dtype": cfg["torch_dtype"], "draft_vocab_size": cfg["draft_vocab_size"],
             "vocab_size": cfg["vocab_size"],
             "aux_hidden_state_layer_ids": cfg["eagle_config"].get("eagle_aux_hidden_state_layer_ids")}
-
-
-# ---- ours -> foreign layouts (round trips) ----------------------------------------------------------------
-def read_ours(folder: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
-    """Config and tensors of a drafter in our layout, checked."""
-    folder = Path(folder)
-    if detect_layout(folder) != "ours":
-        raise UserError(f"{folder} is not in our layout (ModelOpt/TensorRT-LLM EAGLE-3); convert it first")
-    cfg, (tensors, _) = _config(folder), load_weights(folder)
-    check_drafter(cfg, tensors, str(folder))
-    return cfg, tensors
-
-
-def export_to_layout(our_folder: str | Path, out: str | Path, fmt: Literal["eagle", "speculators"],
-                     target_config: dict | None = None, *, force: bool = False) -> dict:
-    """Write a drafter in our layout as a SafeAILab (``eagle``) or ``speculators`` checkpoint."""
-    our_folder, out = Path(our_folder), Path(out)
-    if fmt not in ("eagle", "speculators"):
-        raise UserError(f"format {fmt!r} is not one of eagle, speculators")
-    check_output_dir(out, force, (our_folder,))
-    cfg, t = read_ours(our_folder)
-    notes: list[str] = []
-    layers = _apply_target(dict(cfg), target_config, notes)
-    dims, dtype = _dims(cfg, str(our_folder)), _stored_dtype(t, None, str(our_folder))
-    if cfg.get("torch_dtype") not in (None, dtype):
-        notes.append(f"config.json says torch_dtype {cfg['torch_dtype']}, the weights are {dtype}: wrote "
-                     f"{dtype}")
-    ids, dv = cfg["eagle_config"].get("eagle_aux_hidden_state_layer_ids"), cfg["draft_vocab_size"]
-    if "d2t" in t:
-        t["t2d"] = torch.zeros(cfg["vocab_size"], dtype=torch.bool)
-        t["t2d"][torch.arange(dv) + t["d2t"]] = True
-    if fmt == "eagle":
-        if ids and layers is not None and sorted(ids) != default_capture_layers(layers):
-            raise UserError(f"the SafeAILab layout hard-codes the captured layers "
-                            f"{default_capture_layers(layers)}; this drafter captures {ids}, so it cannot be "
-                            "written in that layout")
-        if ids and layers is None:
-            notes.append(f"captured layers {ids} are not stored: SafeAILab always uses {{1, L/2-1, L-4}}")
-        t = {(f"midlayer.{k[len('layers.0.'):]}" if k.startswith("layers.0.") else k): v
-             for k, v in t.items()}
-        new_cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", **dims,
-                   **{k: cfg[k] for k in ("target_hidden_size",) if k in cfg}, "draft_vocab_size": dv,
-                   "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": dtype}
-    else:
-        tc = target_config or {}
-        inner = {"model_type": "llama", **{k: v for k, v in dims.items() if k != "rope_scaling" or v},
-                 "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
-                 "tie_word_embeddings": False, "torch_dtype": dtype}
-        verifier = {"name_or_path": tc.get("_name_or_path"), "architectures": tc.get("architectures") or []}
-        new_cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
-                   "transformer_layer_config": inner, "draft_vocab_size": dv, "norm_before_residual": False,
-                   "norm_before_fc": False, "fc_norm": False, "norm_output": False,
-                   "target_hidden_size": cfg.get("target_hidden_size"),
-                   "eagle_aux_hidden_state_layer_ids": [i + 1 for i in sorted(ids)] if ids else None,
-                   "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
-                                          "proposal_methods": [{"proposal_type": "greedy",
-                                                                "speculative_tokens": 3}],
-                                          "verifier": verifier},
-                   "torch_dtype": dtype}
-    with atomic_dir(out, force, (our_folder,)) as tmp:
-        _write(tmp, new_cfg, t)
-        _provenance(tmp, our_folder)
-    return {"layout": fmt, "source": str(our_folder), "out": str(out), "tensors": sorted(t), "dtype": dtype,
-            "draft_vocab_size": dv, "notes": notes}

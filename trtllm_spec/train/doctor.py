@@ -34,10 +34,10 @@ class Finding:
 
 def drafter_type(cfg: dict) -> str:
     """The drafter mechanism of an exported config.json (the descriptors recognise it); 'unknown' otherwise."""
-    from trtllm_spec.drafters.registry import exported_type
+    from trtllm_spec.drafters.registry import exported_type, get
 
-    kind = exported_type(cfg)
-    return kind if kind not in (None, "draft_model") else "unknown"  # doctor checks drafters, not plain models
+    kind = exported_type(cfg)  # doctor checks drafters with a layout of their own, not plain (draft) models
+    return kind if kind is not None and get(kind).doctor_layout is not None else "unknown"
 
 
 def run_doctor(drafter_dir: Path, target_dir: Path | None, target_cfg: dict, heldout: Path | None = None,
@@ -54,14 +54,16 @@ def run_doctor(drafter_dir: Path, target_dir: Path | None, target_cfg: dict, hel
     tensors = load_safetensors(drafter_dir)
     kind = drafter_type(cfg)
     f: list[Finding] = []
-    # Drafter-type branch 3 of 3 outside drafters/: the checks read the exported tensors with torch, and the
-    # descriptors stay torch-free (recipe validate / plan import them), so the per-layout checks live here.
-    if kind in ("eagle3", "mtp"):
-        f += _eagle3_static(cfg, tensors, target_cfg) if kind == "eagle3" else _mtp_static(cfg, tensors, target_cfg)
-        if target_dir is not None and not any(x.level == "error" for x in f):
+    # the checks read the exported tensors with torch and the descriptors stay torch-free (recipe validate / plan
+    # import them): a descriptor names its layout (Mechanism.doctor_layout) and whether the train/serve parity
+    # check runs (doctor_parity); the checks of each layout are here
+    if kind != "unknown":
+        from trtllm_spec.drafters.registry import get
+
+        mech = get(kind)
+        f += LAYOUT_CHECKS[mech.doctor_layout](cfg, tensors, target_cfg)
+        if mech.doctor_parity and target_dir is not None and not any(x.level == "error" for x in f):
             f.append(_eagle3_parity(drafter_dir, target_dir, heldout, parity_tolerance, placement))
-    elif kind in ("dflash", "dspark"):
-        f += _dflash_static(cfg, tensors, target_cfg)
     else:
         f.append(Finding("error", "type", f"config.json is neither EAGLE-3 (draft_vocab_size) nor DFlash "
                                           f"(dflash_config): architectures {cfg.get('architectures')}"))
@@ -270,3 +272,7 @@ def _dflash_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
     elif fc is not None and tuple(fc.shape) == (h, len(ids) * h):
         out.append(Finding("ok", "layout", f"{n} DFlash layers, fc over {len(ids)} target layers"))
     return out
+
+
+# the static checks of each exported layout (Mechanism.doctor_layout names one)
+LAYOUT_CHECKS = {"eagle3": _eagle3_static, "mtp": _mtp_static, "dflash": _dflash_static}

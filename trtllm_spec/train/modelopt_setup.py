@@ -77,6 +77,16 @@ def dflash_mode_config(target_cfg: dict, drafter: DFlashDrafter, mask_token_id: 
                 dflash_architecture_config=arch, dflash_use_torch_compile=False, dflash_export_rope_scaling={})
 
 
+# the config of each ModelOpt speculative mode this trainer sets up, keyed like ModelOpt's own mode registry
+# (modelopt.torch.speculative: mtsp.convert(model, [(mode, config)])); a descriptor names its mode (modelopt_mode)
+MODE_CONFIGS = {
+    "eagle": lambda target_cfg, drafter, *, draft_vocab_size, mask_token_id, offline: eagle_mode_config(
+        target_cfg, drafter, draft_vocab_size or target_cfg["vocab_size"], offline),
+    "dflash": lambda target_cfg, drafter, *, draft_vocab_size, mask_token_id, offline: dflash_mode_config(
+        target_cfg, drafter, mask_token_id),
+}
+
+
 def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = None,
             mask_token_id: int | None = None, offline: bool = False):
     """Convert ``model`` in place (base frozen) and return it. ``offline``: the target's hidden states come with
@@ -86,18 +96,16 @@ def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = Non
     from trtllm_spec.drafters.registry import get
 
     mech = get(drafter.type)
-    if mech.modelopt_mode not in ("eagle", "dflash"):
-        raise UserError(f"drafter type {drafter.type} is not trained")
+    if mech.modelopt_mode not in MODE_CONFIGS:
+        raise UserError(f"drafter type {drafter.type} is not trained (ModelOpt mode {mech.modelopt_mode!r}; this "
+                        f"trainer sets up {', '.join(MODE_CONFIGS)})")
     try:  # a family ModelOpt's conversion does not read is a refusal naming it, not a traceback
-        if mech.modelopt_mode == "eagle":
-            mode = ("eagle", eagle_mode_config(target_cfg, drafter, draft_vocab_size or target_cfg["vocab_size"],
-                                               offline))
-        else:
-            mode = ("dflash", dflash_mode_config(target_cfg, drafter, mask_token_id))
+        config = MODE_CONFIGS[mech.modelopt_mode](target_cfg, drafter, draft_vocab_size=draft_vocab_size,
+                                                  mask_token_id=mask_token_id, offline=offline)
         from trtllm_spec.train.quiet import modelopt_quiet
 
         with modelopt_quiet():  # its "Found base_model_..." lines: --verbose only
-            mtsp.convert(model, [mode])
+            mtsp.convert(model, [(mech.modelopt_mode, config)])
     except (KeyError, AttributeError, TypeError, ValueError, NotImplementedError, RuntimeError) as exc:
         family = target_cfg.get("model_type", "?")
         raise UserError(f"ModelOpt cannot convert a {family!r} target for a {drafter.type} drafter "

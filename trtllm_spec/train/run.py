@@ -258,7 +258,7 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
     d2t = None
     kwargs: dict = {}
     mech = get(d.type)
-    if mech.modelopt_mode == "eagle":  # a draft vocabulary (d2t); the dflash mode fills blocks with a mask token
+    if mech.draft_vocabulary:  # a draft vocabulary (d2t); a block drafter fills its blocks with a mask token
         dvs = d.draft_vocab_size or cfg["vocab_size"]
         specials = [t for t in (tok.eos_token_id, tok.bos_token_id, tok.pad_token_id) if t is not None]
         ids = dist.from_rank0(draft_vocab(counts, cfg["vocab_size"], dvs, specials) if dist.rank == 0 else None)

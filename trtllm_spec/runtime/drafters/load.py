@@ -36,7 +36,7 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
     options = dict(options or {})
     if spec in FOLDERLESS:
         if options.get("sa_enhancer"):
-            raise UserError(f"sa_enhancer enhances a neural drafter (EAGLE-3 / MTP), not {spec}")
+            raise UserError(f"sa_enhancer enhances a neural drafter ({_enhanced()}), not {spec}")
         return spec, get(spec).load_builtin(options)
     folder = Path(spec)
     if not folder.is_dir():
@@ -50,9 +50,9 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
     if options:
         raise UserError(f"drafter options {sorted(options)} do not apply to a {kind} folder")
     if enhancer:
-        if kind not in ENHANCED_KINDS:
-            raise UserError(f"sa_enhancer: TensorRT-LLM's sa_config exists on Eagle3 and MTP decoding configs, not "
-                            f"on a {kind} drafter")
+        if not get(kind).sa_enhanced:
+            raise UserError(f"sa_enhancer: TensorRT-LLM's sa_config exists on the decoding configs of {_enhanced()}, "
+                            f"not on a {kind} drafter")
         from trtllm_spec.runtime.drafters.sa_enhancer import SAEnhancedDrafter
 
         drafter = SAEnhancedDrafter(drafter, int(enhancer.get("threshold", 4)), bool(enhancer.get("enable_global_pool")),
@@ -60,4 +60,8 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
     return kind, drafter
 
 
-ENHANCED_KINDS = ("eagle3", "mtp")  # the decoding configs with sa_config (1.3.0rc27 / 1.4.0rc4 API pages)
+def _enhanced() -> str:
+    """The mechanisms TensorRT-LLM's SA enhancer applies to (Mechanism.sa_enhanced), for messages."""
+    from trtllm_spec.drafters.registry import MECHANISMS
+
+    return " / ".join(m.title for m in MECHANISMS.values() if m.sa_enhanced)

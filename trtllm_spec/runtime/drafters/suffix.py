@@ -139,7 +139,9 @@ class SuffixDrafter(Drafter):
             raise ValueError(f"max_matching_ngram_size {max_matching_ngram_size}: -1 or k > 0")
         self.k = max_matching_ngram_size
         self.enable_global_pool = enable_global_pool
-        self.pool_slots = max(1, pool_slots or POOL_MATCH_CAP)
+        from trtllm_spec.core.sa import SA_POOL_DEFAULT_SLOTS
+
+        self.pool_slots = max(1, pool_slots or SA_POOL_DEFAULT_SLOTS)
         self.pool: list[SuffixAutomaton] = []  # finished requests, oldest first
         self.sam = SuffixAutomaton()
         self.matchers: list[PoolMatcher] = []
