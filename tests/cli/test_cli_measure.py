@@ -77,5 +77,6 @@ def test_trtllm_budget_counts_the_baseline_decode(cli, tiny_target, tiny_suite, 
                                             "  speculative_model: drafter\n")
     r = cli("measure", "trtllm", "--target", tiny_target, "--bundle", b, "--categories", "coding",
             "--num-prompts", "1", "--max-new-tokens", "4", "--json")
-    assert r.exit_code == 2 and "TensorRT-LLM is not installed here" in r.stderr
+    # the budget comes first, before the bundle is read (this folder is no built bundle: refused after it)
+    assert r.exit_code == 2 and "has no manifest.json" in r.stderr
     assert "budget: 2 requests (1 prompts x 2 decodes: the target alone and speculative)" in r.stderr, r.stderr

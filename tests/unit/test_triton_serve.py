@@ -186,7 +186,9 @@ def test_0_preview_repository_keeps_the_gpu_config(server, repo, bundle, tmp_pat
     for rel in ("tensorrt_llm/config.pbtxt", "tensorrt_llm/1/model.yaml", "launch_triton.sh"):
         assert (repo / rel).read_text() == (plain / rel).read_text(), rel
     assert (repo / "tensorrt_llm/1/model.py").is_file() and not (plain / "tensorrt_llm/1/model.py").exists()
-    assert check_triton_repo(repo, profile="1.2") == []
+    from trtllm_spec.core.bundle import read_bundle
+
+    assert check_triton_repo(repo, profile=read_bundle(bundle).profile) == []
     readme = (repo / "README.md").read_text()
     assert "CPU PREVIEW" in readme and "What differs from the GPU node" in readme
     assert server.model_states()["tensorrt_llm"][0] == "READY"

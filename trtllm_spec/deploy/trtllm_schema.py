@@ -563,8 +563,8 @@ def validate_options(options: dict, profile: str) -> None:
     releases.get(profile, "TensorRT-LLM profile")  # unknown or newer than any record: one line
     if not isinstance(options, dict):
         raise UserError(f"TensorRT-LLM {profile} options must be a mapping, got {type(options).__name__}")
+    tag = _check_decoding_type(options, profile)  # a tag the release lacks first: the most basic refusal
     _check_release_changes(options, profile)
-    tag = _check_decoding_type(options, profile)
     model = _options_model(profile, tag)
     try:
         model.model_validate(options)
