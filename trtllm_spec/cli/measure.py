@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from trtllm_spec.cli.common import echo_json, field_choices, field_default, main, parse_int_list
+from trtllm_spec.cli.request_mode import request_mode_options
 from trtllm_spec.core.recipe import MeasureConfig as M
 from trtllm_spec.drafters.registry import FOLDERLESS
 
@@ -43,6 +44,7 @@ def _given(names) -> list[str]:
 
 
 @main.command("measure")
+@request_mode_options
 @click.option("--target", help="Target HF checkpoint folder or fetched asset (e.g. smollm2-135m); required except "
               "with --from-trtllm-bench / --from-trtllm-metrics.")
 @click.option("--drafter", help="Exported drafter folder (EAGLE-3, EAGLE-1/MTP head, DFlash/DSpark), a draft model "
@@ -126,7 +128,7 @@ def measure_cmd(target: str | None, drafter: str | None, max_matching_ngram_size
                 server_url: str | None, server_model: str | None, concurrency: str, request_timeout: float,
                 compare_reference: bool, recipe_file: Path | None, gpu: str | None, bundle: Path | None,
                 bench_report: Path | None, metrics: str | None, out: Path | None, force: bool, allow_long: bool,
-                as_json: bool) -> None:
+                as_json: bool, request_mode=None) -> None:
     """Measure acceptance length (overall, per category, per draft position) and speedup of a drafter against
     its target on the speed-lite suite; the profile feeds 'trtllm-spec plan --acceptance'.
 
@@ -146,7 +148,7 @@ def measure_cmd(target: str | None, drafter: str | None, max_matching_ngram_size
     if engine == "openai":
         _served(target, server_url, server_model, concurrency, request_timeout, recipe_file, gpu, suite,
                 training_data, allow_overlap, categories, num_prompts, max_new_tokens, temperature, seed,
-                chat_template, out, force, as_json, allow_long)
+                chat_template, out, force, as_json, allow_long, request_mode=request_mode)
         return
     if _given(("compare_reference",)) and engine != "llamacpp":
         raise UserError(f"--compare-reference/--no-compare-reference: read by --engine llamacpp only (this is "
@@ -165,7 +167,7 @@ def measure_cmd(target: str | None, drafter: str | None, max_matching_ngram_size
                                        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                                        dtype=dtype, device=device, chat_template=chat_template,
                                        training_data=training_data, allow_overlap=allow_overlap,
-                                       allow_long=allow_long, progress=_log)
+                                       allow_long=allow_long, progress=_log, request_mode=request_mode)
         _summary(profile, out, as_json)
         _comparison(profile, as_json)
         return
@@ -197,7 +199,8 @@ def measure_cmd(target: str | None, drafter: str | None, max_matching_ngram_size
                           block_sweep=parse_int_list(block_sweep, "--block-sweep"), suite=suite,
                           categories=_categories(categories), num_prompts=num_prompts, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, dtype=dtype, device=device,
-                          reference_engine=reference_engine, chat_template=chat_template, progress=_log)
+                          reference_engine=reference_engine, chat_template=chat_template, progress=_log,
+                          request_mode=request_mode)
     _summary(profile, out, as_json)
     problem = lossless_problem(profile)
     if problem:
@@ -206,7 +209,7 @@ def measure_cmd(target: str | None, drafter: str | None, max_matching_ngram_size
 
 def _served(target, server_url, server_model, concurrency, request_timeout, recipe_file, gpu, suite,
             training_data, allow_overlap, categories, num_prompts, max_new_tokens, temperature, seed, chat_template,
-            out, force, as_json, allow_long=False) -> None:
+            out, force, as_json, allow_long=False, request_mode=None) -> None:
     from trtllm_spec.errors import UserError
     from trtllm_spec.report.served import render_table
     from trtllm_spec.stages.served import run_served
@@ -221,7 +224,8 @@ def _served(target, server_url, server_model, concurrency, request_timeout, reci
                       recipe_file=recipe_file, gpu=gpu, suite=suite, categories=_categories(categories),
                       num_prompts=num_prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                       chat_template=chat_template, training_data=training_data, allow_overlap=allow_overlap,
-                      timeout_s=request_timeout, out=out, force=force, progress=_log, allow_long=allow_long)
+                      timeout_s=request_timeout, out=out, force=force, progress=_log, allow_long=allow_long,
+                      request_mode=request_mode)
     if as_json:
         echo_json(data)
     click.echo(render_table(data) + (f"\n->  {out}/report.md" if out else ""), err=as_json)

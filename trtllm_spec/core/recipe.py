@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from trtllm_spec.core.files import parse_yaml, read_structured
+from trtllm_spec.core.request_mode import RequestMode
 from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_SINCE, SAEnhancerConfig, enhancer_release
 from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
@@ -378,7 +379,9 @@ class WorkloadConfig(StrictModel):
     isl: int = Field(1024, ge=1, le=10_000_000, description="input (prompt) length in tokens")
     osl: int = Field(512, ge=1, le=10_000_000, description="output length in tokens")
     latency_target_ms: float | None = Field(None, gt=0, description="time per output token target")
-    # (no temperature: it was accepted and read by nothing; acceptance is measured at measure.temperature)
+    request_mode: RequestMode = Field(default_factory=RequestMode, description="how the deployment's requests are "
+                                      "made (chat-template arguments, structured output, sampling): every measure "
+                                      "applies it and plan --acceptance checks a profile was measured in it")
 
     @field_validator("batch_sizes")
     @classmethod
@@ -511,6 +514,11 @@ class Recipe(StrictModel):
         if m is not None and isinstance(self.draft_len, int) and m < self.draft_len:
             raise ValueError(f"measure.draft_len = {m} is below draft_len = {self.draft_len}: the bundle's D would "
                              "not be measured; raise measure.draft_len or drop it")
+        rm = self.workload.request_mode
+        if self.measure.temperature and rm.temperature and self.measure.temperature != rm.temperature:
+            raise ValueError(f"measure.temperature = {self.measure.temperature} and workload.request_mode.temperature "
+                             f"= {rm.temperature} differ; the deployment's temperature is measured: drop "
+                             "measure.temperature")
         d.check(self)
         need, version = d.required_trtllm(), self.engine.trtllm_version
         if version != "auto" and TRTLLM_PROFILES.index(version) < TRTLLM_PROFILES.index(need):

@@ -1,0 +1,188 @@
+"""Request modes (issue 38): the recipe/CLI mode, chat-template arguments checked against the template's AST,
+structured output through xgrammar in the reference decoder (lossless: equal to constrained target-only
+decoding; outputs parse and validate), sampling with greedy AL beside it, and the planner's mode check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trtllm_spec.core.request_mode import RequestMode, mode_difference
+from trtllm_spec.errors import UserError
+
+SPECIALS = ["<pad>", "<s>", "</s>", "[UNK]"]
+QWEN3_STYLE = ("{% for m in messages %}{{ '<s>' + m['role'] + '\\n' + m['content'] + '</s>\\n' }}{% endfor %}"
+               "{% if add_generation_prompt %}{{ '<s>assistant\\n' }}{% if enable_thinking is defined and "
+               "enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}{% endif %}")
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                                           "n": {"type": "integer"}}, "required": ["name", "n"]}
+
+
+def write_byte_target(folder: Path, chat_template: str = QWEN3_STYLE, seed: int = 0) -> Path:
+    """A tiny random Llama with a byte-level tokenizer (every byte a token, no merges): any JSON text can be
+    written, so xgrammar's masks never leave the model without a token."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    byte_chars = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {t: i for i, t in enumerate(SPECIALS + sorted(byte_chars))}
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   unk_token="[UNK]")
+    fast.chat_template = chat_template
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                      intermediate_size=128, vocab_size=len(vocab), max_position_embeddings=1024,
+                      tie_word_embeddings=True, eos_token_id=2, bos_token_id=1, pad_token_id=0,
+                      initializer_range=0.2)
+    LlamaForCausalLM(cfg).save_pretrained(str(folder), safe_serialization=True)
+    fast.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def byte_target(tmp_path_factory) -> Path:
+    return write_byte_target(tmp_path_factory.mktemp("rm") / "target")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ---- the mode itself ---------------------------------------------------------------------------------------
+
+def test_mode_validates_schema_and_names():
+    from pydantic import ValidationError
+
+    m = RequestMode(chat_template_kwargs={"enable_thinking": False}, response_format=SCHEMA, temperature=0.7)
+    assert m.samples and m.constrained and m.json_schema() == SCHEMA
+    assert m.label() == "enable_thinking=False, json_schema, T=0.7"
+    assert RequestMode(response_format="json_object").json_schema() == {"type": "object"}
+    with pytest.raises(ValidationError, match="not a valid JSON Schema"):
+        RequestMode(response_format={"type": "objekt"})
+    with pytest.raises(ValidationError, match="json_object"):
+        RequestMode(response_format="json")
+    with pytest.raises(ValidationError, match="template variable name"):
+        RequestMode(chat_template_kwargs={"a b": 1})
+    assert mode_difference(RequestMode(), RequestMode(temperature=0.7)) == [
+        "temperature 0.0 (profile) vs 0.7 (recipe)"]
+
+
+def test_template_argument_read_or_refused(byte_target):
+    from trtllm_spec.data.chat import check_template_kwargs, load_tokenizer, prompt_ids
+
+    tok = load_tokenizer(byte_target)
+    check_template_kwargs(tok, {"enable_thinking": False})
+    msgs = [{"role": "user", "content": "hi"}]
+    off = tok.decode(prompt_ids(tok, msgs, {"enable_thinking": False}))
+    assert "<think>" in off and "<think>" not in tok.decode(prompt_ids(tok, msgs))
+    with pytest.raises(UserError, match="reasoning_effort: .* does not read it .*enable_thinking"):
+        check_template_kwargs(tok, {"reasoning_effort": "low"})
+
+
+# ---- structured output in the decoder ----------------------------------------------------------------------
+
+def _decode_both(target_dir: Path, schema: dict, temperature: float = 0.0, draft_len: int = 3, n: int = 48):
+    import torch
+
+    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.runtime.constraint import GrammarConstraint
+    from trtllm_spec.runtime.decoder import speculative_generate
+    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
+    from trtllm_spec.runtime.generate import generate
+    from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.runtime.sampling import SamplingParams
+
+    tok = load_tokenizer(target_dir)
+    model = LlamaModel.from_pretrained(target_dir, dtype=torch.float32)
+    _, drafter = load_runtime_drafter("ngram", model, options=None, max_len=512)
+    c = GrammarConstraint.from_schema(tok, model.cfg.vocab_size, schema, (2,))
+    ids = prompt_ids(tok, [{"role": "user", "content": "give me json {\"name\": \"ab\", \"n\": 1}"}])
+    params = SamplingParams(temperature=temperature)
+    ref = generate(model, ids, n, (2,), params, torch.Generator().manual_seed(0), c)
+    out, st = speculative_generate(model, drafter, ids, n, draft_len, params, (2,),
+                                   torch.Generator().manual_seed(0), c)
+    return tok, ref, out, st
+
+
+def test_constrained_speculative_equals_constrained_greedy_and_validates(byte_target):
+    import jsonschema
+
+    tok, ref, out, st = _decode_both(byte_target, SCHEMA, n=64)
+    assert out == ref  # lossless under the grammar: the masked target decides every token
+    text = tok.decode(out, skip_special_tokens=True)
+    if out[-1] == 2:  # the grammar closed: the output is one JSON value that the schema accepts
+        jsonschema.validate(json.loads(text), SCHEMA)
+    else:  # cut by max_new_tokens: still a prefix the grammar allows
+        assert text.lstrip().startswith("{")
+    assert st.iterations >= 1
+
+
+def test_drafts_outside_the_grammar_are_rejected(byte_target):
+    """A drafter proposing the prompt's text (n-gram) must not get a draft past the mask: every accepted draft
+    is the constrained target's own token, so the constrained output is reproduced exactly."""
+    tok, ref, out, st = _decode_both(byte_target, {"type": "object"}, n=40, draft_len=4)
+    assert out == ref and sum(st.accepted) <= sum(st.proposed)
+    assert out[-1] == 2 and json.loads(tok.decode(out, skip_special_tokens=True)) == {}
+
+
+def test_constrained_sampling_stays_in_the_grammar(byte_target):
+    tok, _ref, out, _st = _decode_both(byte_target, SCHEMA, temperature=0.7, n=64)
+    text = tok.decode(out, skip_special_tokens=True)
+    assert text.lstrip().startswith("{")
+    if out[-1] == 2:
+        jsonschema = pytest.importorskip("jsonschema")
+        jsonschema.validate(json.loads(text), SCHEMA)
+
+
+# ---- measure with a mode (CLI) -------------------------------------------------------------------------------
+
+def test_cli_measure_records_the_mode_and_validates_outputs(cli, byte_target, tiny_suite, tmp_path):
+    out = tmp_path / "m"
+    r = cli("measure", "--target", byte_target, "--drafter", "ngram", "--draft-len", "3", "--categories", "coding",
+            "--num-prompts", "1", "--max-new-tokens", "24", "--response-format", "json_object",
+            "--chat-template-arg", "enable_thinking=false", "--out", out)
+    assert r.exit_code == 0, r.output
+    prof = json.loads((out / "speculation_profile.json").read_text())
+    assert prof["settings"]["request_mode"] == {"chat_template_kwargs": {"enable_thinking": False},
+                                                "response_format": "json_object", "temperature": 0.0,
+                                                "top_p": 1.0}
+    so = prof["structured_output"]
+    assert so["num_outputs"] == 2 and so["parsed"] == so["valid"]
+    assert prof["overall"]["identical_outputs"] == 1
+
+
+def test_cli_sampling_reports_greedy_beside_sampled(cli, byte_target, tiny_suite, tmp_path):
+    r = cli("measure", "--target", byte_target, "--drafter", "ngram", "--draft-len", "3", "--categories", "coding",
+            "--num-prompts", "1", "--max-new-tokens", "16", "--temperature", "0.7", "--top-p", "0.9", "--json")
+    assert r.exit_code == 0, r.output
+    prof = json.loads(r.stdout[r.stdout.index("{"):r.stdout.rindex("}") + 1])
+    g = prof["greedy_comparison"]
+    assert g["temperature"] == 0.7 and g["overall"]["greedy"] >= 1 and "coding" in g["categories"]
+    assert prof["settings"]["request_mode"]["top_p"] == 0.9
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--response-format", '{"type": "objekt"}'], "not a valid JSON Schema"),
+    (["--response-format", "schema.json"], "neither 'json_object'"),
+    (["--chat-template-arg", "reasoning_effort=low"], "does not read it"),
+    (["--chat-template-arg", "enable_thinking"], "expected KEY=VALUE"),
+    (["--top-p", "0"], "top_p"),
+])
+def test_cli_bad_mode_exit_2_nothing_written(cli, byte_target, tiny_suite, tmp_path, args, match):
+    out = tmp_path / "bad"
+    r = cli("measure", "--target", byte_target, "--drafter", "ngram", "--draft-len", "3", "--categories", "coding",
+            "--num-prompts", "1", "--max-new-tokens", "8", "--out", out, *args)
+    assert r.exit_code == 2 and match in r.output and "Traceback" not in r.output
+    assert not out.exists()
