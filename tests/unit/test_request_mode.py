@@ -186,3 +186,23 @@ def test_cli_bad_mode_exit_2_nothing_written(cli, byte_target, tiny_suite, tmp_p
             "--num-prompts", "1", "--max-new-tokens", "8", "--out", out, *args)
     assert r.exit_code == 2 and match in r.output and "Traceback" not in r.output
     assert not out.exists()
+
+
+# ---- plan --acceptance checks the mode ------------------------------------------------------------------------
+
+def test_plan_refuses_a_profile_of_another_mode(cli, tmp_path):
+    acc = tmp_path / "acc.json"
+    mode = {"chat_template_kwargs": {}, "response_format": "json_object", "temperature": 0.0, "top_p": 1.0}
+    acc.write_text(json.dumps({"conditional_rates": [0.6, 0.5, 0.4], "settings": {"temperature": 0.0,
+                                                                                   "request_mode": mode}}))
+    base = ("plan", "--target", "qwen3-8b", "--drafter", "eagle3", "--gpu", "b200", "--batch-sizes", "1",
+            "--acceptance", acc, "--json", "--no-compare")
+    r = cli(*base)
+    assert r.exit_code == 2 and "request mode 'json_object'" in r.output and "'default'" in r.output
+    assert "response_format" in r.output and "Traceback" not in r.output
+    r = cli(*base, "--set", "workload.request_mode.response_format=json_object")
+    assert r.exit_code == 0, r.output
+    old = tmp_path / "old.json"  # a profile from before request modes: the default mode at its temperature
+    old.write_text(json.dumps({"conditional_rates": [0.6, 0.5], "settings": {"temperature": 0.7}}))
+    r = cli(*base[:-3], old, "--json", "--no-compare")
+    assert r.exit_code == 2 and "T=0.7" in r.output

@@ -119,6 +119,45 @@ class RequestMode(StrictModel):
 DEFAULT = RequestMode()
 
 
+def recipe_mode(recipe) -> RequestMode:
+    """A recipe's ``workload.request_mode``, at ``measure.temperature`` when only that is set (the recipe refuses
+    two different temperatures)."""
+    mode = recipe.workload.request_mode
+    if not mode.temperature and recipe.measure.temperature:
+        return mode.model_copy(update={"temperature": recipe.measure.temperature})
+    return mode
+
+
+def profile_mode(profile: dict) -> RequestMode | None:
+    """The mode a speculation profile was measured in: its ``settings.request_mode``, else (a profile from before
+    request modes) the default mode at its ``settings.temperature``; None for a file that records no settings
+    (a bare acceptance file)."""
+    settings = profile.get("settings") if isinstance(profile, dict) else None
+    if not isinstance(settings, dict):
+        return None
+    if isinstance(settings.get("request_mode"), dict):
+        return mode_from_dict(settings["request_mode"])
+    t = settings.get("temperature")
+    return RequestMode(temperature=float(t) if isinstance(t, int | float) and t >= 0 else 0.0)
+
+
+def check_profile_mode(profile: dict, recipe, where: str) -> None:
+    """Refuse planning with a profile measured in another request mode than the recipe's (acceptance moves with
+    the mode: thinking on/off, grammar masks, sampling), naming both modes and the fields that differ."""
+    from trtllm_spec.errors import UserError
+
+    measured = profile_mode(profile)
+    if measured is None:
+        return
+    wanted = recipe_mode(recipe)
+    diff = mode_difference(measured, wanted)
+    if diff:
+        raise UserError(f"{where} was measured in request mode '{measured.label()}', the recipe serves "
+                        f"'{wanted.label()}' ({'; '.join(diff)}); measure in the recipe's mode (trtllm-spec "
+                        "measure with the same --chat-template-arg / --response-format / --temperature / --top-p) "
+                        "or set workload.request_mode to the profile's")
+
+
 def mode_from_dict(data: Any) -> RequestMode:
     """A recorded mode (profile settings) back as a ``RequestMode``; a profile without one was measured in the
     default mode (greedy, template defaults, unconstrained) at its settings.temperature."""

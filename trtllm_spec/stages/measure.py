@@ -210,12 +210,9 @@ def recipe_settings(ctx: BuildContext) -> dict:
 
 
 def recipe_request_mode(recipe):
-    """``workload.request_mode``, at ``measure.temperature`` when only that is set (the recipe refuses two
-    different temperatures)."""
-    mode = recipe.workload.request_mode
-    if not mode.temperature and recipe.measure.temperature:
-        return mode.model_copy(update={"temperature": recipe.measure.temperature})
-    return mode
+    from trtllm_spec.core.request_mode import recipe_mode
+
+    return recipe_mode(recipe)
 
 
 def measure_draft_len(ctx: BuildContext) -> int:
