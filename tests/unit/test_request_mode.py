@@ -206,3 +206,70 @@ def test_plan_refuses_a_profile_of_another_mode(cli, tmp_path):
     old.write_text(json.dumps({"conditional_rates": [0.6, 0.5], "settings": {"temperature": 0.7}}))
     r = cli(*base[:-3], old, "--json", "--no-compare")
     assert r.exit_code == 2 and "T=0.7" in r.output
+
+
+# ---- served: the mode in the request, per-request acceptance -----------------------------------------------
+
+def _items():
+    from trtllm_spec.data.suite import SuiteItem
+
+    return [SuiteItem(f"{c}/mt_bench/{i}", c, [{"role": "user", "content": "hi"}], "mt_bench", "CC-BY-4.0", str(i))
+            for c in ("coding", "math") for i in range(3)]
+
+
+def _stream_with(extra: dict, finish_extra: dict | None = None) -> list:
+    return ([{"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+             {"choices": [{"index": 0, "delta": {"content": "{\"a\": 1}"}}]},
+             {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", **(finish_extra or {})}]},
+             {"choices": [], "usage": {"completion_tokens": 21}, **extra}, "[DONE]"])
+
+
+@pytest.mark.parametrize("extra, finish, al, source", [
+    ({"timings": {"draft_n": 30, "draft_n_accepted": 10}}, None, 20 / 10, "timings (llama.cpp)"),
+    ({"metrics": {"speculative_decoding": {"num_spec_steps": 8, "num_draft_tokens": 24,
+                                           "num_accepted_draft_tokens": 12}}}, None, 1 + 12 / 8, "speculative"),
+    ({}, {"speculative_decoding_stats": {"num_spec_steps": 5, "num_draft_tokens": 15,
+                                         "num_accepted_draft_tokens": 15}}, 4.0, "speculative"),
+])
+def test_served_per_request_acceptance_percentiles(extra, finish, al, source):
+    from tests.reliability.fake_openai import FakeOpenAI, Reply
+    from trtllm_spec.measure.served import measure_served
+
+    mode = RequestMode(response_format=SCHEMA, chat_template_kwargs={"enable_thinking": False})
+    with FakeOpenAI({"STREAM /v1/chat/completions": Reply(events=_stream_with(extra, finish))}) as srv:
+        levels = measure_served(srv.url, "fake-model", _items(), [2], max_tokens=32, temperature=0.0, seed=0,
+                                timeout=10, count_tokens=len, request_mode=mode)
+    pr = levels[0]["per_request_acceptance"]
+    assert pr["reported"] and source in pr["source"] and pr["requests_without"] == 0
+    assert set(pr["categories"]) == {"coding", "math"} and pr["categories"]["math"]["num_requests"] == 3
+    assert pr["overall"]["p10"] == pr["overall"]["p50"] == pr["overall"]["p90"] == pytest.approx(al, abs=1e-4)
+
+
+def test_served_sends_the_mode_and_falls_back_to_counters():
+    from tests.reliability.fake_openai import FakeOpenAI
+    from trtllm_spec.measure.served import measure_served, mode_body
+
+    body = mode_body({"model": "m"}, RequestMode(response_format=SCHEMA, top_p=0.9, temperature=0.7,
+                                                  chat_template_kwargs={"enable_thinking": False}))
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "request_mode",
+                                                                              "schema": SCHEMA}}
+    assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["top_p"] == 0.9
+    assert mode_body({}, RequestMode(response_format="json_object"))["response_format"] == {"type": "json_object"}
+    with FakeOpenAI() as srv:
+        levels = measure_served(srv.url, "fake-model", _items(), [1], max_tokens=8, temperature=0.0, seed=0,
+                                timeout=10, count_tokens=len)
+    pr = levels[0]["per_request_acceptance"]
+    assert not pr["reported"] and "counters are the measurement" in pr["note"]
+
+
+def test_served_endpoint_rejecting_response_format_is_one_line():
+    from tests.reliability.fake_openai import FakeOpenAI, Reply, good_stream
+    from trtllm_spec.measure.served import measure_served
+
+    # the plain warm-up streams; the same request with response_format is refused (HTTP 400)
+    with FakeOpenAI({"STREAM /v1/chat/completions": Reply({"error": "response_format not supported"}, status=400,
+                                                          good_first=1)}) as srv:
+        with pytest.raises(UserError, match="rejects the request mode 'json_object'"):
+            measure_served(srv.url, "fake-model", _items(), [1], max_tokens=8, temperature=0.0, seed=0,
+                           timeout=10, count_tokens=len, request_mode=RequestMode(response_format="json_object"))
+    assert good_stream  # the good reply the first request got

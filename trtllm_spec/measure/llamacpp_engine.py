@@ -88,9 +88,7 @@ def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, s
     """The speculation profile of llama.cpp running ``draft_gguf`` (``spec_type``) over ``target_gguf``;
     ``runs_out`` receives the per-prompt runs (token ids included)."""
     from trtllm_spec.llamacpp.server import DraftSpec, NativeServer
-    from trtllm_spec.measure.run import suite_prompts
-
-    from trtllm_spec.measure.run import resolve_mode
+    from trtllm_spec.measure.run import resolve_mode, suite_prompts
 
     log = progress or (lambda _m: None)
     mode = resolve_mode(request_mode, temperature)

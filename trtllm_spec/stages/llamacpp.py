@@ -189,6 +189,9 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
         profile["comparison"] = compare(llama_runs, ref_runs, draft_len, {
             "engine": "pytorch", "mean_acceptance_length": ref["overall"]["mean_acceptance_length"],
             "dtype": ref["settings"]["dtype"], "machine": ref["settings"]["machine"]})
+        for key in ("structured_output", "greedy_comparison"):  # the reference's, beside llama.cpp's
+            if key in ref:
+                profile["comparison"][f"{key}_reference"] = ref[key]
     if out is not None:
         args = {"target": target, "drafter": drafter, "draft_len": draft_len, "engine": "llamacpp",
                 "compare_reference": compare_reference, "dtype": dtype, "threads": threads, **{

@@ -1,0 +1,137 @@
+"""Acceptance per request mode (issue 38): the CPU default's target (SmolLM2-135M) and an EAGLE-3 head measured by our
+reference decoder and by llama.cpp's own speculative decoding on the same prompts, in each mode:
+
+- default: the checkpoint's chat template, greedy;
+- json_object: structured output (xgrammar masks in our decoder; llama-server's json_schema grammar), greedy;
+- T=0.7: sampling (our rejection sampling; llama.cpp samples the target and accepts a draft equal to the sample),
+  with our greedy AL beside it;
+- thinking on/off: SmolLM2's chat template does not read enable_thinking, so the mode is refused (the refusal is
+  recorded); the fast tier tests a Qwen3-style template (tests/unit/test_request_mode.py).
+
+    flock /tmp/heavy.lock .venv/bin/python benchmarks/request_modes.py --drafter DIR [--draft-len 3] \\
+        [--categories coding,humanities,qa,writing] [--num-prompts 2] [--max-new-tokens 64] [--sample-seeds 3]
+
+Needs ``trtllm-spec assets fetch smollm2-135m prompts``; builds llama.cpp on first use. Writes
+benchmarks/request_modes.json (the benchmark JSON convention) and prints the markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def machine() -> dict:
+    cpu, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    try:
+        mem = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError):
+        mem = None
+    import torch
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem,
+            "isa": sorted(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags),
+            "python": platform.python_version(), "torch": torch.__version__}
+
+
+def commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def one_mode(args, mode, seed: int) -> dict:
+    from trtllm_spec.stages.llamacpp import run_measure_llamacpp
+
+    t0 = time.perf_counter()
+    prof = run_measure_llamacpp("smollm2-135m", args.drafter, args.draft_len, out=None, force=False,
+                                suite="speed-lite", categories=args.categories.split(","),
+                                num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens,
+                                temperature=mode.temperature, seed=seed, dtype="fp32", device="cpu",
+                                request_mode=mode, allow_long=True, progress=lambda m: print(m, file=sys.stderr))
+    c = prof["comparison"]
+    row = {"al_llamacpp": c["overall"]["acceptance_length_llamacpp"],
+           "al_reference": c["overall"]["acceptance_length_reference"],
+           "relative_difference": c["overall"]["relative_difference"],
+           "categories": {k: {"al_llamacpp": v["acceptance_length_llamacpp"],
+                              "al_reference": v["acceptance_length_reference"]} for k, v in c["categories"].items()},
+           "num_prompts": c["overall"]["num_prompts"],
+           "identical_to_llamacpp_target_only": c["overall"]["identical_to_llamacpp_target_greedy"],
+           "identical_to_reference_target_only": c["overall"]["identical_to_reference_target_greedy"],
+           "wall_s": round(time.perf_counter() - t0, 1)}
+    for key in ("structured_output", "structured_output_reference", "greedy_comparison_reference"):
+        if key in prof or key in c:
+            row[key] = prof.get(key, c.get(key))
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--drafter", required=True)
+    ap.add_argument("--draft-len", type=int, default=3)
+    ap.add_argument("--categories", default="coding,humanities,qa,writing")
+    ap.add_argument("--num-prompts", type=int, default=2)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--sample-seeds", type=int, default=3, help="seeds of the T=0.7 mode (AL pooled over them)")
+    ap.add_argument("--json", type=Path, default=HERE / "request_modes.json")
+    args = ap.parse_args()
+    from trtllm_spec.core.request_mode import RequestMode
+    from trtllm_spec.data.chat import check_template_kwargs, load_tokenizer
+    from trtllm_spec.data.model_assets import fetch_model
+    from trtllm_spec.errors import UserError
+
+    try:
+        check_template_kwargs(load_tokenizer(fetch_model("smollm2-135m")), {"enable_thinking": False})
+        thinking = "SmolLM2's template reads enable_thinking (unexpected)"
+    except UserError as exc:
+        thinking = f"refused: {exc}".replace(str(fetch_model("smollm2-135m")), "<smollm2-135m>")
+    modes = {"default (greedy)": RequestMode(), "json_object (greedy)": RequestMode(response_format="json_object"),
+             "T=0.7": RequestMode(temperature=0.7)}
+    result: dict = {"draft_len": args.draft_len, "max_new_tokens": args.max_new_tokens,
+                    "categories": args.categories.split(","), "num_prompts_per_category": args.num_prompts,
+                    "thinking": thinking, "modes": {}}
+    for name, mode in modes.items():
+        seeds = range(args.sample_seeds) if mode.samples else [0]
+        rows = [one_mode(args, mode, s) for s in seeds]
+        if len(rows) == 1:
+            result["modes"][name] = rows[0]
+            continue
+        # sampled: AL pooled over seeds (each seed's runs hold the same prompts; mean of the per-seed ALs)
+        mean = {k: round(sum(r[k] for r in rows) / len(rows), 6) for k in ("al_llamacpp", "al_reference")}
+        result["modes"][name] = {**mean, "relative_difference": round(mean["al_llamacpp"] / mean["al_reference"] - 1,
+                                                                      6), "seeds": rows}
+    for r in result["modes"].values():
+        r["within_5_percent"] = abs(r["relative_difference"]) <= 0.05
+    readme = [{"what": f"AL(D={args.draft_len}) per request mode, SmolLM2-135M + quick EAGLE-3 head: {name}",
+               "result": f"llama.cpp {r['al_llamacpp']:.3f} vs ours {r['al_reference']:.3f} "
+                         f"({r['relative_difference']:+.1%})", "where": "benchmarks/request_modes.md"}
+              for name, r in result["modes"].items()]
+    argv = " ".join(a if not a.startswith("/") else "<" + Path(a).name + ">" for a in sys.argv[1:])
+    doc = {"benchmark": "request_modes", "date": datetime.date.today().isoformat(), "commit": commit(),
+           "command": f".venv/bin/python benchmarks/request_modes.py {argv}",
+           "machine": machine(), "result": result, "readme": readme}
+    args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
