@@ -111,9 +111,7 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     measure_budget(requests, max_new_tokens, f"{len(items)} prompts at concurrency {','.join(map(str, levels))}",
                    allow_long, progress or print)  # printed, and refused above the limit, before anything is sent
     overlap = check(items) if check else None
-    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
-
-    from trtllm_spec.data.chat import check_template_kwargs
+    from trtllm_spec.data.chat import check_template_kwargs, load_tokenizer, prompt_ids
 
     tok = load_tokenizer(folder, chat_template)
     check_template_kwargs(tok, mode.chat_template_kwargs)
