@@ -2,7 +2,8 @@
 reference decoder and by llama.cpp's own speculative decoding on the same prompts, in each mode:
 
 - default: the checkpoint's chat template, greedy;
-- json_object: structured output (xgrammar masks in our decoder; llama-server's json_schema grammar), greedy;
+- JSON schema: speed-lite-modes' json_mode and tool_call prompts, each with its schema (xgrammar masks in our
+  decoder; llama-server's json_schema grammar), greedy;
 - T=0.7: sampling (our rejection sampling; llama.cpp samples the target and accepts a draft equal to the sample),
   with our greedy AL beside it;
 - thinking on/off: SmolLM2's chat template does not read enable_thinking, so the mode is refused (the refusal is
@@ -59,12 +60,12 @@ def commit() -> str | None:
         return None
 
 
-def one_mode(args, mode, seed: int) -> dict:
+def one_mode(args, mode, seed: int, suite: str = "speed-lite", categories: str | None = None) -> dict:
     from trtllm_spec.stages.llamacpp import run_measure_llamacpp
 
     t0 = time.perf_counter()
     prof = run_measure_llamacpp("smollm2-135m", args.drafter, args.draft_len, out=None, force=False,
-                                suite="speed-lite", categories=args.categories.split(","),
+                                suite=suite, categories=(categories or args.categories).split(","),
                                 num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens,
                                 temperature=mode.temperature, seed=seed, dtype="fp32", device="cpu",
                                 request_mode=mode, allow_long=True, progress=lambda m: print(m, file=sys.stderr))
@@ -104,14 +105,17 @@ def main() -> None:
         thinking = "SmolLM2's template reads enable_thinking (unexpected)"
     except UserError as exc:
         thinking = f"refused: {exc}".replace(str(fetch_model("smollm2-135m")), "<smollm2-135m>")
-    modes = {"default (greedy)": RequestMode(), "json_object (greedy)": RequestMode(response_format="json_object"),
-             "T=0.7": RequestMode(temperature=0.7)}
+    # name -> (mode, suite, categories): JSON mode on speed-lite-modes' json_mode / tool_call categories (prompts
+    # that ask for JSON, each with its schema: data/mode_suite.py); the others on speed-lite's prompts
+    modes = {"default (greedy)": (RequestMode(), "speed-lite", None),
+             "JSON schema (greedy)": (RequestMode(), "speed-lite-modes", "json_mode,tool_call"),
+             "T=0.7": (RequestMode(temperature=0.7), "speed-lite", None)}
     result: dict = {"draft_len": args.draft_len, "max_new_tokens": args.max_new_tokens,
                     "categories": args.categories.split(","), "num_prompts_per_category": args.num_prompts,
                     "thinking": thinking, "modes": {}}
-    for name, mode in modes.items():
+    for name, (mode, suite, cats) in modes.items():
         seeds = range(args.sample_seeds) if mode.samples else [0]
-        rows = [one_mode(args, mode, s) for s in seeds]
+        rows = [{"suite": suite, **one_mode(args, mode, s, suite, cats)} for s in seeds]
         if len(rows) == 1:
             result["modes"][name] = rows[0]
             continue

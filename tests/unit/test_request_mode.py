@@ -273,3 +273,55 @@ def test_served_endpoint_rejecting_response_format_is_one_line():
             measure_served(srv.url, "fake-model", _items(), [1], max_tokens=8, temperature=0.0, seed=0,
                            timeout=10, count_tokens=len, request_mode=RequestMode(response_format="json_object"))
     assert good_stream  # the good reply the first request got
+
+
+# ---- speed-lite-modes: one category per mode ------------------------------------------------------------------
+
+@pytest.fixture
+def tiny_modes(monkeypatch):
+    import trtllm_spec.data.mode_suite as ms
+    from trtllm_spec.data.suite import SuiteItem
+
+    def fake_build_suite(name="speed-lite", categories=None, num_prompts=10, seed=0, cache=None):
+        text = {"qa": "Who wrote it? Passage: Ann wrote it.", "rag": "Where is Paris?", "reasoning": "Why is 2 > 1?"}
+        return [SuiteItem(f"{c}/src/{i}", c, [{"role": "user", "content": text[c]}], "squad", "CC", str(i))
+                for c in categories for i in range(min(num_prompts, 1))]
+
+    monkeypatch.setattr(ms, "build_suite", fake_build_suite)
+
+
+def test_mode_suite_items_carry_their_mode(tiny_modes):
+    from trtllm_spec.data.mode_suite import JSON_ANSWER, TOOL_CALL, build_mode_suite
+
+    items = {it.category: it for it in build_mode_suite(None, 1)}
+    assert set(items) == {"json_mode", "tool_call", "reasoning_thinking_on", "reasoning_thinking_off"}
+    assert items["json_mode"].response_format == JSON_ANSWER and "JSON object" in items["json_mode"].messages[-1][
+        "content"]
+    assert items["tool_call"].response_format == TOOL_CALL and items["tool_call"].messages[0]["role"] == "system"
+    assert items["reasoning_thinking_off"].template_kwargs == {"enable_thinking": False}
+    assert items["reasoning_thinking_on"].messages == items["reasoning_thinking_off"].messages
+    with pytest.raises(UserError, match="valid: json_mode"):
+        build_mode_suite(["coding"], 1)
+
+
+def test_measure_reports_al_per_mode(byte_target, tiny_modes):
+    from trtllm_spec.measure.run import measure
+
+    prof = measure(byte_target, "ngram", 3, suite="speed-lite-modes", num_prompts=1, max_new_tokens=24)
+    assert set(prof["categories"]) == {"json_mode", "tool_call", "reasoning_thinking_on", "reasoning_thinking_off"}
+    assert prof["overall"]["identical_outputs"] == 4  # lossless in every mode, constrained ones included
+    so = prof["structured_output"]
+    assert so["num_outputs"] == 4 and so["parsed"] == so["valid"]
+
+
+def test_thinking_pair_left_out_for_a_template_without_the_switch(tmp_path, tiny_modes):
+    from trtllm_spec.measure.run import measure
+
+    plain = "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}>{% endif %}"
+    target = write_byte_target(tmp_path / "plain", chat_template=plain)
+    prof = measure(target, "ngram", 2, suite="speed-lite-modes", num_prompts=1, max_new_tokens=8)
+    assert set(prof["categories"]) == {"json_mode", "tool_call"}
+    assert "reasoning_thinking_on" in prof["suite"]["skipped_categories"]
+    with pytest.raises(UserError, match="enable_thinking: .* does not read it"):
+        measure(target, "ngram", 2, suite="speed-lite-modes", categories=["reasoning_thinking_off"], num_prompts=1,
+                max_new_tokens=8)

@@ -139,11 +139,32 @@ def suite_prompts(target_path, suite, categories, num_prompts: int, seed: int, s
     overlap = suite_check(items) if suite_check else None
     tok = load_tokenizer(target_path, chat_template)
     check_template_kwargs(tok, template_kwargs)  # an argument the template ignores is refused, before any decode
-    prompts = [prompt_ids(tok, it.messages, {**(template_kwargs or {}), **it.template_kwargs})
-               if getattr(it, "template_kwargs", None) else prompt_ids(tok, it.messages, template_kwargs)
-               for it in items]
+    items, suite_prov = mode_items(items, tok, categories, suite_prov)
+    prompts = [prompt_ids(tok, it.messages, {**(template_kwargs or {}), **(getattr(it, "template_kwargs", None)
+                                                                          or {})}) for it in items]
     check_context(items, prompts, max_new_tokens, max_positions, draft_len)
     return items, suite_prov, overlap, tok, prompts
+
+
+def mode_items(items: list, tok, categories, suite_prov: dict) -> tuple[list, dict]:
+    """Suite items with their own chat-template arguments (speed-lite-modes' thinking pair) checked against the
+    template: chosen explicitly, one it does not read is refused; by default (no --categories) the pair is left
+    out for such a template and the profile's suite record says why."""
+    from trtllm_spec.data.chat import check_template_kwargs
+
+    if categories is None and any(getattr(it, "template_kwargs", None) for it in items):
+        from trtllm_spec.data.chat import template_variables
+        from trtllm_spec.data.mode_suite import default_categories
+
+        keep = set(default_categories(template_variables(tok)))
+        dropped = sorted({it.category for it in items if it.category not in keep})
+        items = [it for it in items if it.category in keep]
+        if dropped:
+            suite_prov = {**suite_prov, "skipped_categories": {c: "the chat template does not read enable_thinking"
+                                                               for c in dropped}}
+    for it in items:
+        check_template_kwargs(tok, getattr(it, "template_kwargs", None))
+    return items, suite_prov
 
 
 def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite: str = "speed-lite",
@@ -196,7 +217,9 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     if limit is not None and draft_len > limit:
         raise UserError(f"--draft-len {draft_len} exceeds what this {kind} drafter supports ({limit})")
     params, eos = SamplingParams(temperature=temperature, top_p=mode.top_p), _eos_ids(target, tok)
-    constraint = grammar(tok, target, mode, eos)
+    grammars: dict[str, object] = {}
+    constraints = [grammar(tok, target, item_mode(mode, it), eos, grammars) for it in items]
+    constraint = next((c for c in constraints if c is not None), None)
     greedy_params = SamplingParams()
     sweep = sorted(set(block_sweep or ()) - {draft_len}) if acceptance_kind(kind) == "block" else []
 
@@ -219,6 +242,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     rechecked = 0
     for i, (item, ids) in enumerate(zip(items, prompts, strict=True)):
         log(f"[{i + 1}/{len(items)}] {item.id} ({len(ids)} prompt tokens)")
+        constraint = constraints[i]
         if i in timed:
             ref, t_target = _timed(generate, target, ids, max_new_tokens, eos, params, gen(i), constraint)
         else:
@@ -262,9 +286,19 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     )
     if greedy_al:
         add_greedy_comparison(profile, greedy_al)
-    if constraint is not None:
-        profile["structured_output"] = check_outputs(tok, runs, mode)
+    if any(c is not None for c in constraints):
+        profile["structured_output"] = check_outputs(tok, runs, [item_mode(mode, it) for it in items])
     return profile
+
+
+def item_mode(mode, item):
+    """The request mode of one suite item: the run's, with the item's own overrides (speed-lite-modes:
+    data/mode_suite.py) on top."""
+    kw, fmt = getattr(item, "template_kwargs", None), getattr(item, "response_format", None)
+    if not kw and fmt is None:
+        return mode
+    return mode.model_copy(update={"chat_template_kwargs": {**mode.chat_template_kwargs, **(kw or {})},
+                                   "response_format": fmt if fmt is not None else mode.response_format})
 
 
 def resolve_mode(request_mode, temperature: float):
@@ -280,14 +314,19 @@ def resolve_mode(request_mode, temperature: float):
     return request_mode
 
 
-def grammar(tok, target, mode, eos: tuple[int, ...]):
-    """The mode's structured-output constraint compiled for the target's tokenizer (xgrammar), or None."""
+def grammar(tok, target, mode, eos: tuple[int, ...], cache: dict | None = None):
+    """The mode's structured-output constraint compiled for the target's tokenizer (xgrammar), or None; ``cache``
+    (schema text -> compiled) compiles each schema once."""
     schema = mode.json_schema()
     if schema is None:
         return None
     from trtllm_spec.runtime.constraint import GrammarConstraint
 
-    return GrammarConstraint.from_schema(tok, int(target.cfg.vocab_size), schema, eos)
+    key = json.dumps(schema, sort_keys=True)
+    cache = {} if cache is None else cache
+    if key not in cache:
+        cache[key] = GrammarConstraint.from_schema(tok, int(target.cfg.vocab_size), schema, eos)
+    return cache[key]
 
 
 def add_greedy_comparison(profile: dict, greedy: list[tuple[str, int, int]]) -> None:
@@ -305,15 +344,18 @@ def add_greedy_comparison(profile: dict, greedy: list[tuple[str, int, int]]) -> 
                        for c in cats if c in profile.get("categories", {})}}
 
 
-def check_outputs(tok, runs, mode) -> dict:
-    """Every output under a JSON schema decoded to text, parsed and validated (``jsonschema``): counts per engine
-    run (the speculative outputs and the target-only references)."""
+def check_outputs(tok, runs, modes) -> dict:
+    """Every output under a JSON schema decoded to text, parsed and validated (``jsonschema``): counts over the
+    speculative outputs and the target-only references. ``modes``: one request mode, or one per run."""
     import jsonschema
 
-    schema = mode.json_schema()
-    checker = jsonschema.validators.validator_for(schema)(schema)
+    modes = modes if isinstance(modes, list) else [modes] * len(runs)
     counts = {"parsed": 0, "valid": 0, "truncated": 0, "num_outputs": 0}
-    for r in runs:
+    for r, mode in zip(runs, modes, strict=True):
+        schema = mode.json_schema()
+        if schema is None:
+            continue
+        checker = jsonschema.validators.validator_for(schema)(schema)
         for toks in (r.output, r.reference):
             counts["num_outputs"] += 1
             text = tok.decode(toks, skip_special_tokens=True)

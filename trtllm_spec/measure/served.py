@@ -354,8 +354,10 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
     before = scrape_metrics(url)
 
     def one(it) -> StreamedRequest:
+        from trtllm_spec.measure.run import item_mode
+
         body = mode_body(chat_body(model, it.messages, max_tokens, temperature, seed if temperature > 0 else None),
-                         request_mode)
+                         item_mode(request_mode, it) if request_mode is not None else None)
         try:
             return stream_request(url, body, it.id, timeout)
         except RequestFailed as e:

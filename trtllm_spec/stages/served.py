@@ -115,7 +115,11 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
 
     tok = load_tokenizer(folder, chat_template)
     check_template_kwargs(tok, mode.chat_template_kwargs)
-    check_context(items, [prompt_ids(tok, it.messages, mode.chat_template_kwargs) for it in items], max_new_tokens,
+    from trtllm_spec.measure.run import item_mode, mode_items
+
+    items, suite_prov = mode_items(items, tok, categories, suite_prov)
+    check_context(items, [prompt_ids(tok, it.messages, item_mode(mode, it).chat_template_kwargs) for it in items],
+                  max_new_tokens,
                   cfg.get("max_position_embeddings"))
     checked = check_server(url, tok, server_model, timeout_s, "--server-model")
     model = checked.model
