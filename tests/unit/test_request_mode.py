@@ -267,11 +267,11 @@ def test_served_endpoint_rejecting_response_format_is_one_line():
     from trtllm_spec.measure.served import measure_served
 
     # the plain warm-up streams; the same request with response_format is refused (HTTP 400)
-    with FakeOpenAI({"STREAM /v1/chat/completions": Reply({"error": "response_format not supported"}, status=400,
-                                                          good_first=1)}) as srv:
-        with pytest.raises(UserError, match="rejects the request mode 'json_object'"):
-            measure_served(srv.url, "fake-model", _items(), [1], max_tokens=8, temperature=0.0, seed=0,
-                           timeout=10, count_tokens=len, request_mode=RequestMode(response_format="json_object"))
+    refuse = Reply({"error": "response_format not supported"}, status=400, good_first=1)
+    with FakeOpenAI({"STREAM /v1/chat/completions": refuse}) as srv, \
+            pytest.raises(UserError, match="rejects the request mode 'json_object'"):
+        measure_served(srv.url, "fake-model", _items(), [1], max_tokens=8, temperature=0.0, seed=0,
+                       timeout=10, count_tokens=len, request_mode=RequestMode(response_format="json_object"))
     assert good_stream  # the good reply the first request got
 
 
@@ -325,3 +325,36 @@ def test_thinking_pair_left_out_for_a_template_without_the_switch(tmp_path, tiny
     with pytest.raises(UserError, match="enable_thinking: .* does not read it"):
         measure(target, "ngram", 2, suite="speed-lite-modes", categories=["reasoning_thinking_off"], num_prompts=1,
                 max_new_tokens=8)
+
+
+# ---- the bundle: guided decoding when the mode asks for it ---------------------------------------------------
+
+@pytest.mark.parametrize("profile", ["1.2", "1.3", "1.4"])
+def test_bundle_options_enable_guided_decoding(profile):
+    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.deploy.trtllm_options import make_llm_api_options
+    from trtllm_spec.stages.bundle import guided_backend
+
+    base = {"name": "r", "target": {"model": "qwen3-8b"}, "drafter": {"type": "ngram"}}
+    plain = recipe_from_dict(base)
+    json_mode = recipe_from_dict({**base, "workload": {"request_mode": {"response_format": SCHEMA}}})
+    assert guided_backend(plain) is None and guided_backend(json_mode) == "xgrammar"
+    common = dict(profile=profile, drafter_type="ngram", drafter_config=plain.drafter, speculative_model=None,
+                  max_draft_len=0, draft_len_schedule=None, tp=1, pp=1, ep=1, max_batch_size=8, max_seq_len=None,
+                  batch_sizes=[1, 8], free_gpu_memory_fraction=0.9, enable_block_reuse=True, kv_cache_dtype="auto",
+                  cuda_graphs=True)
+    assert make_llm_api_options(**common, guided_decoding_backend="xgrammar")["guided_decoding_backend"] == "xgrammar"
+    assert "guided_decoding_backend" not in make_llm_api_options(**common)
+    with pytest.raises(UserError, match="guided_decoding_backend"):
+        make_llm_api_options(**common, guided_decoding_backend="outlines")
+
+
+def test_recipe_refuses_two_temperatures_and_bad_schema():
+    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.errors import RecipeError
+
+    base = {"name": "r", "target": {"model": "qwen3-8b"}, "drafter": {"type": "ngram"}}
+    with pytest.raises((RecipeError, UserError), match="differ"):
+        recipe_from_dict({**base, "measure": {"temperature": 0.5}, "workload": {"request_mode": {"temperature": 0.7}}})
+    with pytest.raises((RecipeError, UserError), match="not a valid JSON Schema"):
+        recipe_from_dict({**base, "workload": {"request_mode": {"response_format": {"type": 5}}}})
