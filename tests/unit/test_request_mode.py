@@ -358,3 +358,43 @@ def test_recipe_refuses_two_temperatures_and_bad_schema():
         recipe_from_dict({**base, "measure": {"temperature": 0.5}, "workload": {"request_mode": {"temperature": 0.7}}})
     with pytest.raises((RecipeError, UserError), match="not a valid JSON Schema"):
         recipe_from_dict({**base, "workload": {"request_mode": {"response_format": {"type": 5}}}})
+
+
+# ---- train in the mode you serve -----------------------------------------------------------------------------
+
+def test_regeneration_uses_and_records_the_template_arguments(byte_target, tmp_path):
+    from types import SimpleNamespace
+
+    from trtllm_spec.data.chat import load_tokenizer
+    from trtllm_spec.data.regenerate import regenerate
+
+    items = [SimpleNamespace(id="a", source="s", messages=[{"role": "user", "content": "hi"}])]
+    out = tmp_path / "regen.jsonl"
+    regenerate(items, byte_target, out, max_new_tokens=4, batch_size=1, dtype="fp32", device="cpu",
+               template_kwargs={"enable_thinking": False})
+    rec = json.loads(out.read_text().splitlines()[0])
+    assert rec["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "<think>" in load_tokenizer(byte_target).decode(rec["tokens"])  # the prompt was rendered in the mode
+    with pytest.raises(UserError, match="does not read it"):
+        regenerate(items, byte_target, tmp_path / "x.jsonl", max_new_tokens=4, batch_size=1, dtype="fp32",
+                   device="cpu", template_kwargs={"reasoning_effort": "low"})
+
+
+def test_training_mode_refuses_mixed_records_and_doctor_warns(tmp_path):
+    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.stages.drafter import training_mode_finding
+    from trtllm_spec.train.run import training_mode
+
+    recipe = recipe_from_dict({"name": "r", "target": {"model": "qwen3-8b"}, "drafter": {"type": "eagle3"},
+                               "workload": {"request_mode": {"chat_template_kwargs": {"enable_thinking": False}}}})
+    assert training_mode(recipe, [{"id": "a", "chat_template_kwargs": {"enable_thinking": False}}]) == {
+        "enable_thinking": False}
+    with pytest.raises(UserError, match="regenerated conversation b .* another|regenerate into a new"):
+        training_mode(recipe, [{"id": "b", "messages": []}])
+    d = tmp_path / "drafter"
+    d.mkdir()
+    assert training_mode_finding(d, RequestMode()).level == "info"
+    (d / "trtllm_spec_drafter.json").write_text(json.dumps({"training": {"chat_template_kwargs": {}}}))
+    f = training_mode_finding(d, RequestMode(chat_template_kwargs={"enable_thinking": False}))
+    assert f.level == "warning" and "enable_thinking" in f.message and "retrain" in f.message
+    assert training_mode_finding(d, RequestMode()).level == "ok"

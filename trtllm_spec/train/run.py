@@ -195,6 +195,22 @@ def check_out(out: Path, resume: bool, force: bool, delete: bool = True) -> None
             raise OutputExistsError(f"output folder {out} exists; pass --resume to continue it or --force to start over")
 
 
+def training_mode(recipe: Recipe, convs: list) -> dict:
+    """The chat-template arguments the training conversations were regenerated with (the drafter's training
+    mode, recorded in trtllm_spec_drafter.json for ``doctor``): the recipe's request mode's; records regenerated
+    in another mode (a reused data folder) are refused rather than mixed in."""
+    from trtllm_spec.core.request_mode import recipe_mode
+
+    want = dict(sorted(recipe_mode(recipe).chat_template_kwargs.items()))
+    if recipe.drafter.training.data.regenerate and not recipe.drafter.training.data.path:
+        other = next((c for c in convs if isinstance(c, dict) and c.get("chat_template_kwargs", {}) != want), None)
+        if other is not None:
+            raise UserError(f"regenerated conversation {other.get('id')} was made with chat-template arguments "
+                            f"{other.get('chat_template_kwargs', {})}, the recipe's request mode uses {want}; "
+                            "regenerate into a new --out folder (or remove the data folder)")
+    return want
+
+
 def train_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_steps: int | None = None,
                   resume: bool = False, force: bool = False, log: Callable[[str], None] = print,
                   on_step: Callable[[dict], None] | None = None) -> DrafterResult:
@@ -254,7 +270,8 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
         + (f"; target hidden states from {features.folder} (offline)" if offline else ""))
     summary: dict = {"drafter": d.type, "target": target.hf_id or target.spec, "conversations": len(convs),
                      "train_chunks": len(chunks), "heldout_chunks": len(heldout),
-                     "assistant_tokens": sum(counts.values()), "offline_features": offline}
+                     "assistant_tokens": sum(counts.values()), "offline_features": offline,
+                     "chat_template_kwargs": training_mode(recipe, convs)}
     d2t = None
     kwargs: dict = {}
     mech = get(d.type)
