@@ -165,8 +165,11 @@ def test_cli_measure_records_the_mode_and_validates_outputs(cli, byte_target, ti
 
 def test_cli_sampling_reports_greedy_beside_sampled(cli, byte_target, tiny_suite, tmp_path):
     r = cli("measure", "--target", byte_target, "--drafter", "ngram", "--draft-len", "3", "--categories", "coding",
-            "--num-prompts", "1", "--max-new-tokens", "16", "--temperature", "0.7", "--top-p", "0.9", "--json")
+            "--num-prompts", "1", "--max-new-tokens", "16", "--temperature", "0.7", "--top-p", "0.9", "--json",
+            "--out", tmp_path / "s")
     assert r.exit_code == 0, r.output
+    report = (tmp_path / "s" / "report.md").read_text()
+    assert "## Greedy vs sampled" in report and "request mode: T=0.7, top_p=0.9" in report
     prof = json.loads(r.stdout[r.stdout.index("{"):r.stdout.rindex("}") + 1])
     g = prof["greedy_comparison"]
     assert g["temperature"] == 0.7 and g["overall"]["greedy"] >= 1 and "coding" in g["categories"]

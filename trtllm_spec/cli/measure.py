@@ -242,6 +242,9 @@ def _summary(profile: dict, out: Path | None, as_json: bool) -> None:
                f"{ov['mean_acceptance_length']:.2f} over {ov['num_prompts']} prompts{speed}{source}"
                + (f" ({where['device']}, {where['dtype']})" if where else "")
                + (f"  ->  {out}/report.md" if out else ""), err=as_json)
+    from trtllm_spec.measure.report import mode_lines
+
+    click.echo("\n".join(line.removeprefix("- ") for line in mode_lines(profile)), err=as_json)
 
 
 def _comparison(profile: dict, as_json: bool) -> None:
