@@ -60,7 +60,7 @@ def _given(names) -> list[str]:
               "drafts replace the head's where the match is at least this long (sa_config.threshold).")
 @click.option("--draft-len", type=int, help="D: drafts per target iteration (required with --engine pytorch).")
 @click.option("--suite", default=field_default(M, "suite"), show_default=True, metavar="speed-lite|FILE|DIR",
-              help="Prompt suite: the built-in speed-lite, or your own JSONL file (or a folder of them, one per "
+              help="Prompt suite: the built-in speed-lite (speed-lite-modes: one category per request mode), or your own JSONL file (or a folder of them, one per "
               "category): OpenAI 'messages', 'prompt' or ShareGPT 'conversations' per line, optional 'category'.")
 @click.option("--training-data", type=click.Path(path_type=Path),
               help="With your own --suite: the drafter's training conversations (JSONL); suite prompts found there "
