@@ -85,6 +85,46 @@ def one_mode(args, mode, seed: int, suite: str = "speed-lite", categories: str |
     return row
 
 
+def markdown(doc: dict) -> str:
+    r, m = doc["result"], doc["machine"]
+    lines = ["# Acceptance per request mode: our decoder vs llama.cpp", "",
+             f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, ISA {', '.join(m['isa'])}; python "
+             f"{m['python']}, torch {m['torch']}. Commit {doc['commit']}, {doc['date']}.  ",
+             f"Command: `{doc['command']}`.  ",
+             f"SmolLM2-135M (fp32) + a quick EAGLE-3 head (60 steps on 24 regenerated conversations), D = "
+             f"{r['draft_len']}, up to {r['max_new_tokens']} new tokens, {r['num_prompts_per_category']} prompts per "
+             "category; both engines on the same prompt token ids.", "",
+             "| mode | prompts (suite: categories) | AL llama.cpp | AL ours | relative | within 5% | outputs = "
+             "target-only (llama.cpp / ours) | JSON valid (llama.cpp / ours) |", "|---|---|---|---|---|---|---|---|"]
+    for name, row in r["modes"].items():
+        first = row["seeds"][0] if "seeds" in row else row
+        n = sum(x["num_prompts"] for x in row["seeds"]) if "seeds" in row else row["num_prompts"]
+        cats = ", ".join(first["categories"])
+        same = ("n/a (sampled)" if "seeds" in row else
+                f"{row['identical_to_llamacpp_target_only']}/{n} / {row['identical_to_reference_target_only']}/{n}")
+        so, sr = first.get("structured_output"), first.get("structured_output_reference")
+        valid = (f"{so['valid']}/{so['num_outputs']} / {sr['valid']}/{sr['num_outputs']}" if so and sr else "-")
+        lines.append(f"| {name} | {n} ({first.get('suite', 'speed-lite')}: {cats}) | {row['al_llamacpp']:.3f} | "
+                     f"{row['al_reference']:.3f} | {row['relative_difference']:+.1%} | "
+                     f"{'yes' if row['within_5_percent'] else 'NO'} | {same} | {valid} |")
+    lines += ["", "Per category (AL llama.cpp / ours):", ""]
+    for name, row in r["modes"].items():
+        rows = row.get("seeds", [row])
+        for k, x in enumerate(rows):
+            tag = f"{name}" + (f", seed {k}" if "seeds" in row else "")
+            lines.append(f"- {tag}: " + "; ".join(f"{c} {v['al_llamacpp']:.3f} / {v['al_reference']:.3f}"
+                                                   for c, v in x["categories"].items()))
+    g = [x.get("greedy_comparison_reference") for x in r["modes"].get("T=0.7", {}).get("seeds", [])]
+    if any(g):
+        lines += ["", "Greedy vs sampled on our decoder (same prompts): " + "; ".join(
+            f"seed {k}: greedy {x['overall']['greedy']:.3f}, T=0.7 {x['overall']['sampled']:.3f}"
+            for k, x in enumerate(g) if x)]
+    lines += ["", f"Thinking on/off: {r['thinking']}. A Qwen3-style template with the switch is tested in the fast "
+              "tier (tests/unit/test_request_mode.py: the prompts differ by the empty think block, the pair is "
+              "measured as two categories of speed-lite-modes).", ""]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--drafter", required=True)
@@ -94,7 +134,11 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--sample-seeds", type=int, default=3, help="seeds of the T=0.7 mode (AL pooled over them)")
     ap.add_argument("--json", type=Path, default=HERE / "request_modes.json")
+    ap.add_argument("--render", type=Path, help="only write the markdown of this result JSON beside it")
     args = ap.parse_args()
+    if args.render:
+        args.render.with_suffix(".md").write_text(markdown(json.loads(args.render.read_text())))
+        return
     from trtllm_spec.core.request_mode import RequestMode
     from trtllm_spec.data.chat import check_template_kwargs, load_tokenizer
     from trtllm_spec.data.model_assets import fetch_model
@@ -134,6 +178,7 @@ def main() -> None:
            "command": f".venv/bin/python benchmarks/request_modes.py {argv}",
            "machine": machine(), "result": result, "readme": readme}
     args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    args.json.with_suffix(".md").write_text(markdown(doc))
     print(json.dumps(result, indent=1))
 
 
