@@ -115,15 +115,18 @@ def _ids(out) -> list[int]:
     return list(out)
 
 
-def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None) -> Tokenized:
-    """All turns with an assistant mask. Raises if the template does not render prefixes as prefixes."""
+def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None,
+                          template_kwargs: dict | None = None) -> Tokenized:
+    """All turns with an assistant mask. Raises if the template does not render prefixes as prefixes.
+    ``template_kwargs``: the chat-template arguments the conversation was regenerated with (its request mode)."""
+    kw = template_kwargs or {}
     ids: list[int] = []
     mask: list[int] = []
     for i, msg in enumerate(messages):
         if msg["role"] != "assistant":
             continue
-        before = prompt_ids(tok, messages[:i])
-        upto = _ids(_apply(tok, messages[: i + 1], tokenize=True))
+        before = prompt_ids(tok, messages[:i], kw)
+        upto = _ids(_apply(tok, messages[: i + 1], tokenize=True, **kw))
         if before[: len(ids)] != ids or upto[: len(before)] != before:
             raise UserError("the chat template does not render earlier turns as a token prefix of later ones; "
                             "cannot locate assistant tokens (supply a standard template via target.chat_template)")

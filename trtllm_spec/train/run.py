@@ -169,7 +169,7 @@ def prepare_samples(tok, convs: list[dict], seq_len: int, heldout_fraction: floa
             ids, mask, aux, hidden = features.get(c["id"])
             seq, feats = (ids, mask), (aux, hidden)
         else:
-            t = tokenize_conversation(tok, c["messages"])
+            t = tokenize_conversation(tok, c["messages"], template_kwargs=c.get("chat_template_kwargs"))
             seq, feats = (t.input_ids, t.assistant), None
         hold = is_heldout(c["id"], heldout_fraction)
         (held if hold else train).append(seq)
