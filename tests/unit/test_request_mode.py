@@ -379,10 +379,10 @@ def test_regeneration_uses_and_records_the_template_arguments(byte_target, tmp_p
     assert rec["chat_template_kwargs"] == {"enable_thinking": False}
     tok = load_tokenizer(byte_target)
     assert "<think>" in tok.decode(rec["tokens"])  # the prompt was rendered in the mode
-    from trtllm_spec.data.chat import tokenize_conversation  # training re-renders it in the recorded mode
+    from trtllm_spec.train.run import prepare_samples  # training reads the exact tokens of the mode
 
-    t = tokenize_conversation(tok, rec["messages"], template_kwargs=rec["chat_template_kwargs"])
-    assert "<think>" in tok.decode(t.input_ids) and sum(t.assistant) > 0
+    *_, train = prepare_samples(tok, [rec], 64, 0.0, 0)
+    assert train[0][0] == rec["tokens"] and "<think>" in tok.decode(train[0][0])
     with pytest.raises(UserError, match="does not read it"):
         regenerate(items, byte_target, tmp_path / "x.jsonl", max_new_tokens=4, batch_size=1, dtype="fp32",
                    device="cpu", template_kwargs={"reasoning_effort": "low"})

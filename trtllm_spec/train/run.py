@@ -168,6 +168,10 @@ def prepare_samples(tok, convs: list[dict], seq_len: int, heldout_fraction: floa
         if offline:  # the tokens the features were computed over, with the target's hidden states over them
             ids, mask, aux, hidden = features.get(c["id"])
             seq, feats = (ids, mask), (aux, hidden)
+        elif c.get("chat_template_kwargs") and "tokens" in c and "assistant" in c:
+            # regenerated in a request mode (e.g. thinking off): the exact tokens it was generated over; a template
+            # need not re-render the reply with the mode's prompt frame (Qwen3's empty think block, SpecForge#296)
+            seq, feats = (list(c["tokens"]), list(c["assistant"])), None
         else:
             t = tokenize_conversation(tok, c["messages"], template_kwargs=c.get("chat_template_kwargs"))
             seq, feats = (t.input_ids, t.assistant), None
