@@ -119,15 +119,35 @@ def markdown(doc: dict) -> str:
         lines += ["", "Greedy vs sampled on our decoder (same prompts): " + "; ".join(
             f"seed {k}: greedy {x['overall']['greedy']:.3f}, T=0.7 {x['overall']['sampled']:.3f}"
             for k, x in enumerate(g) if x)]
+    lines += ["", *(f"Note: {n}" for n in r.get("notes", []))]
     lines += ["", f"Thinking on/off: {r['thinking']}. A Qwen3-style template with the switch is tested in the fast "
               "tier (tests/unit/test_request_mode.py: the prompts differ by the empty think block, the pair is "
               "measured as two categories of speed-lite-modes).", ""]
     return "\n".join(lines)
 
 
+# the quick EAGLE-3 head the recorded run used (``--train-head DIR`` trains it: ~2 min of training on 2 cores)
+QUICK_HEAD = {"type": "eagle3", "draft_vocab_size": 4096, "training": {
+    "max_steps": 60, "batch_size": 2, "seq_len": 256, "lr": 0.002, "warmup_steps": 4, "checkpoint_every": 60,
+    "init_from_target": "lm_head",
+    "data": {"num_conversations": 24, "regen_max_new_tokens": 64, "regen_batch_size": 12, "max_prompt_tokens": 96,
+             "eval_fraction": 0.125, "loss_on": "all"}}}
+
+
+def train_head(out: Path) -> Path:
+    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.data.model_assets import fetch_model
+    from trtllm_spec.stages.drafter import run_train
+
+    recipe = recipe_from_dict({"name": "request-modes-head", "target": {"model": str(fetch_model("smollm2-135m"))},
+                               "drafter": QUICK_HEAD})
+    return run_train(recipe, out, log=lambda m: print(m, file=sys.stderr)).drafter_dir
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--drafter", required=True)
+    ap.add_argument("--drafter", help="an exported EAGLE-3 head for SmolLM2-135M")
+    ap.add_argument("--train-head", type=Path, metavar="DIR", help="train the quick head (QUICK_HEAD) into DIR first")
     ap.add_argument("--draft-len", type=int, default=3)
     ap.add_argument("--categories", default="coding,humanities,qa,writing")
     ap.add_argument("--num-prompts", type=int, default=2)
@@ -139,6 +159,10 @@ def main() -> None:
     if args.render:
         args.render.with_suffix(".md").write_text(markdown(json.loads(args.render.read_text())))
         return
+    if args.train_head:
+        args.drafter = str(train_head(args.train_head))
+    if not args.drafter:
+        ap.error("give --drafter DIR or --train-head DIR")
     from trtllm_spec.core.request_mode import RequestMode
     from trtllm_spec.data.chat import check_template_kwargs, load_tokenizer
     from trtllm_spec.data.model_assets import fetch_model
@@ -154,7 +178,7 @@ def main() -> None:
     modes = {"default (greedy)": (RequestMode(), "speed-lite", None),
              "JSON schema (greedy)": (RequestMode(), "speed-lite-modes", "json_mode,tool_call"),
              "T=0.7": (RequestMode(temperature=0.7), "speed-lite", None)}
-    result: dict = {"draft_len": args.draft_len, "max_new_tokens": args.max_new_tokens,
+    result: dict = {"head": QUICK_HEAD if args.train_head else "given with --drafter", "draft_len": args.draft_len, "max_new_tokens": args.max_new_tokens,
                     "categories": args.categories.split(","), "num_prompts_per_category": args.num_prompts,
                     "thinking": thinking, "modes": {}}
     for name, (mode, suite, cats) in modes.items():
