@@ -30,7 +30,7 @@ SERVED_ONLY = ("server_url", "server_model", "concurrency", "request_timeout", "
 NOT_SERVED = ("drafter", "draft_len", "dtype", "device", "reference_engine", "block_sweep", "bundle", "bench_report",
               "metrics", "max_matching_ngram_size", "global_pool", "global_pool_size", "sa_enhancer_threshold",
               "compare_reference")
-# what --engine llamacpp does not read (it runs llama.cpp's own decoder, greedy, and our decoder with its defaults)
+# what --engine llamacpp does not read (it runs llama.cpp's own decoder and our decoder with its defaults)
 NOT_LLAMACPP = ("reference_engine", "block_sweep", "bundle", "bench_report", "metrics", "server_url", "server_model",
                 "concurrency", "request_timeout", "recipe_file", "gpu", "max_matching_ngram_size", "global_pool",
                 "global_pool_size", "sa_enhancer_threshold")
