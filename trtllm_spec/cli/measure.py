@@ -90,7 +90,7 @@ def _given(names) -> list[str]:
               show_default=True,
               help="pytorch: the reference decoder here; trtllm: TensorRT-LLM's LLM API on a GPU node; openai: a "
               "served OpenAI-compatible endpoint (--server-url), measured from streamed responses; llamacpp: "
-              "llama.cpp's own speculative decoding of the drafter (native build, GGUFs converted here; greedy; "
+              "llama.cpp's own speculative decoding of the drafter (native build, GGUFs converted here; the request mode; "
               "--dtype auto = fp32).")
 @click.option("--compare-reference/--no-compare-reference", default=True, show_default=True,
               help="With --engine llamacpp: also run our reference decoder on the same prompts and report both ALs, "
