@@ -85,6 +85,30 @@ def one_mode(args, mode, seed: int, suite: str = "speed-lite", categories: str |
     return row
 
 
+def served_modes(drafter: str) -> dict:
+    """``--served``: llama-server with the head (``assets serve --drafter``'s stage), measured by ``measure --engine
+    openai`` in two modes; per-request AL (response timings.draft_n*) beside the level's /metrics counters."""
+    from trtllm_spec.core.request_mode import RequestMode
+    from trtllm_spec.llamacpp.server import free_port
+    from trtllm_spec.stages.llamacpp import speculative_server
+    from trtllm_spec.stages.served import run_served
+
+    out = {}
+    server = speculative_server("smollm2-135m", Path(drafter), 3, host="127.0.0.1", port=free_port(), threads=2,
+                                ctx=2048, parallel=1)
+    with server:
+        for name, mode in {"default": RequestMode(), "json_object": RequestMode(response_format="json_object")}.items():
+            d = run_served(server_url=server.url, server_model=None, concurrency="1", target="smollm2-135m",
+                           recipe_file=None, gpu=None, suite="speed-lite", categories=["coding", "qa"], num_prompts=2,
+                           max_new_tokens=48, temperature=0.0, seed=0, chat_template=None, training_data=None,
+                           allow_overlap=False, timeout_s=300, out=None, force=False, request_mode=mode,
+                           progress=lambda m: print(m, file=sys.stderr))
+            lv = d["levels"][0]
+            out[name] = {"per_request_acceptance": lv["per_request_acceptance"],
+                         "counters_acceptance_length": lv["server_acceptance"].get("acceptance_length")}
+    return out
+
+
 def markdown(doc: dict) -> str:
     r, m = doc["result"], doc["machine"]
     lines = ["# Acceptance per request mode: our decoder vs llama.cpp", "",
@@ -119,6 +143,16 @@ def markdown(doc: dict) -> str:
         lines += ["", "Greedy vs sampled on our decoder (same prompts): " + "; ".join(
             f"seed {k}: greedy {x['overall']['greedy']:.3f}, T=0.7 {x['overall']['sampled']:.3f}"
             for k, x in enumerate(g) if x)]
+    sv = r.get("served_per_request")
+    if sv:
+        lines += ["", f"Served (`{sv['command']}`): llama-server with the head at D = 3, `measure --engine openai`, "
+                  "2 coding + 2 qa prompts, 48 tokens; per-request AL from each response's timings.draft_n / "
+                  "draft_n_accepted beside the level's /metrics counters:", "",
+                  "| mode | per-request AL p10 / p50 / p90 | counters AL |", "|---|---|---|"]
+        for name, v in sv["modes"].items():
+            o = v["per_request_acceptance"]["overall"]
+            lines.append(f"| {name} | {o['p10']:.3f} / {o['p50']:.3f} / {o['p90']:.3f} | "
+                         f"{v['counters_acceptance_length']:.3f} |")
     lines += ["", *(f"Note: {n}" for n in r.get("notes", []))]
     lines += ["", f"Thinking on/off: {r['thinking']}. A Qwen3-style template with the switch is tested in the fast "
               "tier (tests/unit/test_request_mode.py: the prompts differ by the empty think block, the pair is "
@@ -154,6 +188,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--sample-seeds", type=int, default=3, help="seeds of the T=0.7 mode (AL pooled over them)")
     ap.add_argument("--json", type=Path, default=HERE / "request_modes.json")
+    ap.add_argument("--served", action="store_true", help="only the served check (llama-server, per-request AL)")
     ap.add_argument("--render", type=Path, help="only write the markdown of this result JSON beside it")
     args = ap.parse_args()
     if args.render:
@@ -163,6 +198,9 @@ def main() -> None:
         args.drafter = str(train_head(args.train_head))
     if not args.drafter:
         ap.error("give --drafter DIR or --train-head DIR")
+    if args.served:
+        print(json.dumps(served_modes(args.drafter), indent=1))
+        return
     from trtllm_spec.core.request_mode import RequestMode
     from trtllm_spec.data.chat import check_template_kwargs, load_tokenizer
     from trtllm_spec.data.model_assets import fetch_model
