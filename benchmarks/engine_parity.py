@@ -1,5 +1,5 @@
 """Engine parity: each trained drafter measured by our reference decoder and by llama.cpp's own speculative
-decoding on the same prompts (``trtllm-spec measure --engine llamacpp``, comparison on), per category, with the
+decoding on the same prompts (``trtllm-spec measure llamacpp``, comparison on), per category, with the
 machine. A drafter type llama.cpp cannot run is listed with the reason the descriptor gives.
 
     .venv/bin/python benchmarks/engine_parity.py --drafter eagle3=out/smollm2-135m-eagle3-cpu/train/drafter \\

@@ -94,3 +94,39 @@ def test_served_speculative_llama_server_reports_acceptance(cli, built, smollm2_
     assert acc["num_drafts"] > 0 and 1.0 <= acc["acceptance_length"] <= 4.0 and len(acc["marginal_rates"]) == 3
     # every token but the first comes from a step: steps + accepted + the undrafted last step = tokens - 1
     assert acc["num_drafts"] + acc["num_accepted_tokens"] <= level["output_tokens"] - 1
+    # per request: llama-server's timings.draft_n / draft_n_accepted in the final streamed event
+    pr = level["per_request_acceptance"]
+    assert pr["reported"] and "llama.cpp" in pr["source"] and pr["categories"]["coding"]["num_requests"] == 1
+    assert 1.0 <= pr["overall"]["p50"] <= 4.0
+
+
+def test_request_modes_on_both_engines(cli, built, smollm2_hf, head, tmp_path):
+    """JSON mode with speculation on: llama.cpp (json_schema grammar) and our decoder (xgrammar) on the same
+    prompts, outputs equal to each engine's constrained target-only output; served, the mode reaches llama-server
+    and per-request acceptance comes back. SmolLM2's template has no thinking switch: refused."""
+    from tests.conftest import free_port
+    from trtllm_spec.stages.llamacpp import speculative_server
+
+    out = tmp_path / "json"
+    r = cli("measure", "--engine", "llamacpp", "--target", "smollm2-135m", "--drafter", head, "--draft-len", "3",
+            "--suite", "speed-lite-modes", "--categories", "json_mode", "--num-prompts", "1", "--max-new-tokens",
+            "48", "--out", out)
+    assert r.exit_code == 0, r.output
+    prof = json.loads((out / "speculation_profile.json").read_text())
+    o = prof["comparison"]["overall"]
+    assert o["identical_to_llamacpp_target_greedy"] == 1 and o["identical_to_reference_target_greedy"] == 1
+    for so in (prof["structured_output"], prof["comparison"]["structured_output_reference"]):
+        assert so["parsed"] == so["valid"] and so["num_outputs"] == 2
+    r = cli("measure", "--engine", "llamacpp", "--target", "smollm2-135m", "--drafter", head, "--draft-len", "3",
+            "--chat-template-arg", "enable_thinking=false", "--num-prompts", "1", "--out", tmp_path / "think")
+    assert r.exit_code == 2 and "does not read it" in r.output and not (tmp_path / "think").exists()
+    server = speculative_server("smollm2-135m", head, 3, host="127.0.0.1", port=free_port(), threads=2, ctx=1024,
+                                parallel=1)
+    with server:
+        r = cli("measure", "--engine", "openai", "--server-url", server.url, "--target", "smollm2-135m",
+                "--concurrency", "1", "--categories", "coding", "--num-prompts", "1", "--max-new-tokens", "32",
+                "--response-format", "json_object", "--out", tmp_path / "served")
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "served" / "served_measurement.json").read_text())
+    assert data["settings"]["request_mode"]["response_format"] == "json_object"
+    assert data["levels"][0]["per_request_acceptance"]["reported"]

@@ -191,9 +191,13 @@ def test_measure_llamacpp_refusals(cli, tmp_path, tiny_target, tiny_suite):
     base = ["measure", "llamacpp", "--target", tiny_target, "--draft-len", "3", "--out", tmp_path / "o"]
     r = cli(*base, "--drafter", mtp)
     assert r.exit_code == 2 and "a mtp drafter cannot run on llama.cpp" in r.output, r.output
-    for flag in (["--temperature", "0.7"], ["--block-sweep", "1,2"], ["--device", "cuda"]):  # not its options
+    for flag in (["--block-sweep", "1,2"], ["--device", "cuda"]):  # not its options
         r = cli(*base, "--drafter", mtp, *flag)
         assert r.exit_code == 2 and "No such option" in r.output and flag[0] in r.output.split("No such option")[1]
+    r = cli(*base, "--drafter", mtp, "--temperature", "0.7")  # sampling is measured (issue 38): the drafter decides
+    assert r.exit_code == 2 and "a mtp drafter cannot run on llama.cpp" in r.output, r.output
+    r = cli(*base, "--drafter", mtp, "--response-format", '{"type": "objekt"}')
+    assert r.exit_code == 2 and "not a valid JSON Schema" in r.output, r.output
     r = cli("measure", "reference", "--target", tiny_target, "--draft-len", "3", "--drafter", mtp, "--json",
             "--compare-reference")
     assert r.exit_code == 2 and "No such option" in r.output and "--compare-reference" in r.output

@@ -51,6 +51,12 @@ def test_doctor_healthy_and_cli(eagle_run, tiny_target, cli):
     assert r.exit_code == 0, r.output
     checks = {f["check"]: f["level"] for f in report["findings"]}
     assert checks["parity"] == "ok" and checks["layout"] == "ok" and checks["d2t"] == "ok"
+    # --recipe: a drafter trained with the template's defaults, a recipe serving thinking off: a warning (exit 0)
+    recipe = res.drafter_dir.parent / "serve_thinking_off.yaml"
+    recipe.write_text("name: r\ntarget: {model: qwen3-8b}\ndrafter: {type: eagle3}\nworkload: {request_mode: "
+                      "{chat_template_kwargs: {enable_thinking: false}}}\n")
+    r = cli("doctor", res.drafter_dir, "--target", tiny_target, "--recipe", recipe)
+    assert r.exit_code == 0 and "[warn] request_mode" in r.output and "enable_thinking" in r.output, r.output
 
 
 def test_doctor_finds_broken_exports(eagle_run, tiny_target, cli, tmp_path):

@@ -16,16 +16,24 @@ from trtllm_spec.cli.device_options import standalone_device_options
 @click.option("--heldout", type=click.Path(path_type=Path), help="Held-out chunks for the parity check "
               "(default: heldout_chunks.json next to the drafter folder, written by train).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON (healthy, placement, each check) instead of lines.")
+@click.option("--recipe", "recipe_file", type=click.Path(path_type=Path), help="Also warn when the drafter was "
+              "trained in another chat-template mode than the recipe's workload.request_mode.")
 @standalone_device_options
 def doctor_cmd(drafter_dir: Path, target: str, heldout: Path | None, as_json: bool, device: str | None,
-               dtype: str | None) -> None:
+               dtype: str | None, recipe_file: Path | None = None) -> None:
     """Check a drafter folder against its target: layout, shapes, dtypes, d2t, captured layers, mask token,
     and train/serve parity. Exit 0 healthy, 1 findings, 2 bad input."""
     from trtllm_spec.cli.common import echo_json
     from trtllm_spec.errors import CheckFailed
     from trtllm_spec.stages.drafter import check_drafter
 
-    kind, findings, where = check_drafter(drafter_dir, target, heldout, device or "auto", dtype or "auto")
+    mode = None
+    if recipe_file is not None:
+        from trtllm_spec.core.recipe import load_recipe
+        from trtllm_spec.core.request_mode import recipe_mode
+
+        mode = recipe_mode(load_recipe(recipe_file))
+    kind, findings, where = check_drafter(drafter_dir, target, heldout, device or "auto", dtype or "auto", mode)
     errors = [f for f in findings if f.level == "error"]
     if as_json:
         echo_json({"drafter": str(drafter_dir), "type": kind, "healthy": not errors,

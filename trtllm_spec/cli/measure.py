@@ -21,6 +21,7 @@ from trtllm_spec.cli.measure_options import (
     suite_options,
     target_option,
 )
+from trtllm_spec.cli.request_mode import request_mode_options
 from trtllm_spec.drafters.registry import FOLDERLESS
 
 # the spellings before measure had subcommands -> the subcommand that measures the same thing
@@ -88,6 +89,7 @@ def measure_group() -> None:
 
 
 @measure_group.command("reference")
+@request_mode_options
 @target_option()
 @click.option("--drafter", required=True, help="Exported drafter folder (EAGLE-3, EAGLE-MTP head, DFlash/DSpark), "
               "a draft model folder, or a model-free mechanism: " + ", ".join(repr(n) for n in FOLDERLESS) + ".")
@@ -104,7 +106,7 @@ def reference_cmd(target: str, drafter: str, draft_len: int, max_matching_ngram_
                   block_sweep: str | None, suite: str, categories: str | None, num_prompts: int, seed: int,
                   training_data: Path | None, allow_overlap: bool, chat_template: Path | None, max_new_tokens: int,
                   temperature: float, dtype: str, device: str, reference_engine: str, out: Path | None, force: bool,
-                  as_json: bool, allow_long: bool) -> None:
+                  as_json: bool, allow_long: bool, request_mode=None) -> None:
     """Our lossless reference decoder, here: each prompt decoded by the target alone and with speculation (outputs
     compared at temperature 0).
 
@@ -124,7 +126,7 @@ def reference_cmd(target: str, drafter: str, draft_len: int, max_matching_ngram_
                           suite=suite, categories=_categories(categories), num_prompts=num_prompts,
                           max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, dtype=dtype,
                           device=device, reference_engine=reference_engine, chat_template=chat_template,
-                          progress=_log)
+                          progress=_log, request_mode=request_mode)
     _summary(profile, out, as_json)
     problem = lossless_problem(profile)
     if problem:
@@ -132,12 +134,14 @@ def reference_cmd(target: str, drafter: str, draft_len: int, max_matching_ngram_
 
 
 @measure_group.command("llamacpp")
+@request_mode_options
 @target_option()
 @click.option("--drafter", required=True, help="Exported drafter folder llama.cpp runs (EAGLE-3, DFlash) or a "
               "draft model folder.")
 @draft_len_option()
 @suite_options
-@max_new_tokens_option
+@generation_options("0 = greedy (outputs compared); above 0 both engines sample the same distribution (top-p only, "
+                    "llama.cpp's other samplers off) and AL is compared.")
 @click.option("--dtype", type=click.Choice(["auto", "fp32", "bf16"]), default="auto", show_default=True,
               help="Precision of the GGUFs and of our reference run beside them (auto = fp32, exact on every CPU).")
 @click.option("--compare-reference/--no-compare-reference", default=True, show_default=True,
@@ -147,11 +151,11 @@ def reference_cmd(target: str, drafter: str, draft_len: int, max_matching_ngram_
 @budget_option
 def llamacpp_cmd(target: str, drafter: str, draft_len: int, suite: str, categories: str | None, num_prompts: int,
                  seed: int, training_data: Path | None, allow_overlap: bool, chat_template: Path | None,
-                 max_new_tokens: int, dtype: str, compare_reference: bool, out: Path | None,
-                 force: bool, as_json: bool, allow_long: bool) -> None:
+                 max_new_tokens: int, temperature: float, dtype: str, compare_reference: bool, out: Path | None,
+                 force: bool, as_json: bool, allow_long: bool, request_mode=None) -> None:
     """llama.cpp's own speculative decoding of the drafter (native llama-server built here, GGUFs converted here),
-    and our reference decoder on the same prompts beside it; greedy (temperature 0: the two engines' samplers
-    draw different random numbers), on this CPU.
+    and our reference decoder on the same prompts beside it, in the request mode (greedy by default; sampled ALs
+    are compared, not outputs: the two engines' samplers draw different random numbers), on this CPU.
 
     Example: trtllm-spec measure llamacpp --target smollm2-135m --drafter head/ --draft-len 3 --out lc/
     """
@@ -161,14 +165,16 @@ def llamacpp_cmd(target: str, drafter: str, draft_len: int, suite: str, categori
     profile = run_measure_llamacpp(target, drafter, draft_len, out=out, force=force,
                                    compare_reference=compare_reference, suite=suite,
                                    categories=_categories(categories), num_prompts=num_prompts,
-                                   max_new_tokens=max_new_tokens, temperature=0.0, seed=seed, dtype=dtype,
+                                   max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, dtype=dtype,
                                    device="cpu", chat_template=chat_template, training_data=training_data,
-                                   allow_overlap=allow_overlap, allow_long=allow_long, progress=_log)
+                                   allow_overlap=allow_overlap, allow_long=allow_long, progress=_log,
+                                   request_mode=request_mode)
     _summary(profile, out, as_json)
     _comparison(profile, as_json)
 
 
 @measure_group.command("served")
+@request_mode_options
 @served_options
 @target_option(required=False, help="The checkpoint folder or fetched asset the server serves (its tokenizer "
                "checks the server and counts tokens); default: the --recipe's target.")
@@ -180,7 +186,7 @@ def served_cmd(server_url: str, server_model: str | None, concurrency: str, requ
                recipe_file: Path | None, gpu: str | None, target: str | None, suite: str, categories: str | None,
                num_prompts: int, seed: int, training_data: Path | None, allow_overlap: bool,
                chat_template: Path | None, max_new_tokens: int, temperature: float, out: Path | None, force: bool,
-               as_json: bool, allow_long: bool) -> None:
+               as_json: bool, allow_long: bool, request_mode=None) -> None:
     """A running OpenAI-compatible server (trtllm-serve, vLLM, SGLang, llama.cpp), measured from streamed
     responses at each concurrency: TTFT, TPOT, tokens/s per user and per server, beside the planner's prediction.
     The server decodes with its own drafter and settings.
@@ -199,7 +205,8 @@ def served_cmd(server_url: str, server_model: str | None, concurrency: str, requ
                       recipe_file=recipe_file, gpu=gpu, suite=suite, categories=_categories(categories),
                       num_prompts=num_prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                       chat_template=chat_template, training_data=training_data, allow_overlap=allow_overlap,
-                      timeout_s=request_timeout, out=out, force=force, progress=_log, allow_long=allow_long)
+                      timeout_s=request_timeout, out=out, force=force, progress=_log, allow_long=allow_long,
+                      request_mode=request_mode)
     if as_json:
         echo_json(data)
     click.echo(render_table(data) + (f"\n->  {out}/report.md" if out else ""), err=as_json)
@@ -296,6 +303,9 @@ def _summary(profile: dict, out: Path | None, as_json: bool) -> None:
                f"{ov['mean_acceptance_length']:.2f} over {ov['num_prompts']} prompts{speed}{source}"
                + (f" ({where['device']}, {where['dtype']})" if where else "")
                + (f"  ->  {out}/report.md" if out else ""), err=as_json)
+    from trtllm_spec.measure.report import mode_lines
+
+    click.echo("\n".join(line.removeprefix("- ") for line in mode_lines(profile)), err=as_json)
 
 
 def _comparison(profile: dict, as_json: bool) -> None:

@@ -139,7 +139,7 @@ SERVED_SCHEMA = "trtllm-spec/served_measurement/v1"
 
 
 class ServedMeasurement(_Artifact):
-    """``measure --engine openai``: a served endpoint measured from streamed responses at each concurrency
+    """``measure served``: a served endpoint measured from streamed responses at each concurrency
     (measure/served.py), with the planner's prediction for the same batch sizes beside it."""
 
     schema_: Literal["trtllm-spec/served_measurement/v1"] = Field(SERVED_SCHEMA, alias="schema")

@@ -16,6 +16,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 from trtllm_spec.core import releases
 from trtllm_spec.core.devices import Device, Dtype
 from trtllm_spec.core.files import parse_yaml, read_structured
+from trtllm_spec.core.request_mode import RequestMode
 from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_SINCE, SAEnhancerConfig, enhancer_release
 from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel, format_validation_error
 from trtllm_spec.errors import RecipeError
@@ -338,7 +339,7 @@ DrafterConfig = Annotated[Union[DRAFTER_CLASSES], Field(discriminator="type")]  
 # the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
 DRAFTER_TYPES = tuple(get_args(c.model_fields["type"].annotation)[0] for c in DRAFTER_CLASSES)
 DRAFTER_CLASS = dict(zip(DRAFTER_TYPES, DRAFTER_CLASSES, strict=True))
-# the drafter a recipe-less command plans / measures with (plan --target, measure --engine openai, a served
+# the drafter a recipe-less command plans / measures with (plan --target, measure served, a served
 # profile without --bundle): the first of DRAFTER_CLASSES
 DEFAULT_DRAFTER = DRAFTER_TYPES[0]
 
@@ -414,7 +415,9 @@ class WorkloadConfig(StrictModel):
     isl: int = Field(1024, ge=1, le=10_000_000, description="input (prompt) length in tokens")
     osl: int = Field(512, ge=1, le=10_000_000, description="output length in tokens")
     latency_target_ms: float | None = Field(None, gt=0, description="time per output token target")
-    # (no temperature: it was accepted and read by nothing; acceptance is measured at measure.temperature)
+    request_mode: RequestMode = Field(default_factory=RequestMode, description="how the deployment's requests are "
+                                      "made (chat-template arguments, structured output, sampling): every measure "
+                                      "applies it and plan --acceptance checks a profile was measured in it")
 
     @field_validator("batch_sizes")
     @classmethod
@@ -562,6 +565,11 @@ class Recipe(StrictModel):
         if m is not None and isinstance(self.draft_len, int) and m < self.draft_len:
             raise ValueError(f"measure.draft_len = {m} is below draft_len = {self.draft_len}: the bundle's D would "
                              "not be measured; raise measure.draft_len or drop it")
+        rm = self.workload.request_mode
+        if self.measure.temperature and rm.temperature and self.measure.temperature != rm.temperature:
+            raise ValueError(f"measure.temperature = {self.measure.temperature} and workload.request_mode.temperature "
+                             f"= {rm.temperature} differ; the deployment's temperature is measured: drop "
+                             "measure.temperature")
         d.check(self)
         need, version = d.required_trtllm(), self.engine.trtllm_version
         if version != "auto" and releases.order(version) < releases.order(need):

@@ -118,8 +118,10 @@ def run_regeneration(recipe, items: list, target_dir: Path, out: Path, log: Call
     bud.check()
     chat_template = recipe.resolve_path(recipe.target.chat_template)
     progress = _progress(log)
+    from trtllm_spec.core.request_mode import recipe_mode
+
     common = dict(max_new_tokens=d.regen_max_new_tokens, temperature=0.0, seed=d.seed, chat_template=chat_template,
-                  progress=progress)
+                  progress=progress, template_kwargs=recipe_mode(recipe).chat_template_kwargs or None)
     if backend == "openai":
         from trtllm_spec.data.regen_openai import regenerate_openai
 

@@ -104,9 +104,39 @@ def _apply(tok, messages: list[dict], **kw):
                         "template (or give a standard one with target.chat_template / --chat-template)") from None
 
 
-def prompt_ids(tok, messages: list[dict]) -> list[int]:
-    """Token ids of ``messages`` followed by the assistant generation prompt."""
-    return _ids(_apply(tok, messages, add_generation_prompt=True, tokenize=True))
+def prompt_ids(tok, messages: list[dict], template_kwargs: dict | None = None) -> list[int]:
+    """Token ids of ``messages`` followed by the assistant generation prompt; ``template_kwargs`` (the request
+    mode's chat-template arguments, checked with ``check_template_kwargs``) are passed to the template."""
+    return _ids(_apply(tok, messages, add_generation_prompt=True, tokenize=True, **(template_kwargs or {})))
+
+
+def template_variables(tok) -> set[str]:
+    """The names the chat template reads from its context (jinja2's AST: ``meta.find_undeclared_variables``),
+    i.e. the arguments ``apply_chat_template(**kwargs)`` can change."""
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        ast = jinja2.Environment().parse(tok.chat_template)
+    except jinja2.TemplateSyntaxError as exc:
+        where = getattr(tok, "_trtllm_spec_template", "the chat template")
+        raise UserError(f"{where} does not parse (line {exc.lineno}: {exc.message})") from None
+    return set(meta.find_undeclared_variables(ast))
+
+
+def check_template_kwargs(tok, template_kwargs: dict | None) -> None:
+    """Refuse a request-mode chat-template argument the target's template never reads (it would be accepted and
+    ignored: e.g. enable_thinking with SmolLM2's template), naming the ones it does read."""
+    if not template_kwargs:
+        return
+    names = template_variables(tok)
+    bad = sorted(k for k in template_kwargs if k not in names)
+    if bad:
+        where = getattr(tok, "_trtllm_spec_template", "the chat template")
+        reads = sorted(names - {"messages", "add_generation_prompt", "bos_token", "eos_token", "raise_exception"})
+        raise UserError(f"chat-template argument {', '.join(bad)}: {where} does not read it (it reads "
+                        f"{', '.join(reads) or 'no extra argument'}); drop it from the request mode "
+                        "(workload.request_mode.chat_template_kwargs / --chat-template-arg)")
 
 
 def prompt_token_counter(tok):
@@ -121,19 +151,22 @@ def _ids(out) -> list[int]:
     return list(out)
 
 
-def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None) -> Tokenized:
-    """All turns with an assistant mask. Raises if the template does not render prefixes as prefixes."""
+def tokenize_conversation(tok, messages: list[dict], max_len: int | None = None,
+                          template_kwargs: dict | None = None) -> Tokenized:
+    """All turns with an assistant mask. Raises if the template does not render prefixes as prefixes.
+    ``template_kwargs``: the chat-template arguments the conversation was regenerated with (its request mode)."""
     problem = message_problem(messages)
     if problem:
         raise UserError(f"a conversation's {problem}; each line needs \"messages\": [{{\"role\": ..., "
                         "\"content\": ...}, ...]")
+    kw = template_kwargs or {}
     ids: list[int] = []
     mask: list[int] = []
     for i, msg in enumerate(messages):
         if msg["role"] != "assistant":
             continue
-        before = prompt_ids(tok, messages[:i])
-        upto = _ids(_apply(tok, messages[: i + 1], tokenize=True))
+        before = prompt_ids(tok, messages[:i], kw)
+        upto = _ids(_apply(tok, messages[: i + 1], tokenize=True, **kw))
         if before[: len(ids)] != ids or upto[: len(before)] != before:
             raise UserError("the chat template does not render earlier turns as a token prefix of later ones; "
                             "cannot locate assistant tokens (supply a standard template via target.chat_template)")

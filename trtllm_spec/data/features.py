@@ -153,7 +153,7 @@ def sequences(convs: list[dict], tok) -> dict[str, tuple[list[int], list[int]]]:
         if "tokens" in c and "assistant" in c:
             out[c["id"]] = (list(c["tokens"]), list(c["assistant"]))
         else:
-            t = tokenize_conversation(tok, c["messages"])
+            t = tokenize_conversation(tok, c["messages"], template_kwargs=c.get("chat_template_kwargs"))
             out[c["id"]] = (t.input_ids, t.assistant)
     return out
 

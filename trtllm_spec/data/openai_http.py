@@ -211,9 +211,13 @@ def chat_body(model: str, messages: list[dict], max_tokens: int, temperature: fl
 
 
 def http_chat(url: str, model: str, messages: list[dict], max_tokens: int, temperature: float, timeout: float,
-              seed: int | None = None) -> ChatCompletion:
+              seed: int | None = None, template_kwargs: dict | None = None) -> ChatCompletion:
+    """``template_kwargs``: the request mode's chat-template arguments (``chat_template_kwargs`` in the body)."""
     target = f"{url}/v1/chat/completions"
-    out = http_json("POST", target, chat_body(model, messages, max_tokens, temperature, seed), timeout)
+    body = chat_body(model, messages, max_tokens, temperature, seed)
+    if template_kwargs:
+        body["chat_template_kwargs"] = dict(template_kwargs)
+    out = http_json("POST", target, body, timeout)
     return typed(ChatCompletion, out, target, "chat completion")
 
 

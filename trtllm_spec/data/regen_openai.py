@@ -42,7 +42,8 @@ class OpenAIReport(RegenReport):
 def regenerate_openai(items: list, target_dir: Path, out: Path, server, *, max_new_tokens: int,
                       temperature: float = 0.0, seed: int = 0, chat_template: Path | None = None,
                       progress: Callable[[int, int, int], None] | None = None,
-                      log: Callable[[str], None] = lambda _m: None) -> OpenAIReport:
+                      log: Callable[[str], None] = lambda _m: None,
+                      template_kwargs: dict | None = None) -> OpenAIReport:
     """Answer every user turn of ``items`` through ``server`` (a RegenServerConfig); see the module docstring."""
     from trtllm_spec.data.chat import load_tokenizer
 
@@ -79,12 +80,14 @@ def regenerate_openai(items: list, target_dir: Path, out: Path, server, *, max_n
         for turn in [m["content"] for m in it.messages if m["role"] == "user"]:
             conv.append({"role": "user", "content": turn})
             r = with_retries(lambda conv=conv: http_chat(url, models[url], conv, max_new_tokens, temperature,
-                                                          server.timeout_s, seed), server.retries)
+                                                          server.timeout_s, seed, template_kwargs),
+                             server.retries)
             text = r.choices[0].message.content or ""
             conv.append({"role": "assistant", "content": text})
             counts.append((r.usage.completion_tokens if r.usage is not None else None, r.choices[0].finish_reason,
                            len(tok(text, add_special_tokens=False).input_ids)))
-        return {"rec": {"id": it.id, "source": getattr(it, "source", ""), "messages": conv, "server": url},
+        mode = {"chat_template_kwargs": dict(template_kwargs)} if template_kwargs else {}
+        return {"rec": {"id": it.id, "source": getattr(it, "source", ""), "messages": conv, "server": url, **mode},
                 "counts": counts, "url": url}
 
     with open(out, "a", encoding="utf-8") as f, ThreadPoolExecutor(server.concurrency) as pool:

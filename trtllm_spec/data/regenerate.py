@@ -86,7 +86,7 @@ def rewrite_clean(path: Path, done: dict[str, dict]) -> None:
 def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int, batch_size: int,
                temperature: float = 0.0, seed: int = 0, dtype: str = "auto", chat_template: Path | None = None,
                progress: Callable[[int, int, int], None] | None = None, engine=None,
-               device: str = "auto", features=None) -> RegenReport:
+               device: str = "auto", features=None, template_kwargs: dict | None = None) -> RegenReport:
     """Answer every user turn of ``items`` (SuiteItem-like: ``id``, ``messages``, ``source``) with the target.
 
     Single-turn records also keep the exact token ids (prompt + reply) and an assistant mask: the features step
@@ -100,13 +100,14 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
     ``runtime.device.choose``'s rule (auto: CUDA when visible; bf16 where the device runs it fast)."""
     import torch
 
-    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.data.chat import check_template_kwargs, load_tokenizer, prompt_ids
     from trtllm_spec.runtime.device import choose
     from trtllm_spec.runtime.generate import generate_batch
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.runtime.sampling import SamplingParams
 
     tok = load_tokenizer(target_dir, chat_template)
+    check_template_kwargs(tok, template_kwargs)  # the request mode's switch: trained in the mode it serves
     placement = choose(device, dtype, torch)
     if engine is None:
         model = LlamaModel.from_pretrained(target_dir, dtype=placement.torch_dtype(torch), device=placement.device)
@@ -124,7 +125,8 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
     gen = torch.Generator(device=placement.device).manual_seed(seed)
     started, tokens = time.perf_counter(), 0
     # group by prompt length (in tokens) so a batch pads little
-    lengths = {it.id: len(prompt_ids(tok, [{"role": "user", "content": _users(it)[0]}])) for it in todo}
+    lengths = {it.id: len(prompt_ids(tok, [{"role": "user", "content": _users(it)[0]}], template_kwargs))
+               for it in todo}
     todo.sort(key=lambda it: lengths[it.id])
     with open(out, "a", encoding="utf-8") as f:
         for b in range(0, len(todo), batch_size):
@@ -137,7 +139,7 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
                 active = [i for i, it in enumerate(batch) if turn < len(_users(it))]
                 for i in active:
                     convs[i].append({"role": "user", "content": _users(batch[i])[turn]})
-                prompts = [prompt_ids(tok, convs[i]) for i in active]
+                prompts = [prompt_ids(tok, convs[i], template_kwargs) for i in active]
                 single = depth == 1
                 keep = features is not None and engine is None and single
                 run = generate_batch if engine is None else (lambda _m, *a, **k: engine.generate_batch(*a, **k))
@@ -150,7 +152,9 @@ def regenerate(items: list, target_dir: Path, out: Path, *, max_new_tokens: int,
                     if single:
                         extra[i] = {"tokens": p + r, "assistant": [0] * len(p) + [1] * len(r)}
             for it, conv, e in zip(batch, convs, extra, strict=True):
-                f.write(json.dumps({"id": it.id, "source": getattr(it, "source", ""), "messages": conv, **e}) + "\n")
+                mode = {"chat_template_kwargs": dict(template_kwargs)} if template_kwargs else {}
+                f.write(json.dumps({"id": it.id, "source": getattr(it, "source", ""), "messages": conv, **mode,
+                                    **e}) + "\n")
             f.flush()
             if feats:  # after the lines: a kill in between leaves these ids to the features step
                 features.add([it.id for it in batch], [(e["tokens"], e["assistant"]) for e in extra], feats)

@@ -35,9 +35,10 @@ PARQUET_HINT = ("export it to JSONL first: python -c \"import pandas as pd; pd.r
 
 
 def is_builtin(suite: str | Path) -> bool:
+    from trtllm_spec.data.mode_suite import MODES_SUITE
     from trtllm_spec.data.suite import SUITE_NAME
 
-    return str(suite) == SUITE_NAME
+    return str(suite) in (SUITE_NAME, MODES_SUITE)
 
 
 def suite_files(path: Path) -> list[Path]:
@@ -207,8 +208,12 @@ def select_suite(suite: str | Path, categories: Iterable[str] | None, num_prompt
                  ) -> tuple[list[SuiteItem], dict]:
     """(items, suite provenance) for ``speed-lite`` or a suite file/folder."""
     if is_builtin(suite):
+        from trtllm_spec.data.mode_suite import MODES_SUITE, build_mode_suite
         from trtllm_spec.data.suite import build_suite, suite_provenance
 
+        if str(suite) == MODES_SUITE:
+            items = build_mode_suite(categories, num_prompts, seed)
+            return items, {**suite_provenance(items), "name": MODES_SUITE}
         items = build_suite(str(suite), categories, num_prompts, seed)
         return items, suite_provenance(items)
     return load_user_suite(Path(suite), categories, num_prompts)

@@ -53,7 +53,7 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
                          free_gpu_memory_fraction: float, enable_block_reuse: bool, kv_cache_dtype: str,
                          cuda_graphs: bool, drafter_extras: dict | None = None, max_num_tokens: int | None = None,
                          trust_remote_code: bool = False, disable_overlap_scheduler: bool | None = None,
-                         max_concurrency: int | None = None) -> dict:
+                         max_concurrency: int | None = None, guided_decoding_backend: str | None = None) -> dict:
     """The LLM API options for one bundle; ``max_draft_len == 0`` means no speculation (no
     ``speculative_config``). Paths (``speculative_model``) are relative to the bundle root, where the
     generated scripts run; an HF id is passed through. ``max_concurrency`` (1.3+): speculation off above that
@@ -89,6 +89,8 @@ def make_llm_api_options(*, profile: str, drafter_type: str, drafter_config, spe
     if disable_overlap_scheduler is not None:
         options["disable_overlap_scheduler"] = disable_overlap_scheduler
     options["enable_iter_perf_stats"] = True  # specDecodingStats in /metrics and llm.get_stats()
+    if guided_decoding_backend is not None:  # the request mode asks for structured output (workload.request_mode)
+        options["guided_decoding_backend"] = guided_decoding_backend
 
     if max_draft_len > 0:
         mechanism = registry.get(drafter_type)

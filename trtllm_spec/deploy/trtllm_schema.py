@@ -397,6 +397,11 @@ class _LlmApiOptions(StrictModel):
     cuda_graph_config: CudaGraphConfig | None = None  # default on (default_factory); null turns graphs off
     disable_overlap_scheduler: bool | None = None
     enable_iter_perf_stats: bool | None = None  # needed for llm.get_stats() / trtllm-serve /metrics
+    # BaseLlmArgs.guided_decoding_backend: Optional[Literal["xgrammar", "llguidance"]] = None in R12 (index id
+    # 7019226376) and in the later stored llm_args.py versions (index ids 1090804222, 1520735490); without a backend
+    # trtllm-serve turns response_format into guided-decoding parameters that nothing enforces. The 1.3 / 1.4
+    # profiles carry the same field (not re-read from their reference pages).
+    guided_decoding_backend: Literal["xgrammar", "llguidance"] | None = None
 
     @model_validator(mode="after")
     def _expert_parallel(self) -> _LlmApiOptions:

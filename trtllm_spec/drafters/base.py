@@ -48,7 +48,7 @@ class Mechanism:
     folderless: ClassVar[bool] = False
     summary: ClassVar[str] = ""
     # llama.cpp's speculative type that runs this drafter (llama-server --spec-type; common/speculative.cpp), or
-    # None with the reason llama.cpp cannot run it ('measure --engine llamacpp' and 'assets serve' refuse it)
+    # None with the reason llama.cpp cannot run it ('measure llamacpp' and 'assets serve' refuse it)
     llamacpp_spec_type: ClassVar[str | None] = None
     llamacpp_refusal: ClassVar[str] = "llama.cpp has no speculative type for it"
 

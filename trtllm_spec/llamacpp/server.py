@@ -61,10 +61,16 @@ class NativeServer(ServerProcess):
 
     # ---- requests ------------------------------------------------------------------------------------------
     def complete(self, prompt_ids: list[int], max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
-                 timeout_s: float = 600.0) -> dict:
-        """``POST /completion`` with the prompt as token ids (no template or BOS added), no prompt cache reuse."""
+                 timeout_s: float = 600.0, top_p: float = 1.0, json_schema: dict | None = None) -> dict:
+        """``POST /completion`` with the prompt as token ids (no template or BOS added), no prompt cache reuse.
+        Sampling is the plain softmax(logits / T) with ``top_p`` (llama-server's other samplers off: top_k 0,
+        min_p 0, typical 1), the distribution our decoder samples; ``json_schema``: llama-server converts it to
+        a grammar applied to every sampled token, speculative verification included (tools/server/README.md)."""
         body = {"prompt": prompt_ids, "n_predict": max_new_tokens, "temperature": temperature, "seed": seed,
-                "cache_prompt": False, "return_tokens": True, "stream": False}
+                "cache_prompt": False, "return_tokens": True, "stream": False, "top_k": 0, "min_p": 0.0,
+                "top_p": top_p, "typical_p": 1.0}
+        if json_schema is not None:
+            body["json_schema"] = json_schema
         req = urllib.request.Request(f"{self.url}/completion", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
         try:

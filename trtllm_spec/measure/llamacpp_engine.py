@@ -84,16 +84,19 @@ def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, s
                      dtype: str = "fp32", threads: int = 2, port: int = 8091,
                      progress: Callable[[str], None] | None = None,
                      suite_check: Callable[[list], dict] | None = None, log_dir: Path | None = None,
-                     runs_out: list | None = None) -> dict:
+                     runs_out: list | None = None, request_mode=None) -> dict:
     """The speculation profile of llama.cpp running ``draft_gguf`` (``spec_type``) over ``target_gguf``;
     ``runs_out`` receives the per-prompt runs (token ids included)."""
     from trtllm_spec.llamacpp.server import DraftSpec, NativeServer
-    from trtllm_spec.measure.run import suite_prompts
+    from trtllm_spec.measure.run import item_mode, resolve_mode, suite_prompts
 
     log = progress or (lambda _m: None)
-    items, suite_prov, overlap, _tok, prompts = suite_prompts(target_dir, suite, categories, num_prompts, seed,
-                                                             suite_check, chat_template, max_new_tokens, draft_len,
-                                                             None)
+    mode = resolve_mode(request_mode, temperature)
+    temperature = mode.temperature
+    items, suite_prov, overlap, tok, prompts = suite_prompts(target_dir, suite, categories, num_prompts, seed,
+                                                            suite_check, chat_template, max_new_tokens, draft_len,
+                                                            None, mode.chat_template_kwargs)
+    reqs = [dict(top_p=mode.top_p, json_schema=item_mode(mode, it).json_schema()) for it in items]
     ctx = max(len(p) for p in prompts) + max_new_tokens + draft_len + 16
     common = dict(host="127.0.0.1", port=port, threads=threads, ctx=ctx, parallel=1)
 
@@ -103,19 +106,19 @@ def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, s
     refs: list[tuple[list[int], float]] = []
     log(f"llama.cpp: target alone ({target_gguf.name}) over {len(items)} prompts")
     with NativeServer(server_binary, target_gguf, log_file=logfile("llama-server-target.log"), **common) as srv:
-        srv.complete(prompts[0][-8:], 4, temperature, seed)  # warm-up, untimed
-        for ids in prompts:
-            r = srv.complete(ids, max_new_tokens, temperature, seed)
+        srv.complete(prompts[0][-8:], 4, temperature, seed, top_p=mode.top_p)  # warm-up, untimed
+        for ids, req in zip(prompts, reqs, strict=True):
+            r = srv.complete(ids, max_new_tokens, temperature, seed, **req)
             refs.append((_tokens(r), _seconds(r)))
     runs: list[PromptRun] = []
     draft = DraftSpec(draft_gguf, spec_type, draft_len)
     log(f"llama.cpp: {spec_type} with {draft_gguf.name} at D={draft_len}")
     with NativeServer(server_binary, target_gguf, draft=draft, log_file=logfile("llama-server-spec.log"),
                       **common) as srv:
-        srv.complete(prompts[0][-8:], 4, temperature, seed)
+        srv.complete(prompts[0][-8:], 4, temperature, seed, top_p=mode.top_p)
         for i, (item, ids) in enumerate(zip(items, prompts, strict=True)):
             before = srv.metrics()
-            r = srv.complete(ids, max_new_tokens, temperature, seed)
+            r = srv.complete(ids, max_new_tokens, temperature, seed, **reqs[i])
             c = counts_between(before, srv.metrics(), draft_len)
             out = _tokens(r)
             timings = r.get("timings") or {}
@@ -135,7 +138,7 @@ def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, s
                 + ("" if out == ref else " (differs from llama.cpp's target-only greedy)"))
     if runs_out is not None:
         runs_out.extend(runs)
-    return build_profile(
+    profile = build_profile(
         runs, engine="llamacpp",
         drafter={**drafter, "draft_len": draft_len},
         target=target,
@@ -149,8 +152,14 @@ def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, s
                               "device": "cpu"},
                   "llamacpp": {**llamacpp, "spec_type": spec_type, "target_gguf": str(target_gguf),
                                "draft_gguf": str(draft_gguf), "spec_draft_p_min": 0, "spec_draft_n_min": 0},
-                  "reference": {"outputs": "llama.cpp target-only greedy (llama-server without the drafter)"}},
+                  "reference": {"outputs": "llama.cpp target-only greedy (llama-server without the drafter)"},
+                  "request_mode": mode.as_dict()},
     )
+    if any(r["json_schema"] is not None for r in reqs):
+        from trtllm_spec.measure.run import check_outputs
+
+        profile["structured_output"] = check_outputs(tok, runs, [item_mode(mode, it) for it in items])
+    return profile
 
 
 def _tokens(r: dict) -> list[int]:

@@ -55,6 +55,35 @@ def lossless_problem(profile: dict) -> str | None:
             f" of {ov['num_prompts']} prompts ({', '.join(bad[:3])}); speculative decoding must be lossless")
 
 
+def mode_lines(p: dict) -> list[str]:
+    """The request mode the profile was measured in, and what its structured outputs did."""
+    from trtllm_spec.core.request_mode import profile_mode
+
+    mode = profile_mode(p)
+    out = [f"- request mode: {mode.label()}" if mode is not None else "- request mode: not recorded"]
+    skipped = (p.get("suite") or {}).get("skipped_categories")
+    if skipped:
+        out.append("- categories left out: " + "; ".join(f"{c} ({why})" for c, why in skipped.items()))
+    so = p.get("structured_output")
+    if so:
+        out.append(f"- structured output: {so['num_outputs']} outputs (speculative and target-only), {so['parsed']} "
+                   f"parse as JSON, {so['valid']} validate against the schema, {so['truncated']} cut by the token "
+                   "limit before the value closed")
+    return out
+
+
+def greedy_vs_sampled(p: dict) -> list[str]:
+    """Greedy and sampled AL side by side (a sampling mode's profile also decodes each prompt greedily)."""
+    g = p.get("greedy_comparison")
+    if not g:
+        return []
+    rows = [f"| {c} | {_f(v['greedy'])} | {_f(v['sampled'])} |" for c, v in sorted(g["categories"].items())]
+    return ["## Greedy vs sampled", "", f"The same prompts and drafter, greedy and at temperature {g['temperature']} "
+            "(rejection sampling: the output follows the target's distribution).", "",
+            "| category | AL greedy | AL sampled |", "|---|---|---|", *rows,
+            f"| **overall** | {_f(g['overall']['greedy'])} | {_f(g['overall']['sampled'])} |", ""]
+
+
 def render_markdown(p: dict) -> str:
     dr, t, st, ov = p["drafter"], p["target"], p["settings"], p["overall"]
     d = dr["draft_len"]
@@ -74,6 +103,7 @@ def render_markdown(p: dict) -> str:
         f"- drafter: {dr['type']}" + (f" from `{dr['path']}`" if dr.get("path") else "") + f"; {method}",
         f"- suite: {p['suite'].get('suite')} ({p['suite'].get('items')} prompts, seed {st.get('seed')})",
     ]
+    lines += mode_lines(p)
     src = p.get("source")
     if src:
         lines.append(f"- source: {src.get('kind')} `{src.get('file') or src.get('url')}`"
@@ -111,6 +141,7 @@ def render_markdown(p: dict) -> str:
               "speedup | identical |", "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [_row(c, s, d) for c, s in sorted(p["categories"].items())]
     lines += [_row("**overall**", ov, d), ""]
+    lines += greedy_vs_sampled(p)
     if greedy and st["dtype"] == "bf16":
         lines += [BF16_NOTE, ""]
     lines += ["Definitions: AL = tokens per target iteration (accepted drafts + the target's own token); a_i = "

@@ -126,11 +126,11 @@ def _eos_ids(model, tok) -> tuple[int, ...]:
 
 
 def suite_prompts(target_path, suite, categories, num_prompts: int, seed: int, suite_check, chat_template,
-                  max_new_tokens: int, draft_len: int, max_positions: int | None):
+                  max_new_tokens: int, draft_len: int, max_positions: int | None, template_kwargs: dict | None = None):
     """The suite's prompts as the target's token ids (its chat template), every engine the same: (items, suite
     provenance, the overlap check's record, tokenizer, prompt ids); refused when none is selected or one does not
     fit the context."""
-    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.data.chat import check_template_kwargs, load_tokenizer, prompt_ids
     from trtllm_spec.data.user_suite import check_context, select_suite
 
     items, suite_prov = select_suite(suite, categories, num_prompts, seed)
@@ -138,9 +138,33 @@ def suite_prompts(target_path, suite, categories, num_prompts: int, seed: int, s
         raise UserError(f"suite {suite!r} gave no prompts for categories {categories}")
     overlap = suite_check(items) if suite_check else None
     tok = load_tokenizer(target_path, chat_template)
-    prompts = [prompt_ids(tok, it.messages) for it in items]
+    check_template_kwargs(tok, template_kwargs)  # an argument the template ignores is refused, before any decode
+    items, suite_prov = mode_items(items, tok, categories, suite_prov)
+    prompts = [prompt_ids(tok, it.messages, {**(template_kwargs or {}), **(getattr(it, "template_kwargs", None)
+                                                                          or {})}) for it in items]
     check_context(items, prompts, max_new_tokens, max_positions, draft_len)
     return items, suite_prov, overlap, tok, prompts
+
+
+def mode_items(items: list, tok, categories, suite_prov: dict) -> tuple[list, dict]:
+    """Suite items with their own chat-template arguments (speed-lite-modes' thinking pair) checked against the
+    template: chosen explicitly, one it does not read is refused; by default (no --categories) the pair is left
+    out for such a template and the profile's suite record says why."""
+    from trtllm_spec.data.chat import check_template_kwargs
+
+    if categories is None and any(getattr(it, "template_kwargs", None) for it in items):
+        from trtllm_spec.data.chat import template_variables
+        from trtllm_spec.data.mode_suite import default_categories
+
+        keep = set(default_categories(template_variables(tok)))
+        dropped = sorted({it.category for it in items if it.category not in keep})
+        items = [it for it in items if it.category in keep]
+        if dropped:
+            suite_prov = {**suite_prov, "skipped_categories": {c: "the chat template does not read enable_thinking"
+                                                               for c in dropped}}
+    for it in items:
+        check_template_kwargs(tok, getattr(it, "template_kwargs", None))
+    return items, suite_prov
 
 
 def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite: str = "speed-lite",
@@ -148,8 +172,8 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
             temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
             progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None,
             device: str = "auto", suite_check: Callable[[list], dict] | None = None,
-            reference_engine: str = "auto", drafter_options: dict | None = None, runs_out: list | None = None
-            ) -> dict:
+            reference_engine: str = "auto", drafter_options: dict | None = None, runs_out: list | None = None,
+            request_mode=None) -> dict:
     """Measure acceptance of ``drafter_spec`` ('ngram' or a folder) against ``target_dir`` on the suite with
     the PyTorch reference decoder (on ``device``: auto = CUDA when visible); returns the speculation profile
     (see measure/profile.py). ``suite`` is 'speed-lite' or a suite file/folder (data/user_suite.py);
@@ -161,6 +185,8 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     ``runs_out``: a list that receives the per-prompt ``PromptRun`` records (their token ids: another engine's
     outputs are compared with them, measure/engine_compare.py)."""
     log = progress or (lambda _m: None)
+    mode = resolve_mode(request_mode, temperature)
+    temperature = mode.temperature
     check_settings(draft_len, max_new_tokens, temperature, dtype, block_sweep)
     from trtllm_spec.runtime.targets import load_target, resolve_reference_engine
 
@@ -171,7 +197,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     resolve_reference_engine(reference_engine, target_cfg, str(target_path / "config.json"))  # before any load
     items, suite_prov, overlap, tok, prompts = suite_prompts(
         target_path, suite, categories, num_prompts, seed, suite_check, chat_template, max_new_tokens, draft_len,
-        target_cfg.get("max_position_embeddings"))
+        target_cfg.get("max_position_embeddings"), mode.chat_template_kwargs)
 
     import torch
 
@@ -190,7 +216,11 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     limit = getattr(drafter, "max_draft_len", None)
     if limit is not None and draft_len > limit:
         raise UserError(f"--draft-len {draft_len} exceeds what this {kind} drafter supports ({limit})")
-    params, eos = SamplingParams(temperature=temperature), _eos_ids(target, tok)
+    params, eos = SamplingParams(temperature=temperature, top_p=mode.top_p), _eos_ids(target, tok)
+    grammars: dict[str, object] = {}
+    constraints = [grammar(tok, target, item_mode(mode, it), eos, grammars) for it in items]
+    constraint = next((c for c in constraints if c is not None), None)
+    greedy_params = SamplingParams()
     sweep = sorted(set(block_sweep or ()) - {draft_len}) if acceptance_kind(kind) == "block" else []
 
     def gen(i: int):
@@ -199,7 +229,7 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     warm = prompts[0][-8:]  # first calls pay one-off costs (allocations, kernels); keep them out of the timing
     generate(target, warm, WARMUP_TOKENS, eos, params, gen(0))
     speculative_generate(target, drafter, warm, WARMUP_TOKENS, draft_len, params, eos, gen(0))
-    batched = params.greedy and engine == "ours"
+    batched = params.greedy and engine == "ours" and constraint is None
     first: dict[str, int] = {}
     for i, it in enumerate(items):
         first.setdefault(it.category, i)
@@ -208,15 +238,17 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     refs = dict(zip(rest, batched_references(target, [prompts[i] for i in rest], max_new_tokens, eos, log),
                     strict=True)) if rest else {}
     runs: list[PromptRun] = []
+    greedy_al: list[tuple[str, int, int]] = []
     rechecked = 0
     for i, (item, ids) in enumerate(zip(items, prompts, strict=True)):
         log(f"[{i + 1}/{len(items)}] {item.id} ({len(ids)} prompt tokens)")
+        constraint = constraints[i]
         if i in timed:
-            ref, t_target = _timed(generate, target, ids, max_new_tokens, eos, params, gen(i))
+            ref, t_target = _timed(generate, target, ids, max_new_tokens, eos, params, gen(i), constraint)
         else:
             ref, t_target = refs[i], None
         (out, st), t_spec = _timed(speculative_generate, target, drafter, ids, max_new_tokens, draft_len, params,
-                                   eos, gen(i))
+                                   eos, gen(i), constraint)
         if t_target is None and out != ref:  # a batched reference can differ by rounding: plain decoding decides
             ref, rechecked = generate(target, ids, max_new_tokens, eos, params, gen(i)), rechecked + 1
         run = PromptRun(item.id, item.category, len(ids), ref, out, t_target, t_spec, list(st.accepted),
@@ -224,15 +256,19 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
                         st.draft_s, st.verify_s, st.prefill_s, sources=list(st.sources),
                         enhancer_s=float(getattr(drafter, "sa_s", 0.0)))
         for d in sweep:
-            _, sd = speculative_generate(target, drafter, ids, max_new_tokens, d, params, eos, gen(i))
+            _, sd = speculative_generate(target, drafter, ids, max_new_tokens, d, params, eos, gen(i), constraint)
             run.sweep[d] = (sum(sd.accepted) + sd.iterations, sd.iterations)
+        if not params.greedy:  # the mode samples: greedy AL of the same prompt beside the sampled one
+            _, sg = speculative_generate(target, drafter, ids, max_new_tokens, draft_len, greedy_params, eos, gen(i),
+                                         constraint)
+            greedy_al.append((item.category, sum(sg.accepted) + sg.iterations, sg.iterations))
         runs.append(run)
         end_request = getattr(drafter, "end_request", None)  # the suffix automaton's pool takes the finished text
         if end_request is not None:
             end_request(ids, out)  # after the sweep: a prompt never matches its own finished text
     if runs_out is not None:
         runs_out.extend(runs)
-    return build_profile(
+    profile = build_profile(
         runs, engine="pytorch",
         drafter={"type": kind, "path": str(info.path.resolve()) if info.path else None, "draft_len": draft_len,
                  "max_draft_len": limit if limit is not None else info.max_draft_len,
@@ -245,8 +281,92 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
                   "eos_token_ids": list(eos), "chat_template": str(chat_template) if chat_template else "checkpoint",
                   "machine": machine_info(torch, dev), "placement": where.as_dict(), "reference_engine": engine,
                   "reference": {"outputs": "batched" if batched else "per_prompt", "timed_prompts": len(timed),
-                                "rechecked_at_batch_1": rechecked}},
+                                "rechecked_at_batch_1": rechecked},
+                  "request_mode": mode.as_dict()},
     )
+    if greedy_al:
+        add_greedy_comparison(profile, greedy_al)
+    if any(c is not None for c in constraints):
+        profile["structured_output"] = check_outputs(tok, runs, [item_mode(mode, it) for it in items])
+    return profile
+
+
+def item_mode(mode, item):
+    """The request mode of one suite item: the run's, with the item's own overrides (speed-lite-modes:
+    data/mode_suite.py) on top."""
+    kw, fmt = getattr(item, "template_kwargs", None), getattr(item, "response_format", None)
+    if not kw and fmt is None:
+        return mode
+    return mode.model_copy(update={"chat_template_kwargs": {**mode.chat_template_kwargs, **(kw or {})},
+                                   "response_format": fmt if fmt is not None else mode.response_format})
+
+
+def resolve_mode(request_mode, temperature: float):
+    """The request mode a measurement runs: the given one (its temperature must agree with ``temperature`` when
+    that is set), else the default mode at ``temperature``."""
+    from trtllm_spec.core.request_mode import RequestMode
+
+    if request_mode is None:
+        return RequestMode(temperature=temperature)
+    if temperature and temperature != request_mode.temperature:
+        raise UserError(f"temperature {temperature} and the request mode's temperature {request_mode.temperature} "
+                        "differ; give one (workload.request_mode.temperature / --temperature)")
+    return request_mode
+
+
+def grammar(tok, target, mode, eos: tuple[int, ...], cache: dict | None = None):
+    """The mode's structured-output constraint compiled for the target's tokenizer (xgrammar), or None; ``cache``
+    (schema text -> compiled) compiles each schema once."""
+    schema = mode.json_schema()
+    if schema is None:
+        return None
+    from trtllm_spec.runtime.constraint import GrammarConstraint
+
+    key = json.dumps(schema, sort_keys=True)
+    cache = {} if cache is None else cache
+    if key not in cache:
+        cache[key] = GrammarConstraint.from_schema(tok, int(target.cfg.vocab_size), schema, eos)
+    return cache[key]
+
+
+def add_greedy_comparison(profile: dict, greedy: list[tuple[str, int, int]]) -> None:
+    """A sampling mode's profile also gets the greedy AL of the same prompts and drafter (``greedy_comparison``),
+    overall and per category: the two side by side show what sampling costs in acceptance."""
+    def al(rows) -> float:
+        return round(sum(t for _, t, _ in rows) / max(1, sum(n for _, _, n in rows)), 6)
+
+    cats = sorted({c for c, _, _ in greedy})
+    profile["greedy_comparison"] = {
+        "temperature": profile["settings"]["temperature"], "num_prompts": len(greedy),
+        "overall": {"greedy": al(greedy), "sampled": profile["overall"]["mean_acceptance_length"]},
+        "categories": {c: {"greedy": al([r for r in greedy if r[0] == c]),
+                           "sampled": profile["categories"][c]["mean_acceptance_length"]}
+                       for c in cats if c in profile.get("categories", {})}}
+
+
+def check_outputs(tok, runs, modes) -> dict:
+    """Every output under a JSON schema decoded to text, parsed and validated (``jsonschema``): counts over the
+    speculative outputs and the target-only references. ``modes``: one request mode, or one per run."""
+    import jsonschema
+
+    modes = modes if isinstance(modes, list) else [modes] * len(runs)
+    counts = {"parsed": 0, "valid": 0, "truncated": 0, "num_outputs": 0}
+    for r, mode in zip(runs, modes, strict=True):
+        schema = mode.json_schema()
+        if schema is None:
+            continue
+        checker = jsonschema.validators.validator_for(schema)(schema)
+        for toks in (r.output, r.reference):
+            counts["num_outputs"] += 1
+            text = tok.decode(toks, skip_special_tokens=True)
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                counts["truncated"] += 1  # max_new_tokens ended it before the JSON value closed
+                continue
+            counts["parsed"] += 1
+            counts["valid"] += int(checker.is_valid(value))
+    return counts
 
 
 REFERENCE_BATCH = 16  # rows per batch at most

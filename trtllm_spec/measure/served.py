@@ -74,6 +74,7 @@ class StreamedRequest:
     finish_reason: str | None = None
     usage_tokens: int | None = None
     timings: dict | None = None  # llama.cpp server's per-request timings, where it sends them
+    spec: dict | None = None  # a per-request speculative-decoding block in the response (PER_REQUEST_BLOCKS)
     tokens: int = 0
 
     def add(self, t: float, event) -> None:
@@ -94,6 +95,9 @@ class StreamedRequest:
             self.usage_tokens = chunk.usage.completion_tokens
         if chunk.timings is not None:
             self.timings = chunk.timings.model_dump()
+        block = per_request_block(chunk)
+        if block is not None:
+            self.spec = block
         self.t_end = t
 
     @property
@@ -240,6 +244,80 @@ def llamacpp_acceptance(before: str | None, after: str | None) -> dict | None:
                     "iterations without drafts are not counted, unlike 'measure llamacpp')"}
 
 
+# Per-request acceptance blocks a response may carry, as (where, the field names read). vLLM (PR #48915,
+# --per-request-spec-decode-metrics): ``metrics.speculative_decoding`` on the response or
+# ``speculative_decoding_stats`` on the choice, with ``num_spec_steps``, ``num_draft_tokens``,
+# ``num_accepted_draft_tokens``. llama.cpp: ``timings.draft_n`` / ``timings.draft_n_accepted`` (tools/server, PR
+# #12603), read from ``StreamedRequest.timings``. TensorRT-LLM PR #19311 returns per-request acceptance on the
+# response too; its field names were not in the thread text this project could read (the PR page's description
+# only), so a trtllm-serve reply is read through the shapes above where it uses them, else the counters.
+PER_REQUEST_BLOCKS = ("metrics.speculative_decoding", "choices[0].speculative_decoding_stats")
+
+
+def per_request_block(chunk) -> dict | None:
+    """The per-request speculative-decoding block of a response chunk (see ``PER_REQUEST_BLOCKS``), when it has
+    the counts: {'steps', 'drafted', 'accepted'} (steps may be None)."""
+    extra = chunk.model_extra or {}
+    candidates = [(extra.get("metrics") or {}).get("speculative_decoding")
+                  if isinstance(extra.get("metrics"), dict) else None]
+    if chunk.choices:
+        candidates.append((chunk.choices[0].model_extra or {}).get("speculative_decoding_stats"))
+    for block in candidates:
+        if not isinstance(block, dict):
+            continue
+        acc, drafted = block.get("num_accepted_draft_tokens"), block.get("num_draft_tokens")
+        steps = block.get("num_spec_steps")
+        if isinstance(acc, int) and isinstance(drafted, int) and acc >= 0 and drafted >= acc:
+            return {"steps": steps if isinstance(steps, int) and steps > 0 else None, "drafted": drafted,
+                    "accepted": acc}
+    return None
+
+
+def request_acceptance(r: StreamedRequest) -> tuple[float, str] | None:
+    """(AL, source) of one request from the per-request fields its response carried, else None. With the number
+    of verification steps AL = 1 + accepted / steps; from llama.cpp's timings (no step count) every iteration
+    yields its accepted drafts + 1 and the first token comes from the prefill, so steps = tokens - 1 - accepted
+    (the rule measure/llamacpp_engine.py uses)."""
+    if r.spec is not None:
+        if r.spec["steps"]:
+            return 1 + r.spec["accepted"] / r.spec["steps"], "response speculative_decoding block"
+        acc = r.spec["accepted"]
+    elif r.timings and isinstance(r.timings.get("draft_n"), int) and r.timings["draft_n"] > 0:
+        acc = int(r.timings.get("draft_n_accepted") or 0)
+    else:
+        return None
+    steps = r.tokens - 1 - acc
+    if steps <= 0:
+        return None
+    source = "response speculative_decoding block" if r.spec is not None else "response timings (llama.cpp)"
+    return (r.tokens - 1) / steps, source
+
+
+def _percentiles(values: Sequence[float]) -> dict:
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    return {"num_requests": len(values), "p10": round(float(np.percentile(a, 10)), 4),
+            "p50": round(float(np.percentile(a, 50)), 4), "p90": round(float(np.percentile(a, 90)), 4),
+            "mean": round(float(a.mean()), 4)}
+
+
+def per_request_acceptance(requests: Sequence[StreamedRequest], categories: dict[str, str]) -> dict:
+    """The distribution of per-request AL (p10/p50/p90), overall and per suite category, from the per-request
+    fields; ``reported`` False (and the counters stay the measurement) where no response carried them."""
+    rows = [(categories.get(r.item_id, "?"), request_acceptance(r)) for r in requests]
+    got = [(c, a) for c, a in rows if a is not None]
+    if not got:
+        return {"reported": False, "note": "no response carried per-request acceptance ("
+                + "; ".join([*PER_REQUEST_BLOCKS, "timings.draft_n / draft_n_accepted"]) + "): the level's "
+                "counters are the measurement"}
+    sources = sorted({a[1] for _, a in got})
+    cats = sorted({c for c, _ in got})
+    return {"reported": True, "source": ", ".join(sources), "requests_without": len(rows) - len(got),
+            "overall": _percentiles([a[0] for _, a in got]),
+            "categories": {c: _percentiles([a[0] for cc, a in got if cc == c]) for c in cats}}
+
+
 def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, after: str | None,
                       metrics_failure: str | None = None) -> dict:
     """The acceptance the server itself reports over one level (see the module docstring), else not reported."""
@@ -285,15 +363,37 @@ def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, a
 
 # ---- one concurrency level -----------------------------------------------------------------------------------
 
+def mode_body(body: dict, mode) -> dict:
+    """A chat-completions body in the request mode: ``chat_template_kwargs`` (trtllm-serve, vLLM, SGLang and
+    llama-server read it), ``response_format`` ({"type": "json_object"} or {"type": "json_schema", ...}, the
+    OpenAI API shape) and ``top_p``."""
+    if mode is None:
+        return body
+    body = dict(body)
+    if mode.chat_template_kwargs:
+        body["chat_template_kwargs"] = dict(mode.chat_template_kwargs)
+    if mode.response_format == "json_object":
+        body["response_format"] = {"type": "json_object"}
+    elif mode.response_format is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "request_mode",
+                                                                          "schema": mode.response_format}}
+    if mode.top_p < 1:
+        body["top_p"] = mode.top_p
+    return body
+
+
 def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_tokens: int, temperature: float,
-              seed: int, timeout: float, count_tokens: Callable[[str], int]) -> dict:
+              seed: int, timeout: float, count_tokens: Callable[[str], int], request_mode=None) -> dict:
     """The summary of one level: ``concurrency`` workers over max(len(items), concurrency) requests."""
     work = [items[i % len(items)] for i in range(max(len(items), concurrency))]
     metrics_failures: list[str] = []
     before = scrape_metrics(url, metrics_failures)
 
     def one(it) -> StreamedRequest:
-        body = chat_body(model, it.messages, max_tokens, temperature, seed if temperature > 0 else None)
+        from trtllm_spec.measure.run import item_mode
+
+        body = mode_body(chat_body(model, it.messages, max_tokens, temperature, seed if temperature > 0 else None),
+                         item_mode(request_mode, it) if request_mode is not None else None)
         try:
             return stream_request(url, body, it.id, timeout)
         except RequestFailed as e:
@@ -335,8 +435,8 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
         "tokens_per_s_server": round(tokens / wall, 2) if wall > 0 else None,
         "tokens_per_event": round(tokens / chunks, 3) if chunks else None,
         "finish_reasons": reasons,
-        "server_acceptance": server_acceptance(reqs, before, after,
-                                               metrics_failures[-1] if metrics_failures else None),
+        "server_acceptance": server_acceptance(reqs, before, after),
+        "per_request_acceptance": per_request_acceptance(reqs, {it.id: it.category for it in items}),
         "requests_detail": [{"id": r.item_id, "tokens": r.tokens, "events": len(r.content_times),
                              "ttft_ms": round(r.ttft_s * 1e3, 3) if r.ttft_s is not None else None,
                              "tpot_ms": round(r.tpot_s * 1e3, 3) if r.tpot_s is not None else None,
@@ -346,8 +446,9 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
 
 def measure_served(url: str, model: str, items: Sequence, levels: Sequence[int], *, max_tokens: int,
                    temperature: float, seed: int, timeout: float, count_tokens: Callable[[str], int],
-                   progress: Callable[[str], None] | None = None) -> list[dict]:
-    """Every level in turn, after one short warm-up request (not counted)."""
+                   progress: Callable[[str], None] | None = None, request_mode=None) -> list[dict]:
+    """Every level in turn, after one short warm-up request (not counted), made in the request mode: a server
+    that refuses the mode (response_format, chat_template_kwargs) stops the measurement before it starts."""
     log = progress or (lambda _m: None)
     warm = chat_body(model, PROBE, 2, 0.0)
     try:
@@ -356,9 +457,17 @@ def measure_served(url: str, model: str, items: Sequence, levels: Sequence[int],
     except RequestFailed as e:
         raise UserError(f"server {url} (model {model}) does not stream chat completions ({e.what}); 'measure "
                         "served' reads streamed responses (\"stream\": true)") from None
+    if request_mode is not None and request_mode != type(request_mode)(temperature=request_mode.temperature):
+        try:
+            for _ in stream_chat(url, mode_body(chat_body(model, PROBE, 2, 0.0), request_mode), timeout):
+                pass
+        except RequestFailed as e:
+            raise UserError(f"server {url} (model {model}) rejects the request mode '{request_mode.label()}' "
+                            f"({e.what}); serve with structured output / that chat template enabled, or measure "
+                            "another mode (--response-format, --chat-template-arg)") from None
     out = []
     for c in levels:
         log(f"concurrency {c}: {max(len(items), c)} streamed requests")
         out.append(run_level(url, model, items, c, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                             timeout=timeout, count_tokens=count_tokens))
+                             timeout=timeout, count_tokens=count_tokens, request_mode=request_mode))
     return out

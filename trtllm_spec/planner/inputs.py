@@ -108,6 +108,20 @@ def interval_inputs(recipe: Recipe, profile: HostProfile | None
     return profile.uncertainty, None, None
 
 
+def check_mode(path: Path, recipe: Recipe) -> None:
+    """A speculation profile measured in another request mode than ``workload.request_mode`` is refused (one line
+    naming both modes); a bare acceptance file records no mode and is not checked."""
+    import json
+
+    from trtllm_spec.core.request_mode import check_profile_mode
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return  # load_acceptance read it (YAML too); a file without JSON settings records no mode
+    check_profile_mode(data, recipe, f"acceptance profile {path}")
+
+
 def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapping,
                 host_profile: HostProfile | None = None, interval_level: float | None = None) -> PlanInputs:
     """``mechanisms``: the drafter registry (``trtllm_spec.drafters.registry.MECHANISMS``), passed in;
@@ -135,11 +149,13 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
     acc_path = recipe.resolve_path(recipe.planner.acceptance)
     if acc_path is not None:
         acceptance = load_acceptance(acc_path, category)
+        check_mode(acc_path, recipe)
         files.append(acc_path)
     compared: dict[str, AcceptanceModel] = {}
     for name, file in sorted(recipe.planner.compare_acceptance.items()):  # guideline 5's other mechanisms, measured
         path = recipe.resolve_path(file)
         compared[name] = load_acceptance(path, category)
+        check_mode(path, recipe)
         files.append(path)
     h = recipe.hardware
     if h.tp > 1 and hw.interconnect_bytes_per_s <= 0:

@@ -54,6 +54,17 @@ def render_table(data: dict) -> str:
         notes.append(f"server: {s['unchecked']}")
     notes += sorted({f"server acceptance: {lv['server_acceptance']['note']}" for lv in data["levels"]
                      if lv["server_acceptance"].get("note")})
+    mode = (data.get("settings") or {}).get("request_mode")
+    if mode:
+        from trtllm_spec.core.request_mode import mode_from_dict
+
+        notes.append(f"request mode: {mode_from_dict(mode).label()}")
+    for lv in data["levels"]:
+        pr = lv.get("per_request_acceptance") or {}
+        if pr.get("reported"):
+            cats = ", ".join(f"{c} {v['p10']:.2f}/{v['p50']:.2f}/{v['p90']:.2f}" for c, v in pr["categories"].items())
+            notes.append(f"concurrency {lv['concurrency']}: per-request AL p10/p50/p90 {pr['overall']['p10']:.2f}/"
+                         f"{pr['overall']['p50']:.2f}/{pr['overall']['p90']:.2f} ({pr['source']}); {cats}")
     return "\n".join([head, *lines, *notes])
 
 

@@ -59,15 +59,22 @@ class Drafter:
 
 def speculative_generate(target: LlamaModel, drafter: Drafter, prompt: list[int], max_new_tokens: int,
                          draft_len: int, params: SamplingParams | None = None, eos_ids: tuple[int, ...] = (),
-                         generator: torch.Generator | None = None) -> tuple[list[int], DecodeStats]:
+                         generator: torch.Generator | None = None, constraint=None
+                         ) -> tuple[list[int], DecodeStats]:
+    """``constraint``: a runtime.constraint.GrammarConstraint (structured output): the target's logits are masked
+    at every position, the first token's and each verified one's, so the output is the constrained target's."""
     params = params or SamplingParams()
+    matcher = constraint.matcher() if constraint is not None else None
     stats = DecodeStats()
     dev = target.device
     cache = target.new_cache(1, len(prompt) + max_new_tokens + draft_len + 2)
     t0 = time.perf_counter()
     logits, aux, _ = target.forward(torch.tensor([prompt], device=dev), torch.tensor([0], device=dev), cache,
                                     capture=drafter.capture, logits="last")
-    out = [sample(logits[0, -1], params, generator)]
+    first = logits[0, -1] if matcher is None else matcher.mask(logits[0, -1])
+    out = [sample(first, params, generator)]
+    if matcher is not None:
+        matcher.accept(out[0])
     drafter.reset(prompt, out[0], aux)
     stats.prefill_s = time.perf_counter() - t0
     kv_len = len(prompt)  # target KV holds every token before out[-1]
@@ -78,7 +85,8 @@ def speculative_generate(target: LlamaModel, drafter: Drafter, prompt: list[int]
         t1 = time.perf_counter()
         verify = torch.tensor([[out[-1], *drafts]], device=dev)
         logits, aux, _ = target.forward(verify, torch.tensor([kv_len], device=dev), cache, capture=drafter.capture)
-        new = _accept(logits[0], drafts, q, params, generator)
+        new = (_accept(logits[0], drafts, q, params, generator) if matcher is None
+               else _accept_constrained(logits[0], drafts, q, params, generator, matcher))
         stats.draft_s += t1 - t0
         stats.verify_s += time.perf_counter() - t1
         end = next((i for i, t in enumerate(new) if t in eos_ids), None)
@@ -121,6 +129,29 @@ def _accept(logits: torch.Tensor, drafts: list[int], q: list[torch.Tensor] | Non
         if not ok:
             return out
     out.append(int(torch.multinomial(probs(logits[len(drafts)], params), 1, generator=generator)))
+    return out
+
+
+def _accept_constrained(logits: torch.Tensor, drafts: list[int], q: list[torch.Tensor] | None,
+                        params: SamplingParams, generator: torch.Generator | None, matcher) -> list[int]:
+    """``_accept`` under a grammar: position i's logits are masked with the matcher advanced over the tokens
+    accepted before it (drafts[:i]); a draft the grammar forbids has masked probability 0, so it is rejected and
+    the target's constrained token replaces it. After a stop token ends the grammar nothing more is accepted."""
+    out: list[int] = []
+    for i in range(len(drafts) + 1):
+        row = matcher.mask(logits[i])
+        if i == len(drafts):  # every draft accepted: the target's bonus token
+            tok = sample(row, params, generator)
+            ok = False
+        elif params.greedy:
+            tok = int(row.argmax())
+            ok = tok == drafts[i]
+        else:
+            ok, tok = accept_or_resample(probs(row, params), drafts[i], None if q is None else q[i], generator)
+        out.append(tok)
+        matcher.accept(tok)
+        if not ok or matcher.finished:
+            return out
     return out
 
 

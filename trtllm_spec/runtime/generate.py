@@ -11,18 +11,24 @@ from trtllm_spec.runtime.sampling import SamplingParams, sample
 
 
 def generate(model: LlamaModel, prompt: list[int], max_new_tokens: int, eos_ids: tuple[int, ...] = (),
-             params: SamplingParams | None = None, generator: torch.Generator | None = None) -> list[int]:
-    """Target-only decoding, one token per forward: the reference every speculative run must reproduce."""
+             params: SamplingParams | None = None, generator: torch.Generator | None = None,
+             constraint=None) -> list[int]:
+    """Target-only decoding, one token per forward: the reference every speculative run must reproduce.
+    ``constraint`` (runtime.constraint.GrammarConstraint): each step's logits masked by the grammar."""
     params = params or SamplingParams()
+    matcher = constraint.matcher() if constraint is not None else None
     cache = model.new_cache(1, len(prompt) + max_new_tokens + 1)
     tokens = torch.tensor([prompt], device=model.device)
     logits, _, _ = model.forward(tokens, torch.tensor([0], device=model.device), cache, logits="last")
     out: list[int] = []
     pos = len(prompt)
     while len(out) < max_new_tokens:
-        tok = sample(logits[0, -1], params, generator)
+        row = logits[0, -1] if matcher is None else matcher.mask(logits[0, -1])
+        tok = sample(row, params, generator)
         out.append(tok)
-        if tok in eos_ids or len(out) >= max_new_tokens:
+        if matcher is not None:
+            matcher.accept(tok)
+        if tok in eos_ids or len(out) >= max_new_tokens or (matcher is not None and matcher.finished):
             break
         logits, _, _ = model.forward(torch.tensor([[tok]], device=model.device),
                                      torch.tensor([pos], device=model.device), cache, logits="last")

@@ -58,7 +58,16 @@ def _options(ctx: BuildContext, spec_model: str | None, max_draft_len: int, sche
         enable_block_reuse=r.engine.enable_block_reuse, kv_cache_dtype=r.quantization.kv_cache_dtype,
         cuda_graphs=r.engine.cuda_graphs, trust_remote_code=r.target.trust_remote_code,
         max_concurrency=extra.get("max_concurrency"),
-        drafter_extras={k: v for k, v in extra.items() if k != "max_concurrency"})
+        drafter_extras={k: v for k, v in extra.items() if k != "max_concurrency"},
+        guided_decoding_backend=guided_backend(r))
+
+
+def guided_backend(recipe) -> str | None:
+    """``xgrammar`` (the backend our reference decoder masks with, so measured and served masks agree) when the
+    recipe's request mode asks for structured output; None otherwise (no guided decoding)."""
+    from trtllm_spec.core.request_mode import recipe_mode
+
+    return "xgrammar" if recipe_mode(recipe).constrained else None
 
 
 def engine(ctx: BuildContext) -> StageResult:

@@ -124,9 +124,11 @@ def drafter(ctx: BuildContext) -> StageResult:
     return StageResult("drafter", status, detail=detail, command=command)
 
 
-def check_drafter(drafter_dir: Path, target: str, heldout: Path | None, device: str = "auto", dtype: str = "auto"):
+def check_drafter(drafter_dir: Path, target: str, heldout: Path | None, device: str = "auto", dtype: str = "auto",
+                  request_mode=None):
     """``trtllm-spec doctor``: a drafter folder against its target. Returns (kind, findings, placement): where
-    the parity check ran the target (``runtime.device.choose``), None when no weights are local."""
+    the parity check ran the target (``runtime.device.choose``), None when no weights are local. ``request_mode``
+    (a recipe's): a drafter trained in another chat-template mode is a warning (training_mode_finding)."""
     from trtllm_spec.train.doctor import run_doctor
 
     if not drafter_dir.is_dir():
@@ -140,7 +142,37 @@ def check_drafter(drafter_dir: Path, target: str, heldout: Path | None, device: 
         from trtllm_spec.runtime.device import choose
 
         where = choose(device, dtype)
-    return (*run_doctor(drafter_dir, target_dir, t.config, heldout, placement=where), where)
+    kind, findings = run_doctor(drafter_dir, target_dir, t.config, heldout, placement=where)
+    if request_mode is not None:
+        findings.append(training_mode_finding(drafter_dir, request_mode))
+    return kind, findings, where
+
+
+def training_mode_finding(drafter_dir: Path, mode):
+    """Train in the mode you serve: the chat-template arguments the drafter's training data was regenerated with
+    (trtllm_spec_drafter.json training.chat_template_kwargs; none recorded = the template's defaults) against the
+    request mode's. A thinking switch that differs moves acceptance (SpecForge#296, z-lab/dflash#60)."""
+    import json
+
+    from trtllm_spec.train.doctor import Finding
+
+    meta_path = drafter_dir / "trtllm_spec_drafter.json"
+    trained = None
+    if meta_path.is_file():
+        try:
+            trained = (json.loads(meta_path.read_text(encoding="utf-8")).get("training") or {}).get(
+                "chat_template_kwargs")
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            trained = None
+    if trained is None:
+        return Finding("info", "request_mode", "the drafter records no training mode (not trained here, or before "
+                       "request modes): its chat-template arguments are unknown")
+    want = dict(sorted(mode.chat_template_kwargs.items()))
+    if dict(sorted(trained.items())) != want:
+        return Finding("warning", "request_mode", f"trained with chat-template arguments {trained or '{}'} but the "
+                       f"recipe serves {want or '{}'} (workload.request_mode.chat_template_kwargs): acceptance in "
+                       "serving will differ from training; retrain in the served mode")
+    return Finding("ok", "request_mode", f"trained in the served chat-template mode {want or '(template defaults)'}")
 
 
 def stage_inputs(recipe: Recipe, target, source: str) -> dict:
@@ -152,6 +184,11 @@ def stage_inputs(recipe: Recipe, target, source: str) -> dict:
         from trtllm_spec.data.chat import PROMPT_RULE
 
         inputs["prompts"] = PROMPT_RULE
+        from trtllm_spec.core.request_mode import recipe_mode
+
+        kw = recipe_mode(recipe).chat_template_kwargs
+        if kw:  # keyed only when set: the target regenerates in the request mode (caches without one stay valid)
+            inputs["chat_template_kwargs"] = dict(sorted(kw.items()))
     if source == "convert":
         from trtllm_spec.stages.context import tree_hash
 

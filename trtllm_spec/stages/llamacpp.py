@@ -124,9 +124,11 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
                          chat_template: Path | None = None, training_data: Path | None = None,
                          allow_overlap: bool = False, threads: int | None = None, port: int | None = None,
                          cache: Path | None = None, allow_long: bool = False,
-                         progress: Callable[[str], None] | None = None) -> dict:
+                         progress: Callable[[str], None] | None = None, request_mode=None) -> dict:
     """``trtllm-spec measure llamacpp``: llama.cpp's speculative decoding of ``drafter`` over the suite,
-    and (``compare_reference``) our reference decoder on the same prompts beside it. Writes the profile
+    and (``compare_reference``) our reference decoder on the same prompts beside it, both in ``request_mode``
+    (at temperature > 0 the two samplers draw different numbers: ALs are compared, outputs only when greedy).
+    Writes the profile
     (``engine: llamacpp``, with ``comparison``), report.md and provenance to ``out`` atomically."""
     from trtllm_spec.core.files import check_output_dir
     from trtllm_spec.data.user_suite import suite_checker
@@ -137,9 +139,6 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
     if drafter is None or draft_len is None:
         raise UserError("'measure llamacpp' needs --drafter DIR (an exported EAGLE-3 / DFlash folder or a draft model) "
                         "and --draft-len D")
-    if temperature != 0:
-        raise UserError(f"--temperature {temperature}: 'measure llamacpp' compares greedy decoding (0) only; the two "
-                        "engines' samplers draw different random numbers")
     if dtype == "auto":
         dtype = "fp32"  # the comparison needs one precision on both engines; fp32 is exact on every CPU
     if dtype not in ("fp32", "bf16"):
@@ -175,7 +174,8 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
         target=target_summary(target, target_dir, target_cfg),
         llamacpp={"version": li.build.version, "commit": li.build.record["commit"],
                   "package_version": li.build.record["package_version"], "conversions": li.conversions},
-        dtype=dtype, threads=threads, port=port, progress=log, suite_check=check, runs_out=llama_runs, **settings)
+        dtype=dtype, threads=threads, port=port, progress=log, suite_check=check, runs_out=llama_runs,
+        request_mode=request_mode, **settings)
     if compare_reference:
         from trtllm_spec.measure.engine_compare import compare
         from trtllm_spec.measure.run import measure
@@ -183,15 +183,19 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
         log("reference decoder: the same prompts on our PyTorch decoder")
         ref_runs: list = []
         ref = measure(target_dir, str(drafter_dir), draft_len, dtype=dtype, device="cpu", progress=log,
-                      runs_out=ref_runs, **settings)
+                      runs_out=ref_runs, request_mode=request_mode, **settings)
         profile["comparison"] = compare(llama_runs, ref_runs, draft_len, {
             "engine": "pytorch", "mean_acceptance_length": ref["overall"]["mean_acceptance_length"],
             "dtype": ref["settings"]["dtype"], "machine": ref["settings"]["machine"]})
+        for key in ("structured_output", "greedy_comparison"):  # the reference's, beside llama.cpp's
+            if key in ref:
+                profile["comparison"][f"{key}_reference"] = ref[key]
     if out is not None:
         args = {"target": target, "drafter": drafter, "draft_len": draft_len, "engine": "llamacpp",
                 "compare_reference": compare_reference, "dtype": dtype, "threads": threads, **{
                     k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items()},
-                "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap}
+                "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap,
+                "request_mode": request_mode.as_dict() if request_mode is not None else None}
         write_profile(profile, out, force, {"measure": args}, _input_files(target_dir, str(drafter_dir)),
                       inputs_paths)
     return profile

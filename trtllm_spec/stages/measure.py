@@ -20,7 +20,7 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
                     chat_template: Path | None = None, block_sweep: Sequence[int] | None = None,
                     out: Path | None = None, progress: Callable[[str], None] | None = None,
                     suite_check: Callable[[list], dict] | None = None, reference_engine: str = "auto",
-                    drafter_options: dict | None = None) -> dict:
+                    drafter_options: dict | None = None, request_mode=None) -> dict:
     """The speculation profile of ``drafter`` ('ngram' or a folder) at D = ``draft_len``: on the PyTorch
     reference decoder here, or (``engine='trtllm'``) on TensorRT-LLM with the bundle's options. ``suite`` is
     'speed-lite' or a suite file/folder (data/user_suite.py); ``suite_check(items)`` (the overlap check) runs
@@ -32,10 +32,16 @@ def measure_profile(target: str | Path, drafter: str | None, draft_len: int | No
         from trtllm_spec.measure.run import measure
 
         return measure(target, drafter, draft_len, dtype=dtype, block_sweep=block_sweep, device=device,
-                       reference_engine=reference_engine, drafter_options=drafter_options, **common)
+                       reference_engine=reference_engine, drafter_options=drafter_options,
+                       request_mode=request_mode, **common)
     if drafter_options:
         raise UserError("drafter options (the suffix automaton's settings, --sa-enhancer-threshold) apply to "
                         "'measure reference'; with 'measure trtllm' the bundle's options decide")
+    if request_mode is not None and (request_mode.chat_template_kwargs or request_mode.constrained
+                                     or request_mode.top_p < 1):
+        raise UserError(f"request mode {request_mode.label()}: 'measure trtllm' measures greedy or at --temperature "
+                        "only (chat-template arguments, response_format and top_p are not passed to the LLM API "
+                        "yet); measure the mode with 'measure reference', 'measure llamacpp' or 'measure served'")
     from trtllm_spec.core.bundle import read_bundle
     from trtllm_spec.measure.trtllm_engine import measure_trtllm
 
@@ -162,7 +168,7 @@ def _budget(settings: dict, block_sweep: Sequence[int] | None, engine: str, allo
 
 def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engine: str, bundle: Path | None,
                 out: Path | None, force: bool, block_sweep: Sequence[int] | None, training_data: Path | None = None,
-                allow_overlap: bool = False, allow_long: bool = False, **settings) -> dict:
+                allow_overlap: bool = False, allow_long: bool = False, request_mode=None, **settings) -> dict:
     """``trtllm-spec measure reference`` / ``measure trtllm``: check the arguments, measure, and write profile, report and provenance to
     ``out`` (atomically). Returns the profile. With your own suite, prompts found in ``training_data`` or the
     packaged train pools are refused (``allow_overlap``: measured with a warning)."""
@@ -179,7 +185,7 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
         check_output_dir(out, force, inputs)  # fail before minutes of decoding, not after
     _budget(settings, block_sweep, engine, allow_long)
     profile = measure_profile(target, drafter, draft_len, engine=engine, bundle=bundle, block_sweep=block_sweep,
-                              out=out, suite_check=check, **settings)
+                              out=out, suite_check=check, request_mode=request_mode, **settings)
     if out is not None:
         target_path = Path(profile["target"]["path"])
         ct = settings.get("chat_template")
@@ -191,7 +197,8 @@ def run_measure(target: str, drafter: str | None, draft_len: int | None, *, engi
                 "reference_engine": settings.get("reference_engine", "auto"),
                 "chat_template": str(ct) if ct else None, "block_sweep": block_sweep,
                 "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap,
-                "drafter_options": settings.get("drafter_options")}
+                "drafter_options": settings.get("drafter_options"),
+                "request_mode": request_mode.as_dict() if request_mode is not None else None}
         write_profile(profile, out, force, {"measure": args}, _input_files(target_path, drafter), inputs)
     return profile
 
@@ -202,9 +209,16 @@ def recipe_settings(ctx: BuildContext) -> dict:
     from trtllm_spec.data.user_suite import recipe_suite
 
     m = ctx.recipe.measure
+    mode = recipe_request_mode(ctx.recipe)
     return dict(suite=recipe_suite(ctx.recipe), categories=m.categories, num_prompts=m.num_prompts, max_new_tokens=m.max_new_tokens,
-                temperature=m.temperature, seed=m.seed,
+                temperature=mode.temperature, seed=m.seed, request_mode=mode,
                 chat_template=ctx.recipe.resolve_path(ctx.recipe.target.chat_template))
+
+
+def recipe_request_mode(recipe):
+    from trtllm_spec.core.request_mode import recipe_mode
+
+    return recipe_mode(recipe)
 
 
 def measure_draft_len(ctx: BuildContext) -> int:
@@ -250,6 +264,8 @@ def measure(ctx: BuildContext) -> StageResult:
     if options:  # keyed only when there are some: caches of drafters without options stay valid
         inputs["drafter_options"] = options
     settings = recipe_settings(ctx)
+    if settings["request_mode"] != type(settings["request_mode"])(temperature=settings["temperature"]):
+        inputs["request_mode"] = settings["request_mode"].as_dict()  # keyed only when set: old caches stay valid
     if not is_builtin(m.suite):  # the user's prompts: keyed by their content, not their path
         inputs["suite"] = suite_fingerprint(settings["suite"])
     chat_template = settings["chat_template"]

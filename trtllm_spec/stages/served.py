@@ -80,7 +80,7 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
                recipe_file: Path | None, gpu: str | None, suite: str, categories: Sequence[str] | None,
                num_prompts: int, max_new_tokens: int, temperature: float, seed: int, chat_template: Path | None,
                training_data: Path | None, allow_overlap: bool, timeout_s: float, out: Path | None, force: bool,
-               progress: Callable[[str], None] | None = None, allow_long: bool = False) -> dict:
+               progress: Callable[[str], None] | None = None, allow_long: bool = False, request_mode=None) -> dict:
     from trtllm_spec.core.artifacts import ServedMeasurement
     from trtllm_spec.core.files import check_output_dir
     from trtllm_spec.data.openai_http import base_url, check_server
@@ -94,6 +94,13 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     if not timeout_s > 0:
         raise UserError(f"--request-timeout {timeout_s}: must be > 0 seconds")
     recipe = served_recipe(recipe_file, target, gpu, levels)
+    from trtllm_spec.core.request_mode import RequestMode, recipe_mode
+    from trtllm_spec.measure.run import resolve_mode
+
+    mode = resolve_mode(request_mode, temperature)
+    if recipe_file is not None and mode == RequestMode(temperature=mode.temperature):
+        mode = resolve_mode(recipe_mode(recipe), temperature)  # the recipe's mode unless flags give one
+    temperature = mode.temperature
     folder, cfg = _tokenizer_folder(recipe)
     check = suite_checker(suite, training_data, allow_overlap, progress or print)
     if out is not None:
@@ -104,10 +111,15 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     measure_budget(requests, max_new_tokens, f"{len(items)} prompts at concurrency {','.join(map(str, levels))}",
                    allow_long, progress or print)  # printed, and refused above the limit, before anything is sent
     overlap = check(items) if check else None
-    from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.data.chat import check_template_kwargs, load_tokenizer, prompt_ids
 
     tok = load_tokenizer(folder, chat_template)
-    check_context(items, [prompt_ids(tok, it.messages) for it in items], max_new_tokens,
+    check_template_kwargs(tok, mode.chat_template_kwargs)
+    from trtllm_spec.measure.run import item_mode, mode_items
+
+    items, suite_prov = mode_items(items, tok, categories, suite_prov)
+    check_context(items, [prompt_ids(tok, it.messages, item_mode(mode, it).chat_template_kwargs) for it in items],
+                  max_new_tokens,
                   cfg.get("max_position_embeddings"))
     checked = check_server(url, tok, server_model, timeout_s, "--server-model")
     model = checked.model
@@ -116,7 +128,7 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     if checked.note and progress:
         progress(f"warning: server {url}: {checked.note}")
     measured = measure_served(url, model, items, levels, max_tokens=max_new_tokens, temperature=temperature,
-                              seed=seed, timeout=timeout_s, progress=progress,
+                              seed=seed, timeout=timeout_s, progress=progress, request_mode=mode,
                               count_tokens=lambda text: len(tok(text, add_special_tokens=False).input_ids))
     data = ServedMeasurement.build(
         engine="openai",
@@ -127,7 +139,8 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
                "num_prompts_per_category": num_prompts, "item_ids": [it.id for it in items],
                **({"overlap": overlap} if overlap else {})},
         settings={"max_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
-                  "concurrency": levels, "request_timeout_s": timeout_s, "stream": True},
+                  "concurrency": levels, "request_timeout_s": timeout_s, "stream": True,
+                  "request_mode": mode.as_dict()},
         levels=measured, prediction=pred)
     if out is not None:
         _write(data, out, force, folder, recipe_file, {
@@ -136,7 +149,8 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
             "categories": list(categories) if categories else None, "num_prompts": num_prompts,
             "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
             "chat_template": str(chat_template) if chat_template else None, "request_timeout_s": timeout_s,
-            "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap})
+            "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap,
+            "request_mode": mode.as_dict()})
     return data
 
 

@@ -168,8 +168,12 @@ def prepare_samples(tok, convs: list[dict], seq_len: int, heldout_fraction: floa
         if offline:  # the tokens the features were computed over, with the target's hidden states over them
             ids, mask, aux, hidden = features.get(c["id"])
             seq, feats = (ids, mask), (aux, hidden)
+        elif c.get("chat_template_kwargs") and "tokens" in c and "assistant" in c:
+            # regenerated in a request mode (e.g. thinking off): the exact tokens it was generated over; a template
+            # need not re-render the reply with the mode's prompt frame (Qwen3's empty think block, SpecForge#296)
+            seq, feats = (list(c["tokens"]), list(c["assistant"])), None
         else:
-            t = tokenize_conversation(tok, c["messages"])
+            t = tokenize_conversation(tok, c["messages"], template_kwargs=c.get("chat_template_kwargs"))
             seq, feats = (t.input_ids, t.assistant), None
         hold = is_heldout(c["id"], heldout_fraction)
         (held if hold else train).append(seq)
@@ -193,6 +197,22 @@ def check_out(out: Path, resume: bool, force: bool, delete: bool = True) -> None
                 shutil.rmtree(out)
         elif not resume:
             raise OutputExistsError(f"output folder {out} exists; pass --resume to continue it or --force to start over")
+
+
+def training_mode(recipe: Recipe, convs: list) -> dict:
+    """The chat-template arguments the training conversations were regenerated with (the drafter's training
+    mode, recorded in trtllm_spec_drafter.json for ``doctor``): the recipe's request mode's; records regenerated
+    in another mode (a reused data folder) are refused rather than mixed in."""
+    from trtllm_spec.core.request_mode import recipe_mode
+
+    want = dict(sorted(recipe_mode(recipe).chat_template_kwargs.items()))
+    if recipe.drafter.training.data.regenerate and not recipe.drafter.training.data.path:
+        other = next((c for c in convs if isinstance(c, dict) and c.get("chat_template_kwargs", {}) != want), None)
+        if other is not None:
+            raise UserError(f"regenerated conversation {other.get('id')} was made with chat-template arguments "
+                            f"{other.get('chat_template_kwargs', {})}, the recipe's request mode uses {want}; "
+                            "regenerate into a new --out folder (or remove the data folder)")
+    return want
 
 
 def train_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_steps: int | None = None,
@@ -254,7 +274,8 @@ def _train(recipe: Recipe, target: ResolvedTarget, target_dir: Path, out: Path, 
         + (f"; target hidden states from {features.folder} (offline)" if offline else ""))
     summary: dict = {"drafter": d.type, "target": target.hf_id or target.spec, "conversations": len(convs),
                      "train_chunks": len(chunks), "heldout_chunks": len(heldout),
-                     "assistant_tokens": sum(counts.values()), "offline_features": offline}
+                     "assistant_tokens": sum(counts.values()), "offline_features": offline,
+                     "chat_template_kwargs": training_mode(recipe, convs)}
     d2t = None
     kwargs: dict = {}
     mech = get(d.type)
