@@ -233,6 +233,10 @@ def _stream_with(extra: dict, finish_extra: dict | None = None) -> list:
                                            "num_accepted_draft_tokens": 12}}}, None, 1 + 12 / 8, "speculative"),
     ({}, {"speculative_decoding_stats": {"num_spec_steps": 5, "num_draft_tokens": 15,
                                          "num_accepted_draft_tokens": 15}}, 4.0, "speculative"),
+    # TensorRT-LLM PR #19311's shape: on the choice, total_* counts (20 steps, 30 of 60 drafts accepted: AL 2.5)
+    ({}, {"speculative_decoding": {"acceptance_rate": 0.5, "total_accepted_draft_tokens": 30,
+                                   "total_draft_tokens": 60, "num_spec_steps": 20,
+                                   "acceptance_histogram": [8, 0, 6, 6], "num_spec_tokens": 3}}, 2.5, "speculative"),
 ])
 def test_served_per_request_acceptance_percentiles(extra, finish, al, source):
     from tests.reliability.fake_openai import FakeOpenAI, Reply

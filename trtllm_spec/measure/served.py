@@ -244,14 +244,21 @@ def llamacpp_acceptance(before: str | None, after: str | None) -> dict | None:
                     "iterations without drafts are not counted, unlike 'measure llamacpp')"}
 
 
-# Per-request acceptance blocks a response may carry, as (where, the field names read). vLLM (PR #48915,
-# --per-request-spec-decode-metrics): ``metrics.speculative_decoding`` on the response or
-# ``speculative_decoding_stats`` on the choice, with ``num_spec_steps``, ``num_draft_tokens``,
-# ``num_accepted_draft_tokens``. llama.cpp: ``timings.draft_n`` / ``timings.draft_n_accepted`` (tools/server, PR
-# #12603), read from ``StreamedRequest.timings``. TensorRT-LLM PR #19311 returns per-request acceptance on the
-# response too; its field names were not in the thread text this project could read (the PR page's description
-# only), so a trtllm-serve reply is read through the shapes above where it uses them, else the counters.
-PER_REQUEST_BLOCKS = ("metrics.speculative_decoding", "choices[0].speculative_decoding_stats")
+# Per-request acceptance blocks a response may carry, as (where, the field names read):
+# - vLLM (PR #48915, --per-request-spec-decode-metrics): ``metrics.speculative_decoding`` on the response or
+#   ``speculative_decoding_stats`` on the choice, with ``num_spec_steps``, ``num_draft_tokens``,
+#   ``num_accepted_draft_tokens``;
+# - TensorRT-LLM (NVIDIA/TensorRT-LLM PR #19311, "Report per-request speculative-decoding acceptance on the response",
+#   open in the thread read here, 2026-09-17; its shape as its author's client adapter reads it, ai-dynamo/aiperf PR
+#   #1433): ``speculative_decoding`` on the choice, with ``num_spec_steps``, ``total_draft_tokens``,
+#   ``total_accepted_draft_tokens`` (and ``acceptance_rate``, ``acceptance_histogram``, ``num_spec_tokens``);
+# - llama.cpp: ``timings.draft_n`` / ``timings.draft_n_accepted`` (tools/server, PR #12603), read from
+#   ``StreamedRequest.timings``.
+# Where none is present, the level's counters are the measurement.
+PER_REQUEST_BLOCKS = ("metrics.speculative_decoding", "choices[0].speculative_decoding_stats",
+                      "choices[0].speculative_decoding")
+# (drafted, accepted) field names per block shape: vLLM's, TensorRT-LLM's (PR #19311)
+_COUNT_NAMES = (("num_draft_tokens", "num_accepted_draft_tokens"), ("total_draft_tokens", "total_accepted_draft_tokens"))
 
 
 def per_request_block(chunk) -> dict | None:
@@ -261,15 +268,17 @@ def per_request_block(chunk) -> dict | None:
     candidates = [(extra.get("metrics") or {}).get("speculative_decoding")
                   if isinstance(extra.get("metrics"), dict) else None]
     if chunk.choices:
-        candidates.append((chunk.choices[0].model_extra or {}).get("speculative_decoding_stats"))
+        choice = chunk.choices[0].model_extra or {}
+        candidates += [choice.get("speculative_decoding_stats"), choice.get("speculative_decoding")]
     for block in candidates:
         if not isinstance(block, dict):
             continue
-        acc, drafted = block.get("num_accepted_draft_tokens"), block.get("num_draft_tokens")
-        steps = block.get("num_spec_steps")
-        if isinstance(acc, int) and isinstance(drafted, int) and acc >= 0 and drafted >= acc:
-            return {"steps": steps if isinstance(steps, int) and steps > 0 else None, "drafted": drafted,
-                    "accepted": acc}
+        for drafted_name, accepted_name in _COUNT_NAMES:
+            acc, drafted = block.get(accepted_name), block.get(drafted_name)
+            steps = block.get("num_spec_steps")
+            if isinstance(acc, int) and isinstance(drafted, int) and acc >= 0 and drafted >= acc:
+                return {"steps": steps if isinstance(steps, int) and steps > 0 else None, "drafted": drafted,
+                        "accepted": acc}
     return None
 
 
