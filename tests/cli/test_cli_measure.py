@@ -38,6 +38,11 @@ def test_each_subcommand_lists_only_options_its_code_reads(cli, name):
     sig = inspect.signature(fn)
     assert all(p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in sig.parameters.values())
     params = {p.name for p in cmd.params if p.name != "help"}
+    if "request_mode" in sig.parameters:  # @request_mode_options reads its flags and passes one request_mode
+        from trtllm_spec.cli.request_mode import FLAGS
+
+        assert set(FLAGS) <= params, name
+        params = (params - set(FLAGS)) | {"request_mode"}
     assert params == set(sig.parameters), name
     unread = params - _names_read(fn)
     assert not unread, f"measure {name} lists options its code never reads: {sorted(unread)}"
@@ -53,7 +58,9 @@ def test_options_are_per_subcommand():
     opts = {n: {o for p in c.params for o in p.opts} for n, c in measure_group.commands.items()}
     assert "--reference-engine" in opts["reference"] and "--reference-engine" not in opts["trtllm"]
     assert "--server-url" in opts["served"] and not any("--server-url" in v for k, v in opts.items() if k != "served")
-    assert "--compare-reference" in opts["llamacpp"] and "--temperature" not in opts["llamacpp"]
+    # llama.cpp samples the request mode's distribution too (issue 38): --temperature is its option
+    assert "--compare-reference" in opts["llamacpp"] and "--temperature" in opts["llamacpp"]
+    assert "--response-format" in opts["reference"] and "--response-format" not in opts["trtllm"]
     assert "--dtype" not in opts["trtllm"] and "--device" not in opts["trtllm"]  # the bundle decides
     assert "--suite" not in opts["from-bench"] and "--allow-long" not in opts["from-metrics"]  # nothing decoded
 

@@ -108,7 +108,7 @@ def test_request_modes_on_both_engines(cli, built, smollm2_hf, head, tmp_path):
     from trtllm_spec.stages.llamacpp import speculative_server
 
     out = tmp_path / "json"
-    r = cli("measure", "--engine", "llamacpp", "--target", "smollm2-135m", "--drafter", head, "--draft-len", "3",
+    r = cli("measure", "llamacpp", "--target", "smollm2-135m", "--drafter", head, "--draft-len", "3",
             "--suite", "speed-lite-modes", "--categories", "json_mode", "--num-prompts", "1", "--max-new-tokens",
             "48", "--out", out)
     assert r.exit_code == 0, r.output
@@ -117,13 +117,13 @@ def test_request_modes_on_both_engines(cli, built, smollm2_hf, head, tmp_path):
     assert o["identical_to_llamacpp_target_greedy"] == 1 and o["identical_to_reference_target_greedy"] == 1
     for so in (prof["structured_output"], prof["comparison"]["structured_output_reference"]):
         assert so["parsed"] == so["valid"] and so["num_outputs"] == 2
-    r = cli("measure", "--engine", "llamacpp", "--target", "smollm2-135m", "--drafter", head, "--draft-len", "3",
+    r = cli("measure", "llamacpp", "--target", "smollm2-135m", "--drafter", head, "--draft-len", "3",
             "--chat-template-arg", "enable_thinking=false", "--num-prompts", "1", "--out", tmp_path / "think")
     assert r.exit_code == 2 and "does not read it" in r.output and not (tmp_path / "think").exists()
     server = speculative_server("smollm2-135m", head, 3, host="127.0.0.1", port=free_port(), threads=2, ctx=1024,
                                 parallel=1)
     with server:
-        r = cli("measure", "--engine", "openai", "--server-url", server.url, "--target", "smollm2-135m",
+        r = cli("measure", "served", "--server-url", server.url, "--target", "smollm2-135m",
                 "--concurrency", "1", "--categories", "coding", "--num-prompts", "1", "--max-new-tokens", "32",
                 "--response-format", "json_object", "--out", tmp_path / "served")
     assert r.exit_code == 0, r.output
