@@ -199,14 +199,40 @@ class Eagle3Drafter(_Trained):
 
 
 class MTPDrafter(_Trained):
-    """Native MTP layers of the target (nothing to train), or, for a target without them, a head trained with
-    ModelOpt's EAGLE-MTP preset (measured and planned here; TensorRT-LLM serves MTP only as native layers)."""
+    """The target's own (native) MTP layers, e.g. DeepSeek-V3/R1's ``num_nextn_predict_layers``: nothing to train,
+    TensorRT-LLM runs them. A head trained with ModelOpt's EAGLE-MTP preset is ``drafter.type: eagle_mtp``."""
 
     type: Literal["mtp"] = "mtp"
     num_layers: int | None = Field(None, ge=1, le=64, description="None: the target's native MTP layers, else 1")
-    draft_vocab_size: int | None = Field(None, ge=1, description="trained head only; None = the full vocabulary")
     sa_enhancer: SAEnhancerConfig | None = Field(None, description="suffix-automaton drafts override the MTP "
                                                  "drafts where the match reaches the threshold (TensorRT-LLM 1.3+)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_head_fields(cls, data: Any) -> Any:
+        # the old spelling of a trained EAGLE-MTP head (drafter.type: mtp with a head's fields) points to its type
+        if isinstance(data, dict):
+            head = [k for k in ("checkpoint", "draft_vocab_size") if data.get(k) is not None]
+            if "training" in data and TrainingConfig.model_validate(data["training"] or {}) != TrainingConfig():
+                head.append("training")
+            if head:
+                raise ValueError(f"drafter.{head[0]} belongs to a trained EAGLE-MTP head, which is drafter.type: "
+                                 "eagle_mtp (drafter.type: mtp is the target's own MTP layers); set drafter.type: "
+                                 "eagle_mtp")
+        return data
+
+    def required_trtllm(self) -> str:
+        return enhancer_release(self.sa_enhancer, self.min_trtllm)
+
+
+class EagleMTPDrafter(_Trained):
+    """A head trained with ModelOpt's EAGLE-MTP preset for a target without native MTP layers (trained, measured
+    and planned here; TensorRT-LLM serves MTP only as a target's own layers, so ``build`` refuses it)."""
+
+    type: Literal["eagle_mtp"] = "eagle_mtp"
+    draft_vocab_size: int | None = Field(None, ge=1, description="None = the target's full vocabulary")
+    sa_enhancer: SAEnhancerConfig | None = Field(None, description="suffix-automaton drafts override the head's "
+                                                 "drafts where the match reaches the threshold (reference decoder)")
 
     def required_trtllm(self) -> str:
         return enhancer_release(self.sa_enhancer, self.min_trtllm)
@@ -214,7 +240,7 @@ class MTPDrafter(_Trained):
     def check(self, recipe: Recipe) -> None:
         if self.training.init_from_target == "last_layer":
             raise ValueError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide "
-                             "first layer and fc); for an mtp head use none or lm_head")
+                             "first layer and fc); for an eagle_mtp head use none or lm_head")
         super().check(recipe)
 
 
@@ -333,7 +359,7 @@ class SuffixDrafter(_Drafter):
 
 
 DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter,
-                   SuffixDrafter)
+                   SuffixDrafter, EagleMTPDrafter)
 # the recipe's tagged union over DRAFTER_CLASSES, written once (a registered mechanism rebuilds it)
 DrafterConfig = Annotated[Union[DRAFTER_CLASSES], Field(discriminator="type")]  # noqa: UP007 (a runtime tuple)
 # the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
