@@ -129,7 +129,7 @@ def test_build_gpu_recipe_defers_what_needs_the_gpu(cli, tmp_path, cache):
 
 
 def test_concurrent_builds_are_locked(tmp_path, cache):
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.errors import UserError
     from trtllm_spec.stages.pipeline import build_lock, run_build
 

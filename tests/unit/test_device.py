@@ -128,7 +128,7 @@ def test_dry_run_prints_the_launch_without_torch(recipe, expect):
 
 
 def test_estimate_shards_under_fsdp():
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.train.launch import estimate
 

@@ -35,7 +35,8 @@ def test_an_unknown_or_newer_release_is_one_clear_line():
 
 
 def test_the_recipe_and_the_cli_refuse_an_unknown_release(cli, tmp_path):
-    from trtllm_spec.core.recipe import RecipeError, recipe_from_dict
+    from trtllm_spec.core.recipe import RecipeError
+    from trtllm_spec.core.recipe_load import recipe_from_dict
 
     base = {"name": "r", "target": {"model": "llama-3.1-8b-instruct"}, "drafter": {"type": "eagle3"}}
     with pytest.raises(RecipeError, match=r"engine.trtllm_version.*'1\.9' is newer than any release"):

@@ -65,7 +65,7 @@ import yaml
 from tensorrt_llm import LLM, SamplingParams
 from tensorrt_llm.llmapi.llm_args import SaveHiddenStatesDecodingConfig
 
-from trtllm_spec.core.recipe import load_recipe
+from trtllm_spec.core.recipe_load import load_recipe
 from trtllm_spec.data.chat import load_tokenizer
 from trtllm_spec.data.features import sequences
 from trtllm_spec.data.regenerate import read_done

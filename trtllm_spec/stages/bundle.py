@@ -273,7 +273,7 @@ def _legacy_engines(ctx: BuildContext, model: str, draft: str | None, max_bs: in
 
 
 def dump_recipe(ctx: BuildContext) -> None:
-    from trtllm_spec.core.recipe import recipe_to_dict
+    from trtllm_spec.core.recipe_load import recipe_to_dict
 
     (ctx.bundle / "recipe.resolved.yaml").write_text(yaml.safe_dump(recipe_to_dict(ctx.recipe), sort_keys=False))
 

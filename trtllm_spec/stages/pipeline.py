@@ -25,7 +25,8 @@ from pathlib import Path
 
 from trtllm_spec.core.files import atomic_dir, check_output_dir
 from trtllm_spec.core.provenance import provenance
-from trtllm_spec.core.recipe import Recipe, recipe_to_dict
+from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.core.recipe_load import recipe_to_dict
 from trtllm_spec.deploy.manifest import redact_text, redact_tree, write_manifest
 from trtllm_spec.errors import UserError
 from trtllm_spec.stages.bundle import bundle, dump_recipe
