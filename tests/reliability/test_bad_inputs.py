@@ -811,6 +811,12 @@ def _(c):
     return ["recipe", "validate", c.tiny_recipe({"type": "mtp", "draft_vocab_size": 64})]
 
 
+@case("train-mtp-no-native-layers", "train", "mtp (a target's own MTP layers) on a target without them",
+      "drafter.type: mtp", "no native MTP layers", "eagle_mtp")
+def _(c):
+    return ["train", c.tiny_recipe({"type": "mtp"}), "--out", c.w / "train"]
+
+
 @case("train-mtp-last-layer", "train", "eagle_mtp head with the EAGLE-3-only last_layer start",
       "drafter.training.init_from_target", "none or lm_head")
 def _(c):
