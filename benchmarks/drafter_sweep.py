@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--no-record", action="store_true", help="write no record (a trial run)")
     args = ap.parse_args()
 
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.measure.run import measure
     from trtllm_spec.stages.drafter import run_train

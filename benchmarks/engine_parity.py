@@ -22,7 +22,8 @@ from pathlib import Path
 
 from _record import BENCHMARKS, write_record
 
-NAMES = {"eagle3": "EAGLE-3", "dflash": "DFlash", "draft_model": "draft model", "dspark": "DSpark", "mtp": "EAGLE-MTP"}
+NAMES = {"eagle3": "EAGLE-3", "dflash": "DFlash", "draft_model": "draft model", "dspark": "DSpark", "mtp": "EAGLE-MTP",
+         "eagle_mtp": "EAGLE-MTP"}  # "mtp": the head's type in records written before issue 33 item 8
 
 
 def readme_rows(results: list[dict], draft_len: int) -> list[dict]:

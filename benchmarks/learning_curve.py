@@ -67,7 +67,7 @@ def export_checkpoint(recipe, target_dir: Path, final_drafter: Path, ckpt: Path,
 
 
 def main() -> None:
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.measure.run import measure
     from trtllm_spec.stages.drafter import run_train

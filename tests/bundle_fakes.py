@@ -14,7 +14,7 @@ def seal_bundle(bundle: Path, drafter: str = "eagle3", version: str = "auto", *,
                 served: str | None = None, **manifest) -> Path:
     """Write ``recipe.resolved.yaml`` (``drafter``, ``engine.trtllm_version: version``) and ``manifest.json``
     into ``bundle``; ``profile`` overrides the release the manifest records (a manifest that disagrees)."""
-    from trtllm_spec.core.recipe import recipe_from_dict, recipe_to_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict, recipe_to_dict
     from trtllm_spec.deploy.manifest import write_manifest
 
     data = recipe or {"name": "sealed", "target": {"model": "llama-3.1-8b-instruct"}, "drafter": {"type": drafter},

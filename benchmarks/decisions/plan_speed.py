@@ -11,7 +11,7 @@ import statistics
 import sys
 import time
 
-from trtllm_spec.core.recipe import load_recipe
+from trtllm_spec.core.recipe_load import load_recipe
 from trtllm_spec.stages.plan import compute_plan
 
 CASES = ["recipes/llama-3.1-8b-eagle3-h100.yaml", "recipes/deepseek-r1-mtp-8xh200.yaml",

@@ -54,7 +54,7 @@ def run(steps: int, profile: bool) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.train import modelopt_setup as ms
     from trtllm_spec.train.samples import Schedule
     from trtllm_spec.train.trainer import Trainer

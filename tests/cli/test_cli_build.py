@@ -45,6 +45,14 @@ def test_build_ngram_bundle_verify_and_rebuild(cli, tmp_path, tiny_target, tiny_
     text = "\n".join(p.read_text(errors="ignore") for p in out.rglob("*") if p.suffix in (".sh", ".yaml", ".json", ".pbtxt"))
     assert str(tmp_path) not in text, "bundles carry no absolute paths of the build machine"
     assert cli("verify", out).exit_code == 0
+    # stage 6 writes the bundle and builds no engine: it is named 'bundle'; a manifest written before the rename
+    # (stage 'engine') still verifies and reads (stage names are a record: core.bundle reads none)
+    assert statuses["bundle"] == "done" and "engine" not in statuses
+    from trtllm_spec.core.bundle import read_bundle
+
+    old = dict(manifest, stages=[dict(s, name="engine") if s["name"] == "bundle" else s for s in manifest["stages"]])
+    (out / "manifest.json").write_text(json.dumps(old, indent=2))
+    assert cli("verify", out).exit_code == 0 and read_bundle(out).profile == manifest["trtllm_profile"]
     # a second build into the same folder needs --overwrite (cached stages reused) or --force
     r = cli("build", recipe, "--out", out)
     assert r.exit_code == 2 and "--overwrite" in r.output
@@ -121,7 +129,7 @@ def test_build_gpu_recipe_defers_what_needs_the_gpu(cli, tmp_path, cache):
 
 
 def test_concurrent_builds_are_locked(tmp_path, cache):
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.errors import UserError
     from trtllm_spec.stages.pipeline import build_lock, run_build
 

@@ -799,10 +799,28 @@ def _(c):
     return ["build", c.tiny_recipe({"type": "mtp"}), "--out", c.w / "bundle"]
 
 
-@case("train-mtp-last-layer", "train", "mtp head with the EAGLE-3-only last_layer start",
+@case("build-eagle-mtp-head", "build", "a trained EAGLE-MTP head (TensorRT-LLM serves none)",
+      "drafter.type eagle_mtp", "num_nextn_predict_layers", "eagle3")
+def _(c):
+    return ["build", c.tiny_recipe({"type": "eagle_mtp"}), "--out", c.w / "bundle"]
+
+
+@case("recipe-mtp-head-fields", "recipe validate", "the old spelling of an EAGLE-MTP head (mtp + a head's field)",
+      "drafter.draft_vocab_size", "drafter.type: eagle_mtp")
+def _(c):
+    return ["recipe", "validate", c.tiny_recipe({"type": "mtp", "draft_vocab_size": 64})]
+
+
+@case("train-mtp-no-native-layers", "train", "mtp (a target's own MTP layers) on a target without them",
+      "drafter.type: mtp", "no native MTP layers", "eagle_mtp")
+def _(c):
+    return ["train", c.tiny_recipe({"type": "mtp"}), "--out", c.w / "train"]
+
+
+@case("train-mtp-last-layer", "train", "eagle_mtp head with the EAGLE-3-only last_layer start",
       "drafter.training.init_from_target", "none or lm_head")
 def _(c):
-    return ["train", c.tiny_recipe({"type": "mtp", "training": {"init_from_target": "last_layer"}}),
+    return ["train", c.tiny_recipe({"type": "eagle_mtp", "training": {"init_from_target": "last_layer"}}),
             "--out", c.w / "train"]
 
 

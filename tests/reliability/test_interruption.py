@@ -119,7 +119,7 @@ def _logged_step(out: Path) -> int:
 
 def test_train_killed_and_resumed_equals_uninterrupted(small_target, tmp_path):
     from tests.tiny import write_conversations
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.stages.drafter import run_train
 
     data = write_conversations(tmp_path / "c.jsonl", 16)
@@ -241,7 +241,7 @@ def builds(small_target, tmp_path_factory):
     """A recipe, a warm stage cache (the measure stage ran in-process on the tiny suite) and a reference
     bundle from an uninterrupted subprocess build."""
     from tests.conftest import tiny_suite_items
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.stages.pipeline import run_build
 
     root = tmp_path_factory.mktemp("builds")

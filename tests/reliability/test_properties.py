@@ -66,7 +66,8 @@ RECIPES = st.fixed_dictionaries(
 @FAST
 @given(data=RECIPES)
 def test_recipe_yaml_round_trip(data, tmp_path):
-    from trtllm_spec.core.recipe import RecipeError, load_recipe, recipe_from_dict, recipe_to_dict
+    from trtllm_spec.core.recipe import RecipeError
+    from trtllm_spec.core.recipe_load import load_recipe, recipe_from_dict, recipe_to_dict
 
     try:
         recipe = recipe_from_dict(data)
@@ -127,7 +128,7 @@ def plan_recipes(draw) -> dict:
 def test_plan_step_time_and_schedule(data, tmp_path):
     import json
 
-    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.planner.schedule import check_schedule, draft_len_at
     from trtllm_spec.stages.plan import compute_plan
 

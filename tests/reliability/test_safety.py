@@ -125,7 +125,7 @@ def test_bundle_trust_remote_code_only_when_the_recipe_says(bundle, cli, tmp_pat
 # ---- trust_remote_code ---------------------------------------------------------------------------------------
 
 def test_trust_remote_code_is_off_by_default_and_printed_when_on(cli, tmp_path):
-    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict
 
     base = {"target": {"model": "qwen3-8b"}, "drafter": {"type": "eagle3"}}
     assert recipe_from_dict(base).target.trust_remote_code is False

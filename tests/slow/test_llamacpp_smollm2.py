@@ -38,7 +38,7 @@ def built():
 @pytest.fixture(scope="module")
 def head(smollm2_hf, tmp_path_factory):
     """A short ModelOpt EAGLE-3 run (lm_head start, as the CPU default): enough to have drafts accepted."""
-    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.stages.drafter import run_train
 
     recipe = recipe_from_dict({"name": "t", "target": {"model": str(smollm2_hf)}, "drafter": {

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from trtllm_spec.core.artifacts import DrafterResult, Plan, SpeculationProfile
-from trtllm_spec.core.recipe import load_recipe
+from trtllm_spec.core.recipe_load import load_recipe
 
 RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
 

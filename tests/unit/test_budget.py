@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import RECIPES
-from trtllm_spec.core.recipe import load_recipe
+from trtllm_spec.core.recipe_load import load_recipe
 from trtllm_spec.core.targets import resolve_target
 from trtllm_spec.data import budget as bmod
 from trtllm_spec.data.budget import BudgetError, estimate

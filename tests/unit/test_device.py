@@ -128,7 +128,7 @@ def test_dry_run_prints_the_launch_without_torch(recipe, expect):
 
 
 def test_estimate_shards_under_fsdp():
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.train.launch import estimate
 
@@ -184,14 +184,14 @@ def test_the_training_estimate_comes_from_each_descriptor():
     """train/launch.py asks the drafter's descriptor (no branch on drafter type): EAGLE-3 fuses 3 captured hidden
     states, the EAGLE-MTP head 2 (h x h fewer parameters), DFlash its target layers and draft layers without an
     lm_head; TTT steps, offline features and the SaveState layers are the EAGLE-3 head's alone."""
-    from trtllm_spec.core.recipe import DFlashDrafter, Eagle3Drafter, MTPDrafter
+    from trtllm_spec.core.recipe import DFlashDrafter, Eagle3Drafter, EagleMTPDrafter
     from trtllm_spec.core.targets import resolve_shape
     from trtllm_spec.drafters.registry import get
 
     shape = resolve_shape("llama-3.1-8b-instruct")
     h = shape.hidden_size
-    e, m, f = Eagle3Drafter(), MTPDrafter(), DFlashDrafter()
-    assert get("eagle3").trainable_params(e, shape) - get("mtp").trainable_params(m, shape) == h * h
+    e, m, f = Eagle3Drafter(), EagleMTPDrafter(), DFlashDrafter()
+    assert get("eagle3").trainable_params(e, shape) - get("eagle_mtp").trainable_params(m, shape) == h * h
     assert 0 < get("dflash").trainable_params(f, shape) < get("eagle3").trainable_params(e, shape)
     assert get("eagle3").kept_logit_passes(e) == 3 and get("dflash").kept_logit_passes(f) == 1
     assert get("eagle3").savestate_layers(e, {"num_hidden_layers": 32}) == [1, 15, 28]  # default_capture_layers

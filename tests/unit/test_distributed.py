@@ -112,7 +112,7 @@ def test_ranks_read_their_own_shards(ddp_run, tiny_target, convs):
 
 def test_ddp_equals_single_process_accumulation(ddp_run, tiny_target, convs, tmp_path):
     """2 ranks x grad_accum 1 == 1 process x grad_accum 2 (same chunks, gradients averaged): same weights."""
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.stages.drafter import run_train
 
     out, _ = ddp_run

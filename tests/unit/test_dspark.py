@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.tiny import write_conversations
-from trtllm_spec.core.recipe import recipe_from_dict
+from trtllm_spec.core.recipe_load import recipe_from_dict
 
 BLOCK = 4
 RANK = 16

@@ -231,7 +231,7 @@ def test_savestate_reader_on_fake_dumps(tiny_target, tmp_path, with_final):
 
 def test_training_reads_a_fake_savestate_dump(tiny_target, tiny_suite, tmp_path):
     """Offline training from a (fake) TensorRT-LLM SaveState dump given as data.features_path: no features step."""
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.data.chat import load_tokenizer
     from trtllm_spec.data.features import sequences
     from trtllm_spec.stages.drafter import run_train

@@ -135,7 +135,7 @@ def test_descriptors_name_their_llamacpp_spec_type():
 
     assert spec_type_of("eagle3") == "draft-eagle3" and spec_type_of("dflash") == "draft-dflash"
     assert get("draft_model").llamacpp_spec_type == "draft-simple"
-    for kind, why in [("mtp", "EAGLE-MTP head"), ("dspark", "DeepSeek-V4"), ("ngram", "other algorithms")]:
+    for kind, why in [("eagle_mtp", "EAGLE-MTP head"), ("mtp", "target's GGUF"), ("dspark", "DeepSeek-V4"), ("ngram", "other algorithms")]:
         with pytest.raises(UserError, match=f"a {kind} drafter cannot run on llama.cpp: .*{why}"):
             spec_type_of(kind)
 
@@ -190,12 +190,12 @@ def test_measure_llamacpp_refusals(cli, tmp_path, tiny_target, tiny_suite):
                        vocab_size=256, hidden_size=64, eagle_config={"use_aux_hidden_state": False})
     base = ["measure", "llamacpp", "--target", tiny_target, "--draft-len", "3", "--out", tmp_path / "o"]
     r = cli(*base, "--drafter", mtp)
-    assert r.exit_code == 2 and "a mtp drafter cannot run on llama.cpp" in r.output, r.output
+    assert r.exit_code == 2 and "a eagle_mtp drafter cannot run on llama.cpp" in r.output, r.output
     for flag in (["--block-sweep", "1,2"], ["--device", "cuda"]):  # not its options
         r = cli(*base, "--drafter", mtp, *flag)
         assert r.exit_code == 2 and "No such option" in r.output and flag[0] in r.output.split("No such option")[1]
     r = cli(*base, "--drafter", mtp, "--temperature", "0.7")  # sampling is measured (issue 38): the drafter decides
-    assert r.exit_code == 2 and "a mtp drafter cannot run on llama.cpp" in r.output, r.output
+    assert r.exit_code == 2 and "a eagle_mtp drafter cannot run on llama.cpp" in r.output, r.output
     r = cli(*base, "--drafter", mtp, "--response-format", '{"type": "objekt"}')
     assert r.exit_code == 2 and "not a valid JSON Schema" in r.output, r.output
     r = cli("measure", "reference", "--target", tiny_target, "--draft-len", "3", "--drafter", mtp, "--json",

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from trtllm_spec.core.recipe import recipe_from_dict
+from trtllm_spec.core.recipe_load import recipe_from_dict
 
 
 def _recipe(target, offline: bool, **training):
@@ -137,7 +137,7 @@ def test_draft_vocab_logits_equal_modelopts_full_product(tiny_target):
     are the same lm_head rows); the patch is gone afterwards."""
     from transformers import AutoModelForCausalLM
 
-    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.train import modelopt_setup as ms
 
     cfg = json.loads((tiny_target / "config.json").read_text())

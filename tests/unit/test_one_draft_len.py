@@ -7,7 +7,8 @@ the options builder refuses a gate the engine would ignore. Pure Python (no torc
 import pytest
 
 from trtllm_spec.core.hardware import load_hardware
-from trtllm_spec.core.recipe import DFlashDrafter, DSparkDrafter, recipe_from_dict
+from trtllm_spec.core.recipe import DFlashDrafter, DSparkDrafter
+from trtllm_spec.core.recipe_load import recipe_from_dict
 from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.deploy.trtllm_options import make_llm_api_options
 from trtllm_spec.drafters.registry import MECHANISMS

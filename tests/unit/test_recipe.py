@@ -3,13 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trtllm_spec.core.recipe import (
-    Eagle3Drafter,
-    apply_overrides,
-    load_recipe,
-    recipe_from_dict,
-    recipe_to_dict,
-)
+from trtllm_spec.core.recipe import Eagle3Drafter
+from trtllm_spec.core.recipe_load import apply_overrides, load_recipe, recipe_from_dict, recipe_to_dict
 from trtllm_spec.errors import RecipeError
 
 BASE = {"target": {"model": "llama-3.1-8b-instruct"}, "drafter": {"type": "eagle3"}}
@@ -28,7 +23,7 @@ def test_auto_is_the_newest_stable_release_that_runs_the_drafter_and_backend():
     from trtllm_spec.core.releases import auto_release
 
     model = {"draft_model": {"model": "llama-3.2-1b-instruct"}}
-    for drafter in ("eagle3", "mtp", "draft_model", "ngram", "dflash", "dspark", "suffix"):
+    for drafter in ("eagle3", "mtp", "draft_model", "ngram", "dflash", "dspark", "suffix", "eagle_mtp"):
         section = {"type": drafter, **model.get(drafter, {})}
         assert recipe_from_dict({**BASE, "drafter": section}).trtllm_profile == "1.3", drafter
     trt = recipe_from_dict({**BASE, "drafter": {"type": "draft_model", **model["draft_model"]},

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.conftest import RECIPES
-from trtllm_spec.core.recipe import load_recipe
+from trtllm_spec.core.recipe_load import load_recipe
 from trtllm_spec.stages.checks import check_recipe_inputs
 
 FILES = sorted(RECIPES.glob("*.yaml"))

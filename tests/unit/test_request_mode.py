@@ -338,7 +338,7 @@ def test_thinking_pair_left_out_for_a_template_without_the_switch(tmp_path, tiny
 
 @pytest.mark.parametrize("profile", ["1.2", "1.3", "1.4"])
 def test_bundle_options_enable_guided_decoding(profile):
-    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.deploy.trtllm_options import make_llm_api_options
     from trtllm_spec.stages.bundle import guided_backend
 
@@ -357,7 +357,7 @@ def test_bundle_options_enable_guided_decoding(profile):
 
 
 def test_recipe_refuses_two_temperatures_and_bad_schema():
-    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.errors import RecipeError
 
     base = {"name": "r", "target": {"model": "qwen3-8b"}, "drafter": {"type": "ngram"}}
@@ -393,7 +393,7 @@ def test_regeneration_uses_and_records_the_template_arguments(byte_target, tmp_p
 
 
 def test_training_mode_refuses_mixed_records_and_doctor_warns(tmp_path):
-    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.stages.drafter import training_mode_finding
     from trtllm_spec.train.run import training_mode
 

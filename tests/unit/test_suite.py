@@ -334,7 +334,7 @@ def test_the_prompt_rule_is_part_of_the_drafter_cache_key(tiny_target, tmp_path,
     """A cached drafter trained on prompts that another selection rule picked is not reused for the same recipe
     (the 4-characters-a-token rule picked other prompts than the token count); own conversations (data.path) do
     not depend on the rule."""
-    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.data import chat
     from trtllm_spec.stages.cache import stage_key

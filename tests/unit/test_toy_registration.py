@@ -20,6 +20,7 @@ FIXTURE = REPO / "tests" / "fixtures" / "engine_reports" / "fake_bench_report_c1
 @pytest.fixture
 def toy_release():
     """The one registration: a release whose option fields are 1.4's, with its own image and rules."""
+    import trtllm_spec.deploy.trtllm_schema  # noqa: F401 -- its import-time tables hold the built-in releases
     from trtllm_spec.core.host_costs import TRTLLM_HOST_PROFILES
 
     rec = releases.register(releases.Release(

@@ -11,7 +11,7 @@ import shlex
 import pytest
 
 from tests.conftest import RECIPES
-from trtllm_spec.core.recipe import load_recipe
+from trtllm_spec.core.recipe_load import load_recipe
 
 pytest.importorskip("torch")
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.tiny import write_conversations
-from trtllm_spec.core.recipe import recipe_from_dict
+from trtllm_spec.core.recipe_load import recipe_from_dict
 
 
 def _recipe(target: Path, data: Path, **drafter):
@@ -15,7 +15,7 @@ def _recipe(target: Path, data: Path, **drafter):
                 "precision": "fp32", "data": {"path": str(data), "eval_fraction": 0.25}}
     d = {"type": "eagle3", "num_layers": 1, "draft_vocab_size": 64, "training": training} | drafter
     d = {k: v for k, v in d.items()
-         if v is not None and not (d["type"] not in ("eagle3", "mtp") and k == "draft_vocab_size")}
+         if v is not None and not (d["type"] not in ("eagle3", "eagle_mtp") and k == "draft_vocab_size")}
     return recipe_from_dict({"name": "tiny", "target": {"model": str(target)}, "drafter": d})
 
 
@@ -190,18 +190,18 @@ def test_mtp_head_train_export_doctor_runtime(tiny_target, convs, tmp_path, cli)
     from trtllm_spec.stages.drafter import run_train
     from trtllm_spec.train.doctor import run_doctor
 
-    res = run_train(_recipe(tiny_target, convs, type="mtp"), tmp_path / "mtp", log=lambda m: None)
+    res = run_train(_recipe(tiny_target, convs, type="eagle_mtp"), tmp_path / "mtp", log=lambda m: None)
     cfg = json.loads((res.drafter_dir / "config.json").read_text())
     assert cfg["eagle_config"]["use_aux_hidden_state"] is False and cfg["draft_vocab_size"] == 64
     kind, findings = run_doctor(res.drafter_dir, tiny_target, json.loads((tiny_target / "config.json").read_text()))
     levels = {f.check: f.level for f in findings}
-    assert kind == "mtp" and levels["layout"] == "ok" and levels["parity"] == "ok", findings
+    assert kind == "eagle_mtp" and levels["layout"] == "ok" and levels["parity"] == "ok", findings
     assert levels["deploy"] == "warning" and not [f for f in findings if f.level == "error"]
     r = cli("doctor", res.drafter_dir, "--target", tiny_target)
-    assert r.exit_code == 0 and "(mtp)" in r.output and "[warn] deploy" in r.output, r.output
+    assert r.exit_code == 0 and "(eagle_mtp)" in r.output and "[warn] deploy" in r.output, r.output
     target = LlamaModel.from_pretrained(tiny_target)
-    kind, drafter = load_runtime_drafter(str(res.drafter_dir), target, expect="mtp")
-    assert kind == "mtp" and drafter.capture == (target.cfg.num_layers - 1,)
+    kind, drafter = load_runtime_drafter(str(res.drafter_dir), target, expect="eagle_mtp")
+    assert kind == "eagle_mtp" and drafter.capture == (target.cfg.num_layers - 1,)
     for prompt in _prompts(3):
         for d in (1, 3):
             out, _ = speculative_generate(target, drafter, prompt, 30, d, eos_ids=(2,))
@@ -219,7 +219,7 @@ def test_mtp_runtime_computes_what_modelopt_trains(tiny_target, convs, tmp_path)
     from trtllm_spec.train.export import export_drafter
 
     cfg = json.loads((tiny_target / "config.json").read_text())
-    recipe = _recipe(tiny_target, convs, type="mtp")
+    recipe = _recipe(tiny_target, convs, type="eagle_mtp")
     ids = torch.randint(7, 256, (1, 24), generator=torch.Generator().manual_seed(0))
     model = AutoModelForCausalLM.from_pretrained(str(tiny_target), dtype=torch.float32)
     ms.convert(model, cfg, recipe.drafter, draft_vocab_size=64)

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from trtllm_spec.core.recipe import Eagle3Drafter, recipe_from_dict
+from trtllm_spec.core.recipe import Eagle3Drafter
+from trtllm_spec.core.recipe_load import recipe_from_dict
 from trtllm_spec.core.trtllm_gates import cutoff_gate, gate_reasons
 from trtllm_spec.deploy.trtllm_options import make_llm_api_options
 from trtllm_spec.deploy.trtllm_schema import validate_options

@@ -25,7 +25,7 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
     from rich.console import Console
     from rich.table import Table
 
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.stages.pipeline import default_bundle_dir, run_build
 
     recipe = load_recipe(recipe_file, overrides)

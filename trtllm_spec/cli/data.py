@@ -41,7 +41,7 @@ def regenerate_cmd(recipe_file: Path, out: Path | None, backend: str | None, ser
                    dtype: str | None, overrides: tuple[str, ...]) -> None:
     """Let the target answer the training prompts (batched; Ctrl-C keeps every finished batch). A budget is
     printed first; a run that cannot fit the disk or memory is refused."""
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.data.backends import parse_shard, server_overrides
     from trtllm_spec.stages.data import regenerate_data
 
@@ -73,7 +73,7 @@ def features_cmd(recipe_file: Path, conversations: Path | None, out: Path | None
                  dtype: str | None, overrides: tuple[str, ...]) -> None:
     """Capture the target's hidden states over the regenerated conversations (one teacher-forced forward per batch;
     offline EAGLE-3 training reads them). A budget is printed first; a run the disk cannot hold is refused."""
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.data.backends import parse_shard
     from trtllm_spec.stages.data import features_data
 

@@ -29,7 +29,7 @@ def doctor_cmd(drafter_dir: Path, target: str, heldout: Path | None, as_json: bo
 
     mode = None
     if recipe_file is not None:
-        from trtllm_spec.core.recipe import load_recipe
+        from trtllm_spec.core.recipe_load import load_recipe
         from trtllm_spec.core.request_mode import recipe_mode
 
         mode = recipe_mode(load_recipe(recipe_file))

@@ -51,7 +51,7 @@ def flag_origins(flags: dict, overrides: tuple[str, ...] = (), with_recipe: bool
 
 def apply_flags(data: dict, flags: dict) -> dict:
     """Each plan flag is a recipe field: flags win over --recipe (and --set wins over flags)."""
-    from trtllm_spec.core.recipe import set_path
+    from trtllm_spec.core.recipe_load import set_path
 
     for key, path in FLAG_FIELDS.items():
         value = flags.get(key)
@@ -137,7 +137,7 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     bench_results_plain/report_c1.json bench_results/report_c1.json
     """
     from trtllm_spec.cli.common import record_flag_origins
-    from trtllm_spec.core.recipe import apply_overrides, load_recipe, recipe_from_dict, recipe_to_dict
+    from trtllm_spec.core.recipe_load import apply_overrides, load_recipe, recipe_from_dict, recipe_to_dict
     from trtllm_spec.errors import UserError
 
     flags["batch_sizes"] = parse_int_list(flags.get("batch_sizes"), "--batch-sizes")

@@ -20,7 +20,7 @@ def recipe_group() -> None:
 @set_option
 def validate(files: tuple[Path, ...], overrides: tuple[str, ...]) -> None:
     """Check recipe FILES: schema, target, hardware and acceptance file. Exit 2 on the first bad one."""
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.stages.checks import check_recipe_inputs
 
     for f in files:
@@ -39,7 +39,7 @@ def validate(files: tuple[Path, ...], overrides: tuple[str, ...]) -> None:
 def show(file: Path, overrides: tuple[str, ...], as_json: bool) -> None:
     """Print the recipe FILE fully resolved (extends merged, overrides applied, defaults filled)."""
     from trtllm_spec.cli.common import echo_json
-    from trtllm_spec.core.recipe import load_recipe, recipe_to_dict
+    from trtllm_spec.core.recipe_load import load_recipe, recipe_to_dict
 
     data = recipe_to_dict(load_recipe(file, overrides))
     if as_json:

@@ -37,7 +37,7 @@ def train_cmd(recipe_file: Path, out: Path | None, max_steps: int | None, resume
     """Train (or convert, or record) the recipe's drafter with NVIDIA ModelOpt and export it in the layout
     TensorRT-LLM loads (OUT/drafter). Regenerates training data with the target first (resumable). Distributed
     (drafter.training.distributed: ddp / fsdp) under torchrun; see --dry-run for the launch line."""
-    from trtllm_spec.core.recipe import load_recipe
+    from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.errors import UserError
 
     recipe = load_recipe(recipe_file, overrides + training_overrides(device, dtype))

@@ -206,7 +206,8 @@ def bundle_in_build(bundle: Path, profile: str, drafter: str, recipe: dict) -> B
 def _check_agreement(b: Bundle) -> None:
     """The manifest's profile and drafter are what the resolved recipe resolves to and what the options run."""
     from trtllm_spec.core import releases
-    from trtllm_spec.core.recipe import RecipeError, recipe_from_dict
+    from trtllm_spec.core.recipe import RecipeError
+    from trtllm_spec.core.recipe_load import recipe_from_dict
 
     def disagree(field_: str, said: str, found: str, where: str) -> UserError:
         return UserError(f"bundle {b.path}: {MANIFEST} says {field_} {said!r} but {where} says {found!r}: the manifest "

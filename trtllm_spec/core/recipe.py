@@ -1,24 +1,22 @@
-"""The recipe: one YAML file naming a target, a drafter, hardware and workload.
+"""The recipe's schema: one YAML file naming a target, a drafter, hardware and workload.
 
-Strict pydantic models (unknown keys fail naming the nearest valid key), one tagged union for drafters,
-``--set a.b=value`` overrides applied before validation, and ``extends: base.yaml`` for shared defaults.
-Paths inside a recipe are relative to the recipe file.
+Strict pydantic models (unknown keys fail naming the nearest valid key) and one tagged union for drafters.
+Reading a recipe (the YAML file, ``extends: base.yaml``, ``--set a.b=value`` overrides, validation errors as one
+line) is ``core/recipe_load.py``. Paths inside a recipe are relative to the recipe file.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from trtllm_spec.core import releases
 from trtllm_spec.core.devices import Device, Dtype
-from trtllm_spec.core.files import parse_yaml, read_structured
 from trtllm_spec.core.request_mode import RequestMode
 from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_SINCE, SAEnhancerConfig, enhancer_release
-from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel, format_validation_error
+from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel
 from trtllm_spec.errors import RecipeError
 
 # the release profiles and what each allows: one record per release (core/releases.py)
@@ -199,14 +197,40 @@ class Eagle3Drafter(_Trained):
 
 
 class MTPDrafter(_Trained):
-    """Native MTP layers of the target (nothing to train), or, for a target without them, a head trained with
-    ModelOpt's EAGLE-MTP preset (measured and planned here; TensorRT-LLM serves MTP only as native layers)."""
+    """The target's own (native) MTP layers, e.g. DeepSeek-V3/R1's ``num_nextn_predict_layers``: nothing to train,
+    TensorRT-LLM runs them. A head trained with ModelOpt's EAGLE-MTP preset is ``drafter.type: eagle_mtp``."""
 
     type: Literal["mtp"] = "mtp"
     num_layers: int | None = Field(None, ge=1, le=64, description="None: the target's native MTP layers, else 1")
-    draft_vocab_size: int | None = Field(None, ge=1, description="trained head only; None = the full vocabulary")
     sa_enhancer: SAEnhancerConfig | None = Field(None, description="suffix-automaton drafts override the MTP "
                                                  "drafts where the match reaches the threshold (TensorRT-LLM 1.3+)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_head_fields(cls, data: Any) -> Any:
+        # the old spelling of a trained EAGLE-MTP head (drafter.type: mtp with a head's fields) points to its type
+        if isinstance(data, dict):
+            head = [k for k in ("checkpoint", "draft_vocab_size") if data.get(k) is not None]
+            if "training" in data and TrainingConfig.model_validate(data["training"] or {}) != TrainingConfig():
+                head.append("training")
+            if head:
+                raise ValueError(f"drafter.{head[0]} belongs to a trained EAGLE-MTP head, which is drafter.type: "
+                                 "eagle_mtp (drafter.type: mtp is the target's own MTP layers); set drafter.type: "
+                                 "eagle_mtp")
+        return data
+
+    def required_trtllm(self) -> str:
+        return enhancer_release(self.sa_enhancer, self.min_trtllm)
+
+
+class EagleMTPDrafter(_Trained):
+    """A head trained with ModelOpt's EAGLE-MTP preset for a target without native MTP layers (trained, measured
+    and planned here; TensorRT-LLM serves MTP only as a target's own layers, so ``build`` refuses it)."""
+
+    type: Literal["eagle_mtp"] = "eagle_mtp"
+    draft_vocab_size: int | None = Field(None, ge=1, description="None = the target's full vocabulary")
+    sa_enhancer: SAEnhancerConfig | None = Field(None, description="suffix-automaton drafts override the head's "
+                                                 "drafts where the match reaches the threshold (reference decoder)")
 
     def required_trtllm(self) -> str:
         return enhancer_release(self.sa_enhancer, self.min_trtllm)
@@ -214,7 +238,7 @@ class MTPDrafter(_Trained):
     def check(self, recipe: Recipe) -> None:
         if self.training.init_from_target == "last_layer":
             raise ValueError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide "
-                             "first layer and fc); for an mtp head use none or lm_head")
+                             "first layer and fc); for an eagle_mtp head use none or lm_head")
         super().check(recipe)
 
 
@@ -333,7 +357,7 @@ class SuffixDrafter(_Drafter):
 
 
 DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter,
-                   SuffixDrafter)
+                   SuffixDrafter, EagleMTPDrafter)
 # the recipe's tagged union over DRAFTER_CLASSES, written once (a registered mechanism rebuilds it)
 DrafterConfig = Annotated[Union[DRAFTER_CLASSES], Field(discriminator="type")]  # noqa: UP007 (a runtime tuple)
 # the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
@@ -608,85 +632,3 @@ class Recipe(StrictModel):
             return p
         candidate = self._base_dir / p
         return candidate if candidate.exists() or not p.exists() else p
-
-
-# ---- loading ------------------------------------------------------------------------------------------
-
-def parse_override(item: str) -> tuple[list[str], Any]:
-    """``a.b.c=value`` -> (["a", "b", "c"], yaml-parsed value)."""
-    if "=" not in item:
-        raise RecipeError(f"--set {item!r}: expected KEY=VALUE, e.g. --set workload.isl=2048")
-    key, raw = item.split("=", 1)
-    parts = [p for p in key.strip().split(".")]
-    if not key.strip() or any(not p for p in parts):
-        raise RecipeError(f"--set {item!r}: the key path is empty or has an empty part")
-    value = parse_yaml(raw, f"--set {key}", RecipeError) if raw.strip() else ""
-    return parts, value
-
-
-def set_path(data: dict, parts: list[str], value: Any, what: str) -> None:
-    """Set ``data[a][b][c] = value`` creating sections; a new drafter type replaces the drafter section."""
-    node = data
-    for i, part in enumerate(parts[:-1]):
-        nxt = node.get(part)
-        if nxt is None:
-            nxt = node[part] = {}
-        if not isinstance(nxt, dict):
-            raise RecipeError(f"{what}: '{'.'.join(parts[:i + 1])}' is a value, not a section")
-        node = nxt
-    if parts == ["drafter", "type"] and node.get("type") not in (None, value):
-        node.clear()
-    node[parts[-1]] = value
-
-
-def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
-    data = copy.deepcopy(data)
-    for item in overrides:
-        parts, value = parse_override(item)
-        set_path(data, parts, value, f"--set {item!r}")
-    return data
-
-
-def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> dict:
-    data = read_structured(path, "recipe", RecipeError)
-    if not isinstance(data, dict):
-        raise RecipeError(f"recipe {path} must be a YAML mapping (sections target, drafter, ...), "
-                          f"got {type(data).__name__}")
-    base = data.pop("extends", None)
-    if base is None:
-        return data
-    base_path = (path.parent / str(base)).resolve()
-    if base_path in seen:
-        raise RecipeError(f"recipe {path}: 'extends' forms a cycle through {base_path}")
-    return deep_merge(_load_raw(base_path, (*seen, base_path)), data)
-
-
-def deep_merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict) and not (k == "drafter" and "type" in v
-                                                                          and v["type"] != out[k].get("type")):
-            out[k] = deep_merge(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
-
-
-def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    p = Path(path)
-    real = p.resolve() if p.exists() else p  # a missing path (or a symlink loop) is reported by the reader
-    data = apply_overrides(_load_raw(real, (real,)), overrides)
-    recipe = recipe_from_dict(data, str(p))
-    recipe._base_dir = p.resolve().parent
-    return recipe
-
-
-def recipe_from_dict(data: dict, source: str = "recipe") -> Recipe:
-    try:
-        return Recipe.model_validate(data)
-    except ValidationError as exc:
-        raise RecipeError(format_validation_error(exc, Recipe, source)) from None
-
-
-def recipe_to_dict(recipe: Recipe) -> dict:
-    return recipe.model_dump(mode="json")

@@ -303,7 +303,7 @@ def run_features(recipe, convs: list[dict], target_dir: Path, folder: Path, log:
     refused when the disk cannot hold it), a folder from another target or layer set refused, then the teacher-
     forced pass on ``placement`` (``runtime.device.choose``). ``shard`` / torchrun rank: this writer's slice."""
     from trtllm_spec.core.provenance import provenance
-    from trtllm_spec.core.recipe import recipe_to_dict
+    from trtllm_spec.core.recipe_load import recipe_to_dict
     from trtllm_spec.data.budget import feature_budget, rate_key, record_rate
     from trtllm_spec.data.chat import load_tokenizer
 

@@ -65,7 +65,7 @@ import yaml
 from tensorrt_llm import LLM, SamplingParams
 from tensorrt_llm.llmapi.llm_args import SaveHiddenStatesDecodingConfig
 
-from trtllm_spec.core.recipe import load_recipe
+from trtllm_spec.core.recipe_load import load_recipe
 from trtllm_spec.data.chat import load_tokenizer
 from trtllm_spec.data.features import sequences
 from trtllm_spec.data.regenerate import read_done
@@ -95,7 +95,7 @@ def savestate_sh(*, model: str) -> str:
 
 
 def write_data_scripts(ctx, model: str, write_text_atomic, render_yaml) -> list[str]:
-    """Write the data files into the bundle; returns their names (called by the bundle's engine stage). An EAGLE-3
+    """Write the data files into the bundle; returns their names (called by the bundle stage). An EAGLE-3
     drafter also gets the SaveState options and launch script (its captured layers)."""
     b, r = ctx.bundle, ctx.recipe
     write_text_atomic(b / DATA_OPTIONS_FILE, render_yaml(data_options(ctx.options), profile=r.trtllm_profile))

@@ -8,12 +8,13 @@ from trtllm_spec.drafters.base import Mechanism
 from trtllm_spec.drafters.dflash import DFlash, DSpark
 from trtllm_spec.drafters.draft_model import DraftModel
 from trtllm_spec.drafters.eagle3 import Eagle3
+from trtllm_spec.drafters.eagle_mtp import EagleMTP
 from trtllm_spec.drafters.mtp import MTP
 from trtllm_spec.drafters.ngram import NGram
 from trtllm_spec.drafters.suffix import Suffix
 
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (Eagle3(), MTP(), DFlash(), DSpark(), DraftModel(), NGram(),
-                                                        Suffix())}
+                                                        Suffix(), EagleMTP())}
 assert tuple(MECHANISMS) == DRAFTER_TYPES, "recipe drafter types and the registry must list the same names"
 
 

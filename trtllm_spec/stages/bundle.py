@@ -1,4 +1,4 @@
-"""Stage 6, engine (the bundle): TensorRT-LLM LLM API options for the planned D and schedule, the drafter and
+"""Stage 6, bundle: TensorRT-LLM LLM API options for the planned D and schedule, the drafter and
 target files, serve / bench / SLURM scripts and legacy engine commands. The renderers live in ``deploy``."""
 
 from __future__ import annotations
@@ -70,7 +70,10 @@ def guided_backend(recipe) -> str | None:
     return "xgrammar" if recipe_mode(recipe).constrained else None
 
 
-def engine(ctx: BuildContext) -> StageResult:
+def bundle(ctx: BuildContext) -> StageResult:
+    """Writes the bundle (options, scripts, data files); builds no engine (TensorRT-LLM builds or loads one where
+    it serves: ``serve.sh``, the ``trtllm`` stage). Named ``engine`` in manifests written before issue 33: a
+    manifest's stage names are a record, read by nothing but the overhead report."""
     from trtllm_spec.deploy.trtllm_options import render_yaml
 
     r, rec = ctx.recipe, ctx.plan.recommendation
@@ -112,7 +115,7 @@ def engine(ctx: BuildContext) -> StageResult:
     files += write_data_scripts(ctx, model, write_text_atomic, render_yaml)
     if r.engine.backend == "tensorrt":
         files += _legacy_engines(ctx, model, spec_model, max_bs)
-    return StageResult("engine", "done", detail=f"{', '.join(files)}; model {model}"
+    return StageResult("bundle", "done", detail=f"{', '.join(files)}; model {model}"
                        + (f", drafter {spec_model}" if spec_model else "")
                        + f"; dataset.jsonl: {ctx.bench_dataset.summary()}, max_seq_len {ctx.options['max_seq_len']}")
 
@@ -270,7 +273,7 @@ def _legacy_engines(ctx: BuildContext, model: str, draft: str | None, max_bs: in
 
 
 def dump_recipe(ctx: BuildContext) -> None:
-    from trtllm_spec.core.recipe import recipe_to_dict
+    from trtllm_spec.core.recipe_load import recipe_to_dict
 
     (ctx.bundle / "recipe.resolved.yaml").write_text(yaml.safe_dump(recipe_to_dict(ctx.recipe), sort_keys=False))
 

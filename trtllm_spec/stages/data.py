@@ -26,7 +26,7 @@ def regenerate_data(recipe: Recipe, path: Path | None, log: Callable[[str], None
 
     if getattr(recipe.drafter, "training", None) is None:
         raise UserError(f"drafter.type {recipe.drafter.type} is not trained, so it has no training data to "
-                        "regenerate; use a recipe with an eagle3, mtp, dflash or dspark drafter")
+                        "regenerate; use a recipe with an eagle3, eagle_mtp, dflash or dspark drafter")
     if recipe.drafter.training.data.path:
         raise UserError(f"drafter.training.data.path is {recipe.drafter.training.data.path}: this recipe trains on "
                         "those conversations, so there is nothing to regenerate; drop data.path to regenerate")

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trtllm_spec.core.artifacts import DrafterResult
-from trtllm_spec.core.recipe import Recipe, recipe_to_dict
+from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.core.recipe_load import recipe_to_dict
 from trtllm_spec.core.targets import ResolvedTarget
 from trtllm_spec.errors import UserError
 from trtllm_spec.stages.cache import StageCache, run_cached

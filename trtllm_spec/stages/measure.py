@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trtllm_spec.core.bundle import Bundle
 from trtllm_spec.core.files import write_json_atomic
-from trtllm_spec.core.recipe import recipe_to_dict
+from trtllm_spec.core.recipe_load import recipe_to_dict
 from trtllm_spec.errors import UserError
 from trtllm_spec.stages.cache import run_cached
 from trtllm_spec.stages.context import BuildContext, StageResult, target_hash, tree_hash

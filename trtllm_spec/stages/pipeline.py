@@ -2,7 +2,7 @@
 
 Stages (each cached by a hash of its inputs; ``--force`` redoes them):
   1 resolve   the target and its shape          5 plan      D and draft_len_schedule
-  2 quantize  optional ModelOpt PTQ             6 engine    TensorRT-LLM options, drafter, scripts
+  2 quantize  optional ModelOpt PTQ             6 bundle    TensorRT-LLM options, drafter, scripts
   3 drafter   reuse, convert, or train+export   7 triton    the model repository
   4 measure   acceptance on speed-lite          8 report    the overhead report
                                                  9 trtllm    validate + warm up where TensorRT-LLM exists
@@ -25,10 +25,11 @@ from pathlib import Path
 
 from trtllm_spec.core.files import atomic_dir, check_output_dir
 from trtllm_spec.core.provenance import provenance
-from trtllm_spec.core.recipe import Recipe, recipe_to_dict
+from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.core.recipe_load import recipe_to_dict
 from trtllm_spec.deploy.manifest import redact_text, redact_tree, write_manifest
 from trtllm_spec.errors import UserError
-from trtllm_spec.stages.bundle import dump_recipe, engine
+from trtllm_spec.stages.bundle import bundle, dump_recipe
 from trtllm_spec.stages.cache import StageCache
 from trtllm_spec.stages.context import BuildContext, StageResult, timed
 from trtllm_spec.stages.drafter import drafter
@@ -40,7 +41,7 @@ from trtllm_spec.stages.resolve import resolve
 from trtllm_spec.stages.triton import triton
 from trtllm_spec.stages.trtllm import trtllm
 
-STAGES = [resolve, quantize, drafter, measure, plan, engine, triton, report, trtllm]
+STAGES = [resolve, quantize, drafter, measure, plan, bundle, triton, report, trtllm]
 
 
 @dataclass

@@ -9,7 +9,8 @@ from pathlib import Path
 from trtllm_spec.core.artifacts import Plan
 from trtllm_spec.core.files import atomic_dir, write_json_atomic, write_text_atomic
 from trtllm_spec.core.provenance import provenance
-from trtllm_spec.core.recipe import Recipe, recipe_from_dict, recipe_to_dict
+from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.core.recipe_load import recipe_from_dict, recipe_to_dict
 from trtllm_spec.stages.context import BuildContext, StageResult
 
 

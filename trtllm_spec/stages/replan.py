@@ -26,7 +26,7 @@ def _bundle_recipe(bundle: Bundle, acceptance: Path, calibrating: bool = False):
     was planned with), serving the target copied into the bundle where there is one."""
     import copy
 
-    from trtllm_spec.core.recipe import recipe_from_dict
+    from trtllm_spec.core.recipe_load import recipe_from_dict
 
     data = copy.deepcopy(bundle.recipe)
     # the release the bundle was built for (its manifest), whatever 'auto' resolves to in this trtllm-spec

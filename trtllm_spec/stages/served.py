@@ -20,7 +20,7 @@ SERVED_FILE = "served_measurement.json"
 
 def served_recipe(recipe_file: Path | None, target: str | None, gpu: str | None, levels: Sequence[int]) -> Recipe:
     """The recipe the prediction plans: its workload's batch sizes are the measured concurrencies."""
-    from trtllm_spec.core.recipe import load_recipe, recipe_from_dict, recipe_to_dict, set_path
+    from trtllm_spec.core.recipe_load import load_recipe, recipe_from_dict, recipe_to_dict, set_path
 
     if recipe_file is None and target is None:
         raise UserError("'measure served' needs --target (the checkpoint folder or fetched asset the server serves: "

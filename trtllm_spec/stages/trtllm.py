@@ -19,7 +19,7 @@ def trtllm(ctx: BuildContext) -> StageResult:
         return StageResult("trtllm", "deferred", detail="TensorRT-LLM is here but the target weights are not local",
                            command="trtllm-spec measure trtllm --target <checkpoint> --bundle <bundle>")
     from trtllm_spec.core.bundle import bundle_in_build
-    from trtllm_spec.core.recipe import recipe_to_dict
+    from trtllm_spec.core.recipe_load import recipe_to_dict
     from trtllm_spec.data.user_suite import recipe_suite_check
     from trtllm_spec.stages.measure import measure_profile, recipe_settings
 

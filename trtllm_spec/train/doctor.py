@@ -141,7 +141,7 @@ def _d2t_findings(cfg: dict, tensors: dict) -> list[Finding]:
     return []
 
 
-def _mtp_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
+def _eagle_mtp_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
     """ModelOpt's EAGLE-1/MTP layout: regular Llama layers over the target's final hidden state (no fc)."""
     out = []
     for key in ("hidden_size", "vocab_size"):
@@ -170,7 +170,7 @@ def _mtp_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
     out += _d2t_findings(cfg, tensors)
     out.append(Finding("warning", "deploy", "TensorRT-LLM serves MTP only as a target's own layers "
                                             "(num_nextn_predict_layers, DeepSeek-V3-style checkpoints): this head is "
-                                            "for measurement and planning; train eagle3 for a deployable drafter"))
+                                            "for measurement and planning (drafter.type eagle_mtp); train eagle3 for a deployable drafter"))
     return out
 
 
@@ -275,4 +275,4 @@ def _dflash_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
 
 
 # the static checks of each exported layout (Mechanism.doctor_layout names one)
-LAYOUT_CHECKS = {"eagle3": _eagle3_static, "mtp": _mtp_static, "dflash": _dflash_static}
+LAYOUT_CHECKS = {"eagle3": _eagle3_static, "eagle_mtp": _eagle_mtp_static, "dflash": _dflash_static}

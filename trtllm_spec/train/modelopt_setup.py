@@ -1,6 +1,6 @@
 """Turn a target into a target + drafter with ModelOpt (``mtsp.convert``), per drafter type.
 
-- eagle3: ``EAGLE3_DEFAULT_CFG``; mtp (targets without native MTP layers): ``EAGLE_MTP_DEFAULT_CFG``;
+- eagle3: ``EAGLE3_DEFAULT_CFG``; eagle_mtp (targets without native MTP layers): ``EAGLE_MTP_DEFAULT_CFG``;
   dflash / dspark: the ``dflash`` mode, DSpark via ``dflash_architecture_config.projector_type: dspark``.
 - Drafter dimensions come from the target (ModelOpt's defaults are Llama-3-8B's), ``torch.compile`` is off
   (on CPU it costs ~90 s and runs slower), and no rope scaling is injected at export.
@@ -21,7 +21,7 @@ import types
 
 import torch
 
-from trtllm_spec.core.recipe import DFlashDrafter, Eagle3Drafter, MTPDrafter
+from trtllm_spec.core.recipe import DFlashDrafter, Eagle3Drafter, EagleMTPDrafter
 from trtllm_spec.errors import UserError
 
 
@@ -37,7 +37,7 @@ def draft_dims(cfg: dict) -> dict:
                 intermediate_size=cfg["intermediate_size"], rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)))
 
 
-def eagle_mode_config(target_cfg: dict, drafter: Eagle3Drafter | MTPDrafter, draft_vocab_size: int,
+def eagle_mode_config(target_cfg: dict, drafter: Eagle3Drafter | EagleMTPDrafter, draft_vocab_size: int,
                       offline: bool = False) -> dict:
     from modelopt.torch.speculative import config as presets
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from trtllm_spec.core.artifacts import DrafterResult
 from trtllm_spec.core.files import atomic_dir, write_json_atomic
 from trtllm_spec.core.provenance import provenance
-from trtllm_spec.core.recipe import Recipe, recipe_to_dict
+from trtllm_spec.core.recipe import Recipe
+from trtllm_spec.core.recipe_load import recipe_to_dict
 from trtllm_spec.core.targets import ResolvedTarget
 from trtllm_spec.drafters.registry import get
 from trtllm_spec.errors import OutputExistsError, UserError

@@ -12,7 +12,7 @@ from trtllm_spec.runtime.llama import LlamaModel
 
 
 def folder_kind(folder: Path) -> str:
-    """'eagle3' | 'mtp' | 'dflash' | 'dspark' | 'draft_model' from a folder's config.json."""
+    """'eagle3' | 'eagle_mtp' | 'dflash' | 'dspark' | 'draft_model' from a folder's config.json."""
     cfg_path = folder / "config.json"
     if not cfg_path.is_file():
         raise UserError(f"drafter folder {folder} has no config.json")
