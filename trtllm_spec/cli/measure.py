@@ -14,7 +14,6 @@ from trtllm_spec.cli.measure_options import (
     draft_len_option,
     drafter_flag_options,
     generation_options,
-    max_new_tokens_option,
     output_options,
     reference_options,
     served_options,
