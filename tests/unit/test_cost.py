@@ -167,3 +167,15 @@ def test_chain_drafter_pays_a_catch_up_pass_that_grows_with_batch():
     fc = next(p for p in cost.passes if p.shape is None)
     assert draft_step(c, cost, 8, 1).gemm_s == pytest.approx(two.gemm_s + gemm_time_s(H100, fc.extra_params, 16,
                                                                                        Precision()))
+
+
+def test_gemm_time_never_falls_as_m_grows():
+    """A partly filled last M-tile adds CTAs without adding a wave; pricing rows over the wave efficiency alone made
+    M = 650 cheaper than M = 585 on a B200 (qwen3-8b, batch 65: D = 9 verified faster than D = 8)."""
+    from trtllm_spec.planner.cost import layer_linear_time_s
+
+    shape = resolve_shape("qwen3-8b")
+    for gpu in ("b200", "h100", "l40s"):
+        hw = load_hardware(gpu)
+        times = [layer_linear_time_s(shape, hw, Precision(), Parallelism(), m) for m in range(1, 1300)]
+        assert all(b >= a * (1 - 1e-12) for a, b in zip(times, times[1:], strict=False)), gpu

@@ -112,10 +112,18 @@ def gemm_time_s(hw: Hardware, params: float, m: int, prec: Precision, act_elems:
     traffic_s = (params * prec.weight_bytes + act_elems * prec.act_bytes) / hw.achievable_mem_bytes_per_s
     if hw.has_gemm_curve(prec.weight):
         return max(2.0 * m * params / hw.gemm_flops_per_s(prec.weight, m), traffic_s)
+    compute_s = _tiled_compute_s(hw, params, m, prec, n_out)
+    full = (m - 1) // hw.gemm_tile_m * hw.gemm_tile_m  # M with every M-tile below this one full
+    if full > 0:  # a partly filled last M-tile adds CTAs without a wave: never cheaper than the full tiles below it
+        compute_s = max(compute_s, _tiled_compute_s(hw, params, full, prec, n_out))
+    return overlapped(compute_s, traffic_s, hw.efficiency.gemm_overlap)
+
+
+def _tiled_compute_s(hw: Hardware, params: float, m: int, prec: Precision, n_out: int | None) -> float:
+    """Tensor-core time of a GEMM at M = m: padded rows over the GPU's flops, divided by the wave efficiency."""
     rows = padded_rows(m, hw.gemm_row_granularity)
     waves = wave_efficiency(m, n_out or 0, hw.sm_count, hw.gemm_tile_m, hw.gemm_tile_n)
-    compute_s = 2.0 * rows * params / hw.gemm_flops_per_s(prec.weight, m) / waves
-    return overlapped(compute_s, traffic_s, hw.efficiency.gemm_overlap)
+    return 2.0 * rows * params / hw.gemm_flops_per_s(prec.weight, m) / waves
 
 
 def experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
