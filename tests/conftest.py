@@ -78,7 +78,7 @@ def tiny_suite_items(categories=None, n=1):
 def tiny_suite(monkeypatch):
     import trtllm_spec.data.suite as suite
 
-    def fake_build_suite(name="speed-lite", categories=None, num_prompts=10, seed=0, **kw):
+    def fake_build_suite(name="speed-lite", categories=None, num_prompts=10, seed=0, cache=None, **kw):
         suite._check_categories(categories)  # the real validation (unknown category -> UserError)
         return tiny_suite_items(categories, min(num_prompts, 1))
 

@@ -286,7 +286,7 @@ def test_served_endpoint_rejecting_response_format_is_one_line():
 
 @pytest.fixture
 def tiny_modes(monkeypatch):
-    import trtllm_spec.data.mode_suite as ms
+    import trtllm_spec.data.suite as suite
     from trtllm_spec.data.suite import SuiteItem
 
     def fake_build_suite(name="speed-lite", categories=None, num_prompts=10, seed=0, cache=None):
@@ -294,7 +294,7 @@ def tiny_modes(monkeypatch):
         return [SuiteItem(f"{c}/src/{i}", c, [{"role": "user", "content": text[c]}], "squad", "CC", str(i))
                 for c in categories for i in range(min(num_prompts, 1))]
 
-    monkeypatch.setattr(ms, "build_suite", fake_build_suite)
+    monkeypatch.setattr(suite, "build_suite", fake_build_suite)
 
 
 def test_mode_suite_items_carry_their_mode(tiny_modes):
