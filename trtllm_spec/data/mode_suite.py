@@ -23,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from trtllm_spec.data import suite as _suite  # looked up at call time (a test's stand-in applies while it runs)
+from trtllm_spec.data import (
+    suite as _suite,  # looked up at call time (a test's stand-in applies while it runs)
+)
 from trtllm_spec.data.suite import SuiteItem
-from trtllm_spec.errors import UserError
 
 MODES_SUITE = "speed-lite-modes"
 JSON_ANSWER: dict = {"type": "object", "properties": {"answer": {"type": "string"}, "evidence": {"type": "string"}},
@@ -54,14 +55,7 @@ class ModeItem(SuiteItem):
 
 
 def check_categories(categories) -> list[str]:
-    if categories is None:
-        return list(MODE_CATEGORIES)
-    chosen = list(dict.fromkeys(categories))
-    bad = [c for c in chosen if c not in MODE_CATEGORIES]
-    if bad or not chosen:
-        what = f"unknown {MODES_SUITE} category '{bad[0]}'" if bad else "no category given"
-        raise UserError(f"{what}; valid: {', '.join(MODE_CATEGORIES)}")
-    return [c for c in MODE_CATEGORIES if c in chosen]
+    return _suite.choose_categories(categories, MODE_CATEGORIES, MODES_SUITE)
 
 
 def build_mode_suite(categories=None, num_prompts: int = 10, seed: int = 0, cache=None) -> list[ModeItem]:

@@ -152,15 +152,20 @@ def _interleave(pools: Sequence[list]) -> list:
     return out
 
 
-def _check_categories(categories: Iterable[str] | None) -> list[str]:
+def choose_categories(categories: Iterable[str] | None, valid: Sequence[str], what: str = "suite") -> list[str]:
+    """The chosen categories in ``valid``'s order (all when None); an unknown one or none is one line naming both."""
     if categories is None:
-        return list(SUITE_CATEGORIES)
+        return list(valid)
     chosen = list(dict.fromkeys(categories))
-    unknown = [c for c in chosen if c not in SUITE_CATEGORIES]
+    unknown = [c for c in chosen if c not in valid]
     if unknown or not chosen:
-        what = f"unknown suite category '{unknown[0]}'" if unknown else "no suite category given"
-        raise UserError(f"{what}; valid: {', '.join(SUITE_CATEGORIES)}")
-    return [c for c in SUITE_CATEGORIES if c in chosen]
+        problem = f"unknown {what} category '{unknown[0]}'" if unknown else f"no {what} category given"
+        raise UserError(f"{problem}; valid: {', '.join(valid)}")
+    return [c for c in valid if c in chosen]
+
+
+def _check_categories(categories: Iterable[str] | None) -> list[str]:
+    return choose_categories(categories, SUITE_CATEGORIES)
 
 
 def build_suite(name: str = SUITE_NAME, categories: Iterable[str] | None = None, num_prompts: int = 10,
