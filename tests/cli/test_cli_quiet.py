@@ -48,7 +48,8 @@ def test_build_prints_training_progress_and_no_third_party_noise(tmp_path):
               "measure": {"num_prompts": 1, "max_new_tokens": 8, "suite": str(suite)}}
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRTLLM_SPEC_CACHE": str(tmp_path / "cache")}
-    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+    for var in ("HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE"):  # what the CLI sets itself off a terminal
+        env.pop(var, None)
     with open(tmp_path / "build.log", "w") as log:  # stderr a file, as in CI or `| tee`
         rc = subprocess.run([sys.executable, "-m", "trtllm_spec", "build", str(tmp_path / "r.yaml"), "--out",
                              str(tmp_path / "bundle")], stdout=log, stderr=subprocess.STDOUT, env=env,

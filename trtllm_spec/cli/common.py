@@ -111,9 +111,12 @@ def short_omp_spin() -> None:
 def no_progress_bars_in_logs() -> None:
     """Progress bars (transformers' "Loading weights", "Writing model shards": tqdm through huggingface_hub) only on a
     terminal: with stderr redirected to a file they are carriage-return lines in a log. Read when huggingface_hub is
-    first imported, so set before (the user's own HF_HUB_DISABLE_PROGRESS_BARS wins)."""
-    if not stderr_is_tty() and "huggingface_hub" not in sys.modules:
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    first imported, so set before (the user's own HF_HUB_DISABLE_PROGRESS_BARS wins). Plain tqdm bars (transformers'
+    "Converting and de-quantizing GGUF tensors" in 'assets fetch') follow tqdm's own TQDM_DISABLE (tqdm >= 4.66)."""
+    if not stderr_is_tty():
+        if "huggingface_hub" not in sys.modules:
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TQDM_DISABLE", "1")
 
 
 def show_third_party(verbose: bool) -> None:
