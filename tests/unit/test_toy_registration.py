@@ -196,6 +196,10 @@ def test_the_architecture_doc_lists_files_and_fields_that_exist():
                 continue
             root = REPO / p if p.startswith(("tests/", "docs/", "Dockerfile")) else REPO / "trtllm_spec" / p
             assert root.exists(), f"docs/architecture.md names {p}, which does not exist"
+    from trtllm_spec.deploy import trtllm_schema
+
+    for table in ("BASE_FIELDS", "TAG_FIELDS"):  # the mirror's field table, which the sections say to extend
+        assert hasattr(trtllm_schema, table) and f"`{table}`" in release and f"`{table}`" in mechanism + release
     fields = {f.name for f in dataclasses.fields(releases.Release)}
     for name in ("image", "read_from", "final", "stable", "mirror_base", "removed", "renamed", "upper_thresholds",
                  "max_concurrency", "schedule_switches_off", "host_costs", "tensorrt_backend", "spelling", "refs"):

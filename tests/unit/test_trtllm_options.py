@@ -24,9 +24,11 @@ from trtllm_spec.core.recipe import (
     SuffixDrafter,
 )
 from trtllm_spec.deploy.trtllm_options import make_llm_api_options, render_yaml
+from trtllm_spec.core import releases
 from trtllm_spec.deploy.trtllm_schema import (
     DECODING_TAGS,
-    LlmApiOptions13,
+    decoding_classes,
+    options_model,
     validate_options,
     validate_with_tensorrt_llm,
 )
@@ -131,8 +133,37 @@ def test_every_drafter_and_profile_is_covered():
     covered = {(c["drafter_type"], c["profile"]) for c in CASES.values() if c["max_draft_len"]}
     for name, mechanism in MECHANISMS.items():
         for profile in DECODING_TAGS:
-            if profile >= mechanism.min_trtllm and mechanism.decoding_types:  # eagle_mtp: no decoding config
+            if releases.order(profile) >= releases.order(mechanism.min_trtllm) and mechanism.decoding_types:  # eagle_mtp: no decoding config
                 assert (name, profile) in covered, f"no golden for {name} on TensorRT-LLM {profile}"
+
+
+def test_the_mirror_is_generated_from_the_field_table():
+    # every release record's tags get a class, built from the newest row of the tag's fields not after the release
+    # on that release's base row (deploy/trtllm_schema.BASE_FIELDS / TAG_FIELDS)
+    for profile in releases.names():
+        classes = decoding_classes(profile)
+        assert set(classes) == set(DECODING_TAGS[profile])
+        for tag, cls in classes.items():
+            assert cls.model_fields["decoding_type"].default == tag and cls.profile == profile
+    fields = {p: {t: set(c.model_fields) for t, c in decoding_classes(p).items()} for p in ("1.2", "1.3", "1.4")}
+    assert "sa_config" in fields["1.4"]["Eagle3"] and "sa_config" not in fields["1.2"]["Eagle3"]  # a row holds on
+    assert "moe_backend" in fields["1.4"]["NGram"] and "moe_backend" not in fields["1.3"]["NGram"]  # base rows
+    assert "acceptance_window" in fields["1.2"]["MTP"] and "acceptance_rate_threshold" in fields["1.3"]["MTP"]
+    assert "num_nextn_predict_layers" in fields["1.2"]["MTP"] and "num_nextn_predict_layers" not in fields["1.3"]["MTP"]
+    assert "context_recompute_tail" in fields["1.4"]["DFlash"] and "block_size" in fields["1.4"]["DSpark"]
+    # 1.2's MTP reads its draft length from num_nextn_predict_layers (its row's mixin comes before the base)
+    assert decoding_classes("1.2")["MTP"](num_nextn_predict_layers=3).effective_max_draft_len() == 3
+
+
+def test_a_release_with_no_field_row_and_no_mirror_base_is_one_line():
+    from trtllm_spec.core.releases import Release
+
+    releases.register(Release("1.7", image="x", read_from="nothing", final=False, stable=False))
+    try:
+        with pytest.raises(UserError, match="no options mirror .*BASE_FIELDS has no row for it"):
+            validate_options({"backend": "pytorch"}, "1.7")
+    finally:
+        releases.unregister("1.7")
 
 
 def test_release_differences():
@@ -349,7 +380,7 @@ def test_validate_with_tensorrt_llm_uses_the_real_classes(monkeypatch):
     # (tensorrt_llm.llmapi.llm_args.TorchLlmArgs, a pydantic model whose fields are the YAML keys); our 1.3
     # mirror stands in for its field types.
     llm_args = types.ModuleType("tensorrt_llm.llmapi.llm_args")
-    llm_args.TorchLlmArgs = LlmApiOptions13
+    llm_args.TorchLlmArgs = options_model("1.3")
     for name, module in (("tensorrt_llm", types.ModuleType("tensorrt_llm")),
                          ("tensorrt_llm.llmapi", types.ModuleType("tensorrt_llm.llmapi")),
                          ("tensorrt_llm.llmapi.llm_args", llm_args)):

@@ -4,7 +4,8 @@
 write for ``trtllm-serve --extra_llm_api_options``, ``trtllm-bench`` and Triton's llmapi ``model.yaml`` is
 validated against this mirror instead: unknown keys fail (upstream's ``StrictBaseModel`` is
 ``extra="forbid"``), tags and renamed fields follow each release, and the validators we depend on are
-restated. Only fields we emit are mirrored. Where ``tensorrt_llm`` imports (NVIDIA's container),
+restated. Only fields we emit are mirrored. The decoding config classes and options models are generated
+from one per-release field table (``BASE_FIELDS``, ``TAG_FIELDS``); only the field groups are written here. Where ``tensorrt_llm`` imports (NVIDIA's container),
 ``validate_with_tensorrt_llm`` also checks against the real classes.
 
 Every field, tag and name we emit, per profile, with the upstream source that reads it and the test that pins it:
@@ -28,7 +29,7 @@ docs/trtllm_compat.md (keep it and these classes in step). Sources:
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
     AliasChoices,
@@ -148,18 +149,6 @@ class _Fields14(StrictModel):
     spec_dec_variant: PositiveInt | None = None
 
 
-class _Base12(_Decoding, _Acceptance12):
-    profile = "1.2"
-
-
-class _Base13(_Decoding, _Acceptance13, _MaxConcurrency):
-    profile = "1.3"
-
-
-class _Base14(_Decoding, _Acceptance13, _MaxConcurrency, _Fields14):
-    profile = "1.4"
-
-
 def _positive_draft_len(cfg: _Decoding, who: str) -> None:
     if not cfg.max_draft_len:
         raise ValueError(f"max_draft_len must be > 0 for {who} (got {cfg.max_draft_len})")
@@ -248,20 +237,7 @@ class _SAFields(StrictModel):
         return self
 
 
-# ---- 1.2 ---------------------------------------------------------------------------------------------
-
-class Eagle12(_Base12, _EagleFields):
-    # what 1.2 bundles write: parser A's only EAGLE tag, and R12's EagleDecodingConfig run as EAGLE-3 on PyTorch
-    # (spec_dec_mode EAGLE3_ONE_MODEL / EAGLE3); main deprecates it (PR #10124). docs/trtllm_compat.md
-    decoding_type: Literal["Eagle"] = "Eagle"
-
-
-class Eagle3_12(_Base12, _EagleFields):
-    decoding_type: Literal["Eagle3"] = "Eagle3"
-
-
-class MTP12(_Base12):
-    decoding_type: Literal["MTP"] = "MTP"
+class _MTPLayers12(StrictModel):
     # R12 MTPDecodingConfig: num_nextn_predict_layers PositiveInt=1; its validator sets max_draft_len to it
     num_nextn_predict_layers: PositiveInt = 1
 
@@ -269,76 +245,15 @@ class MTP12(_Base12):
         return self.num_nextn_predict_layers
 
     @model_validator(mode="after")
-    def _layers_set_draft_len(self) -> MTP12:
-        if self.max_draft_len is not None and self.max_draft_len != self.num_nextn_predict_layers:
+    def _layers_set_draft_len(self) -> _MTPLayers12:
+        draft_len = self.max_draft_len  # type: ignore[attr-defined]
+        if draft_len is not None and draft_len != self.num_nextn_predict_layers:
             raise ValueError(f"in TensorRT-LLM 1.2 num_nextn_predict_layers ({self.num_nextn_predict_layers}) "
-                             f"overrides max_draft_len ({self.max_draft_len}); give num_nextn_predict_layers only")
+                             f"overrides max_draft_len ({draft_len}); give num_nextn_predict_layers only")
         return self
 
 
-class NGram12(_Base12, _NGramFields):
-    decoding_type: Literal["NGram"] = "NGram"
-
-
-class DraftTarget12(_Base12, _DraftTargetFields):
-    decoding_type: Literal["Draft_Target"] = "Draft_Target"
-
-
-# ---- 1.3 ---------------------------------------------------------------------------------------------
-
-class Eagle13(_Base13, _EagleFields):
-    decoding_type: Literal["Eagle"] = "Eagle"
-
-
-class Eagle3_13(_Base13, _EagleFields, _SAConfigField):
-    decoding_type: Literal["Eagle3"] = "Eagle3"
-
-
-class MTP13(_Base13, _SAConfigField):
-    # MAIN: max_draft_len is the knob (None = from the checkpoint); num_nextn_predict_layers is init=False
-    # (a YAML value is remapped with a deprecation warning), so we never emit it for 1.3
-    decoding_type: Literal["MTP"] = "MTP"
-
-
-class NGram13(_Base13, _NGramFields):
-    decoding_type: Literal["NGram"] = "NGram"
-
-
-class DraftTarget13(_Base13, _DraftTargetFields):
-    decoding_type: Literal["Draft_Target"] = "Draft_Target"
-
-
-class DFlash13(_Base13, _BlockFields):
-    decoding_type: Literal["DFlash"] = "DFlash"
-
-
-class DSpark13(_Base13, _BlockFields):
-    decoding_type: Literal["DSpark"] = "DSpark"
-
-
-class SA13(_Base13, _SAFields):
-    decoding_type: Literal["SA"] = "SA"
-
-
-# ---- 1.4 ---------------------------------------------------------------------------------------------
-
-def _tagged(name: str, bases: tuple[type, ...], tag: str) -> type[_Decoding]:
-    """A decoding config class ``bases`` + ``decoding_type: Literal[tag]`` (the 1.4 classes that only change base)."""
-    return type(name, bases, {"__annotations__": {"decoding_type": Literal[tag]}, "decoding_type": tag,
-                              "__module__": __name__})
-
-
-# R14 rc4 lists MTP num_nextn_predict_layers: int | None = None again; max_draft_len stays the knob we emit
-Eagle14 = _tagged("Eagle14", (_Base14, _EagleFields), "Eagle")
-Eagle3_14 = _tagged("Eagle3_14", (_Base14, _EagleFields, _SAConfigField), "Eagle3")
-MTP14 = _tagged("MTP14", (_Base14, _SAConfigField), "MTP")
-SA14 = _tagged("SA14", (_Base14, _SAFields), "SA")  # R14 rc4 SADecodingConfig: 1.3's fields + the base's
-NGram14 = _tagged("NGram14", (_Base14, _NGramFields), "NGram")
-DraftTarget14 = _tagged("DraftTarget14", (_Base14, _DraftTargetFields), "Draft_Target")
-
-
-class DFlash14(_Base14, _BlockFields):
-    decoding_type: Literal["DFlash"] = "DFlash"
+class _DFlash14(StrictModel):
     # R14 rc1: context_recompute_tail int | None = 0 (prompt tokens recomputed after a prefix-cache hit so the
     # drafter sees target hidden states), skip_ctx_buffer_budget_check bool = False,
     # attention_backend Literal['VANILLA', 'TRTLLM', 'FA4'] = 'VANILLA'
@@ -347,8 +262,7 @@ class DFlash14(_Base14, _BlockFields):
     attention_backend: Literal["VANILLA", "TRTLLM", "FA4"] | None = None
 
 
-class DSpark14(_Base14, _BlockFields):
-    decoding_type: Literal["DSpark"] = "DSpark"
+class _DSpark14(StrictModel):
     # 1.3.0rc27 and R14: block_size int > 0, markov_rank int, markov_head_type vanilla|gated|rnn (None = the
     # checkpoint's); R14 rc4: the confidence scheduler; rc1: attention_backend AUTO|VANILLA|TRTLLM|CUTEDSL
     block_size: PositiveInt | None = None
@@ -363,21 +277,97 @@ class DSpark14(_Base14, _BlockFields):
     attention_backend: Literal["AUTO", "VANILLA", "TRTLLM", "CUTEDSL"] | None = None
 
 
-DECODING_CLASSES: dict[str, dict[str, type[_Decoding]]] = {
-    "1.2": {"Eagle": Eagle12, "Eagle3": Eagle3_12, "MTP": MTP12, "NGram": NGram12, "Draft_Target": DraftTarget12},
-    "1.3": {"Eagle": Eagle13, "Eagle3": Eagle3_13, "MTP": MTP13, "NGram": NGram13, "Draft_Target": DraftTarget13,
-            "DFlash": DFlash13, "DSpark": DSpark13, "SA": SA13},
-    "1.4": {"Eagle": Eagle14, "Eagle3": Eagle3_14, "MTP": MTP14, "NGram": NGram14, "Draft_Target": DraftTarget14,
-            "DFlash": DFlash14, "DSpark": DSpark14, "SA": SA14},
+# ---- the per-release field table: every decoding config class and options model is generated from it ------------
+# A row holds from its release on, until a later row of the same table replaces it (numeric release order).
+# DecodingBaseConfig's fields each release has beside the common ones (_Decoding). A release with no row of its own
+# names its ``mirror_base`` (core/releases.py): its fields are that release's, unchanged.
+BASE_FIELDS: dict[str, tuple[type, ...]] = {
+    "1.2": (_Acceptance12,),
+    "1.3": (_Acceptance13, _MaxConcurrency),  # PR #12905 renamed the acceptance fields; max_concurrency is new
+    "1.4": (_Acceptance13, _MaxConcurrency, _Fields14),
 }
-assert {p: set(c) for p, c in DECODING_CLASSES.items()} == {p: set(DECODING_TAGS[p]) for p in DECODING_CLASSES}
+# Each decoding tag's own fields over its release's base (a tag exists in a release per core/releases.DECODING_TAGS;
+# a mechanism registered after import brings its fields as ``trtllm_mirror_fields``, from its tag's first release).
+TAG_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    # "Eagle" is what 1.2 bundles write for EAGLE-3: parser A's only EAGLE tag, and R12's EagleDecodingConfig run
+    # as EAGLE-3 on PyTorch (spec_dec_mode EAGLE3_ONE_MODEL / EAGLE3); main deprecates it (PR #10124)
+    "Eagle": {"1.2": (_EagleFields,)},
+    "Eagle3": {"1.2": (_EagleFields,), "1.3": (_EagleFields, _SAConfigField)},
+    # MAIN: max_draft_len is the knob (None = from the checkpoint); num_nextn_predict_layers is init=False (a YAML
+    # value is remapped with a deprecation warning), so we never emit it after 1.2; R14 rc4 lists
+    # num_nextn_predict_layers: int | None = None again, and max_draft_len stays the knob we emit
+    "MTP": {"1.2": (_MTPLayers12,), "1.3": (_SAConfigField,)},
+    "NGram": {"1.2": (_NGramFields,)},
+    "Draft_Target": {"1.2": (_DraftTargetFields,)},
+    "DFlash": {"1.3": (_BlockFields,), "1.4": (_BlockFields, _DFlash14)},
+    "DSpark": {"1.3": (_BlockFields,), "1.4": (_BlockFields, _DSpark14)},
+    "SA": {"1.3": (_SAFields,)},  # R14 rc4 SADecodingConfig: 1.3's fields + the base's
+}
 
-SpeculativeConfig12 = Annotated[Eagle12 | Eagle3_12 | MTP12 | NGram12 | DraftTarget12,
-                                Field(discriminator="decoding_type")]
-SpeculativeConfig13 = Annotated[Eagle13 | Eagle3_13 | MTP13 | NGram13 | DraftTarget13 | DFlash13 | DSpark13 | SA13,
-                                Field(discriminator="decoding_type")]
-SpeculativeConfig14 = Annotated[Eagle14 | Eagle3_14 | MTP14 | NGram14 | DraftTarget14 | DFlash14 | DSpark14 | SA14,
-                                Field(discriminator="decoding_type")]
+
+def _row(rows: dict[str, Any], profile: str) -> Any:
+    """The row of ``rows`` that holds at ``profile``: the newest one not after it (None before the first)."""
+    held = [r for r in rows if releases.order(r) <= releases.order(profile)]
+    return rows[max(held, key=releases.order)] if held else None
+
+
+def _mirrored(profile: str) -> str:
+    """The release whose row of ``BASE_FIELDS`` mirrors ``profile``: its own, or its record's ``mirror_base``."""
+    seen = profile
+    while seen not in BASE_FIELDS:
+        base = releases.get(seen).mirror_base
+        if base is None:
+            raise UserError(f"TensorRT-LLM {profile}: no options mirror (deploy/trtllm_schema.BASE_FIELDS has no row "
+                            "for it) and its release record names no mirror_base; docs/architecture.md, 'Adding a "
+                            "TensorRT-LLM release'")
+        seen = base
+    return seen
+
+
+def _compact(release: str) -> str:
+    return release.replace(".", "")
+
+
+@functools.cache
+def _base(mirrored: str) -> type[_Decoding]:
+    return type(f"_Base{_compact(mirrored)}", (_Decoding, *BASE_FIELDS[mirrored]),
+                {"profile": mirrored, "__module__": __name__})
+
+
+def _tag_rows(tag: str) -> dict[str, tuple[type, ...]] | None:
+    if tag in TAG_FIELDS:
+        return TAG_FIELDS[tag]
+    from trtllm_spec.drafters.registry import MECHANISMS
+
+    mech = next((m for m in MECHANISMS.values() if tag in m.decoding_types), None)
+    if mech is None:
+        return None
+    since = releases.tag_since(tag) or releases.names()[0]
+    return {since: (mech.trtllm_mirror_fields,) if mech.trtllm_mirror_fields is not None else ()}
+
+
+@functools.cache
+def _generated(mirrored: str, tag: str, fields: tuple[type, ...]) -> type[_Decoding]:
+    """The decoding config class: the tag's own fields, the release's base and ``decoding_type: Literal[tag]`` (the
+    tag's mixins come first so that one may redefine how the draft length is read, as 1.2's MTP does)."""
+    name = f"{tag.replace('_', '')}_{_compact(mirrored)}"
+    return type(name, (*fields, _base(mirrored)), {"__annotations__": {"decoding_type": Literal[tag]},
+                                                   "decoding_type": tag, "__module__": __name__})
+
+
+def _decoding_class(profile: str, tag: str) -> type[_Decoding]:
+    mirrored = _mirrored(profile)
+    rows = _tag_rows(tag)
+    fields = _row(rows, mirrored) if rows is not None else None
+    if fields is None:
+        raise UserError(f"TensorRT-LLM {profile}: decoding_type {tag!r} has no mirrored config class (no row of "
+                        f"deploy/trtllm_schema.TAG_FIELDS holds at {mirrored})")
+    return _generated(mirrored, tag, fields)
+
+
+def decoding_classes(profile: str) -> dict[str, type[_Decoding]]:
+    """Every decoding config class of ``profile``, by tag (the tags its release record knows)."""
+    return {tag: _decoding_class(profile, tag) for tag in _tags(profile)}
 
 
 # ---- top level (TorchLlmArgs) -------------------------------------------------------------------------
@@ -412,76 +402,28 @@ class _LlmApiOptions(StrictModel):
         return self
 
 
-class LlmApiOptions12(_LlmApiOptions):
-    speculative_config: SpeculativeConfig12 | None = None
+@functools.cache
+def _options_model(profile: str, tag: str | None) -> type[_LlmApiOptions]:
+    """The profile's model. With a tag, ``speculative_config`` is narrowed to that one class, so that errors name
+    plain key paths (``speculative_config.max_draft_len``) and the valid keys of that class; without one it is the
+    release's tagged union."""
+    if tag is None:
+        union = tuple(decoding_classes(profile).values())
+        spec: Any = Annotated[Union[union], Field(discriminator="decoding_type")]  # noqa: UP007 (a runtime tuple)
+    else:
+        spec = _decoding_class(profile, tag)
+    return create_model(f"LlmApiOptions{_compact(profile)}{tag or ''}", __base__=_LlmApiOptions,
+                        speculative_config=(spec | None, None))
 
 
-class LlmApiOptions13(_LlmApiOptions):
-    speculative_config: SpeculativeConfig13 | None = None
-
-
-class LlmApiOptions14(_LlmApiOptions):
-    speculative_config: SpeculativeConfig14 | None = None
-
-
-OPTIONS_MODELS: dict[str, type[_LlmApiOptions]] = {"1.2": LlmApiOptions12, "1.3": LlmApiOptions13,
-                                                   "1.4": LlmApiOptions14}
-
-
-def _mirrored(profile: str) -> str:
-    """The release whose hand-written classes mirror ``profile``: its own, or its record's ``mirror_base`` (a
-    release whose option fields are an earlier one's, unchanged)."""
-    seen = profile
-    while seen not in OPTIONS_MODELS:
-        base = releases.get(seen).mirror_base
-        if base is None:
-            raise UserError(f"TensorRT-LLM {profile}: no options mirror (deploy/trtllm_schema.py) and its release record "
-                            "names no mirror_base; docs/architecture.md, 'Adding a TensorRT-LLM release'")
-        seen = base
-    return seen
+def options_model(profile: str) -> type[_LlmApiOptions]:
+    """The options model of ``profile`` (every tag it knows)."""
+    releases.get(profile, "TensorRT-LLM profile")
+    return _options_model(profile, None)
 
 
 def _tags(profile: str) -> tuple[str, ...]:
     return releases.get(profile).tags
-
-
-_BASES: dict[str, type[_Decoding]] = {"1.2": _Base12, "1.3": _Base13, "1.4": _Base14}
-
-
-@functools.cache
-def _registered_class(mirrored: str, tag: str) -> type[_Decoding] | None:
-    """The decoding config class of a mechanism registered after import (``drafters.registry.register``): the
-    release's base fields plus the descriptor's ``trtllm_mirror_fields``."""
-    from trtllm_spec.drafters.registry import MECHANISMS
-
-    mech = next((m for m in MECHANISMS.values() if tag in m.decoding_types), None)
-    if mech is None or mirrored not in _BASES:
-        return None
-    extra = (mech.trtllm_mirror_fields,) if mech.trtllm_mirror_fields is not None else ()
-    return _tagged(f"{tag}_{mirrored.replace('.', '')}", (_BASES[mirrored], *extra), tag)
-
-
-def _decoding_class(profile: str, tag: str) -> type[_Decoding]:
-    mirrored = _mirrored(profile)
-    classes = DECODING_CLASSES[mirrored]
-    if tag in classes:
-        return classes[tag]
-    registered = _registered_class(mirrored, tag)
-    if registered is not None:
-        return registered
-    raise UserError(f"TensorRT-LLM {profile}: decoding_type {tag!r} has no mirrored config class (the {mirrored} "
-                    "mirror has none; deploy/trtllm_schema.py)")
-
-
-@functools.cache
-def _options_model(profile: str, tag: str | None) -> type[_LlmApiOptions]:
-    """The profile's model with ``speculative_config`` narrowed to one class, so that errors name plain key
-    paths (``speculative_config.max_draft_len``) and the valid keys of that class."""
-    base = OPTIONS_MODELS[_mirrored(profile)]
-    if tag is None:
-        return base
-    spec = _decoding_class(profile, tag)
-    return create_model(f"{base.__name__}_{tag}", __base__=base, speculative_config=(spec | None, None))
 
 
 def _check_decoding_type(options: dict, profile: str) -> str | None:
