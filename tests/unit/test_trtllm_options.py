@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trtllm_spec.core import releases
 from trtllm_spec.core.recipe import (
     DFlashDrafter,
     DraftModelDrafter,
@@ -24,7 +25,6 @@ from trtllm_spec.core.recipe import (
     SuffixDrafter,
 )
 from trtllm_spec.deploy.trtllm_options import make_llm_api_options, render_yaml
-from trtllm_spec.core import releases
 from trtllm_spec.deploy.trtllm_schema import (
     DECODING_TAGS,
     decoding_classes,

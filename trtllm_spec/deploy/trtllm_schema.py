@@ -5,8 +5,9 @@ write for ``trtllm-serve --extra_llm_api_options``, ``trtllm-bench`` and Triton'
 validated against this mirror instead: unknown keys fail (upstream's ``StrictBaseModel`` is
 ``extra="forbid"``), tags and renamed fields follow each release, and the validators we depend on are
 restated. Only fields we emit are mirrored. The decoding config classes and options models are generated
-from one per-release field table (``BASE_FIELDS``, ``TAG_FIELDS``); only the field groups are written here. Where ``tensorrt_llm`` imports (NVIDIA's container),
-``validate_with_tensorrt_llm`` also checks against the real classes.
+from one per-release field table (``BASE_FIELDS``, ``TAG_FIELDS``); only the field groups are written here.
+Where ``tensorrt_llm`` imports (NVIDIA's container), ``validate_with_tensorrt_llm`` also checks against the real
+classes.
 
 Every field, tag and name we emit, per profile, with the upstream source that reads it and the test that pins it:
 docs/trtllm_compat.md (keep it and these classes in step). Sources:
