@@ -100,11 +100,15 @@ def test_14_implicit_tier_is_settled_per_main_state_and_never_reached():
     newest main's draft_len_schedule description: "Batch sizes 33+: use draft_len=0 (implicit, speculation
     disabled)"). The 1.4 pages cannot say which a 1.4 release runs, so the plan names both and never reaches that
     tier: the schedule's largest key is max_batch_size."""
-    from trtllm_spec.core.trtllm_gates import IMPLICIT_TIER, engine_schedule
+    from trtllm_spec.core.trtllm_gates import MAIN_STATES, engine_schedule
 
-    floor, warm = IMPLICIT_TIER.values()
+    tier = {name: dict(zip(MAIN_STATES, m.implicit_tier, strict=True)) for name, m in MECHANISMS.items()
+            if m.implicit_tier}
+    floor, warm = ({n: t[s] for n, t in tier.items()} for s in MAIN_STATES)
     assert floor["eagle3"] == 1 and warm["eagle3"] == 0 and warm["mtp"] == 0
-    assert floor["dflash"] == warm["dflash"] == 1 and warm["draft_model"] == 1
+    assert floor["dflash"] == warm["dflash"] == 1 and warm["draft_model"] == 1 and warm["suffix"] == 1
+    # every mechanism the engine schedules names its implicit tier in each main state read
+    assert all(len(m.implicit_tier) == len(MAIN_STATES) for m in MECHANISMS.values() if m.dynamic_draft_len_since)
     _, switches_off, why = engine_schedule(MECHANISMS["eagle3"], "1.4")
     assert switches_off is False and "D = 0 (newest main, keep-warm" in why and "D = 1 (main, floor" in why
     assert "not settled" in why and "never reached" in why

@@ -20,7 +20,7 @@ one-model only, main adds MTP, MTP-Eagle, PARD, DFlash, draft-target one-model a
 DSpark never). The one-model path gained dynamic draft length in PR #10860 (merged 2026-03-13), after the 1.2
 branch: a 1.2 bundle never carries a schedule. What a batch above the largest key (or a zero tier) runs is
 ``_torch/speculative/utils.get_draft_len_for_batch_size(schedule, batch, max_draft_len, min_runtime_draft_len)``,
-and main changed it twice (``IMPLICIT_TIER``): first every one-engine mode floored at ``min_runtime_draft_len = 1``
+and main changed it twice (``MAIN_STATES``; each descriptor's ``implicit_tier``): first every one-engine mode floored at ``min_runtime_draft_len = 1``
 (upstream test id 58916828372: ``{4: 4, 8: 2, 32: 1}`` gives 1 at batch 33), then linear EAGLE-3 and MTP-Eagle
 one-model went back to 0 with the drafter kept warm (``keep_drafter_warm``; test id 69637569920) while
 draft-target, PARD, DFlash, SA and tree EAGLE-3 keep the floor of 1 -- the state newest main's ``draft_len_schedule``
@@ -65,13 +65,10 @@ def gate_reasons(options: dict | None, profile: str) -> list[str]:
     return out
 
 
-# what main's get_draft_len_for_batch_size runs above the largest key (and on a zero tier), per one-engine mode, in
-# the two main states read (the module docstring); a 1.4 plan must hold under both
-IMPLICIT_TIER = {
-    "main, floor (test id 58916828372)": {"eagle3": 1, "mtp": 1, "draft_model": 1, "dflash": 1, "suffix": 1},
-    "newest main, keep-warm (test id 69637569920)": {"eagle3": 0, "mtp": 0, "draft_model": 1, "dflash": 1,
-                                                     "suffix": 1},
-}
+# the two main states read (the module docstring) of what get_draft_len_for_batch_size runs above the largest key
+# (and on a zero tier); each descriptor's ``implicit_tier`` holds its one-engine mode's value in each; a 1.4 plan
+# must hold under both
+MAIN_STATES = ("main, floor (test id 58916828372)", "newest main, keep-warm (test id 69637569920)")
 
 
 def engine_schedule(mechanism, profile: str) -> tuple[bool, bool, str | None]:
@@ -87,8 +84,8 @@ def engine_schedule(mechanism, profile: str) -> tuple[bool, bool, str | None]:
         return False, False, (f"TensorRT-LLM {profile} applies no draft_len_schedule or max_concurrency to {title} "
                               f"(support_dynamic_draft_len() is false for it{hint})")
     if not get(profile).schedule_switches_off:
-        name = getattr(mechanism, "name", "")
-        tiers = {state: t[name] for state, t in IMPLICIT_TIER.items() if name in t}
+        implicit = getattr(mechanism, "implicit_tier", ())
+        tiers = dict(zip(MAIN_STATES, implicit, strict=True)) if implicit else {}
         if len(set(tiers.values())) > 1:
             above = (" or ".join(f"D = {d} ({state})" for state, d in tiers.items())
                      + f"; which one a {profile} release runs is not settled")

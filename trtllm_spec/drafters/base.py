@@ -31,6 +31,10 @@ class Mechanism:
     # (support_dynamic_draft_len; core.trtllm_gates.engine_schedule, docs/trtllm_compat.md), compared numerically
     # with every later release (core.releases.order); None = never: one D at every batch size
     dynamic_draft_len_since: ClassVar[str | None] = None
+    # what newest main's get_draft_len_for_batch_size runs for its one-engine mode above the schedule's largest key
+    # (and on a zero tier), in each of core.trtllm_gates.MAIN_STATES (floor at 1, then keep-warm); () = not
+    # read (a mode without a schedule)
+    implicit_tier: ClassVar[tuple[int, ...]] = ()
     # trained with a reduced draft vocabulary and its d2t table (ModelOpt's eagle mode: EAGLE-3, EAGLE-MTP);
     # False: the drafter predicts over the target's vocabulary (a block drafter fills blocks with a mask token)
     draft_vocabulary: ClassVar[bool] = False

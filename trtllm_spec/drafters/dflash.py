@@ -24,6 +24,7 @@ class DFlash(Mechanism):
     needs_training = True
     modelopt_mode = "dflash"
     dynamic_draft_len_since = "1.3"  # PR #12262 (DFlash)
+    implicit_tier = (1, 1)  # core.trtllm_gates.MAIN_STATES: DFlash keeps the floor
     doctor_layout, doctor_parity = "dflash", False  # train/doctor.LAYOUT_CHECKS
     summary = "decoder layers fused with target hidden states denoise a block of mask tokens in one pass"
 

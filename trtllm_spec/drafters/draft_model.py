@@ -24,6 +24,7 @@ class DraftModel(Mechanism):
     recognised_last = True
     shares_target_hidden = False  # its own model: only the vocabulary must match
     dynamic_draft_len_since = "1.3"  # PR #12262 (draft-target)
+    implicit_tier = (1, 1)  # core.trtllm_gates.MAIN_STATES: draft-target keeps the floor
     summary = "a small independent LLM with the same tokenizer drafts D tokens sequentially"
 
     def __init__(self, resolve_shape: Callable[[str], ModelShape] | None = None) -> None:

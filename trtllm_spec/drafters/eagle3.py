@@ -52,6 +52,7 @@ class Eagle3(Mechanism):
     modelopt_mode, modelopt_preset = "eagle", "EAGLE3_DEFAULT_CFG"
     trtllm_first_layer = True
     dynamic_draft_len_since = "1.3"  # one-model path: PR #10860, after the 1.2 branch
+    implicit_tier = (1, 0)  # core.trtllm_gates.MAIN_STATES: linear EAGLE-3 one-model: back to 0, drafter kept warm
     doctor_layout, doctor_parity = "eagle3", True  # train/doctor.LAYOUT_CHECKS
     draft_vocabulary = True  # ModelOpt eagle mode: draft_vocab_size and d2t
     summary = "1+ decoder layer + fc over 3 captured target hidden states; D sequential draft steps"

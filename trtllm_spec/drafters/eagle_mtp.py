@@ -24,6 +24,7 @@ class EagleMTP(Mechanism):
     needs_training = True
     modelopt_mode, modelopt_preset = "eagle", "EAGLE_MTP_DEFAULT_CFG"
     dynamic_draft_len_since = "1.3"  # as MTP (PR #12262, MTP and MTP-Eagle), for the planner's what-if
+    implicit_tier = (1, 0)  # core.trtllm_gates.MAIN_STATES: as MTP-Eagle one-model
     doctor_layout, doctor_parity = "eagle_mtp", True  # train/doctor.LAYOUT_CHECKS
     draft_vocabulary = True  # ModelOpt eagle mode: draft_vocab_size and d2t
     summary = "trained EAGLE-MTP head (ModelOpt) over the target's last hidden state; sequential; not servable"

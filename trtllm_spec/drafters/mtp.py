@@ -28,6 +28,7 @@ class MTP(Mechanism):
     title = "MTP"
     acceptance_kind = "chain"
     dynamic_draft_len_since = "1.3"  # PR #12262 (MTP, MTP-Eagle)
+    implicit_tier = (1, 0)  # core.trtllm_gates.MAIN_STATES: MTP-Eagle one-model: back to 0, drafter kept warm
     summary = "native multi-token-prediction layer(s) over the target's last hidden state; sequential"
 
     def default_config(self) -> MTPDrafter:

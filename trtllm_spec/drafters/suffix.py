@@ -50,6 +50,7 @@ class Suffix(Mechanism):
     # support_dynamic_draft_len() lists SA beside MTP / DFlash / PARD / draft-target (interface.py, the version of
     # PR #12262's list; docs/trtllm_compat.md); SA itself exists from 1.3
     dynamic_draft_len_since = "1.3"
+    implicit_tier = (1, 1)  # core.trtllm_gates.MAIN_STATES: SA keeps the floor
     summary = ("longest earlier suffix match (suffix automaton, TensorRT-LLM SA), drafts its continuation; "
                "optional cross-request pool; no model")
 
