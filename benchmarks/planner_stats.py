@@ -15,8 +15,9 @@ SPLITS = ("calibration", "validation")
 
 
 def model_log_sd(results: list[dict]) -> float:
-    """The robust residual sd of the calibration split: 1.4826 x median |ln(predicted / measured)| (the interval's
-    model term, planner/interval.MODEL_LOG_SD; the held-out split never sets it)."""
+    """The in-sample robust residual sd of the calibration split: 1.4826 x median |ln(predicted / measured)| (the
+    interval's model term after a calibration, planner/interval.MODEL_LOG_SD_CALIBRATED; the held-out split never
+    sets it)."""
     logs = [abs(math.log(1 + r["error"])) for res in results if res["split"] == "calibration" for r in res["rows"]]
     return 1.4826 * statistics.median(logs)
 
@@ -171,7 +172,8 @@ def commit() -> str:
 
 
 def benchmark_json(results: list[dict], st: dict, level: float, command: str, excluded: list[dict],
-                   sd: float) -> dict:
+                   terms: dict) -> dict:
+    """The benchmark record; ``terms``: the interval's model terms (out of sample and in sample, the LOSO summary)."""
     held, cal = st["validation"]["all"], st["calibration"]["all"]
     row = (f"held-out {held['points']} points: median |error| {held['median_abs_error']:.1%}, mean signed "
            f"{held['mean_signed_error']:+.1%}, trend signs {held['trend_signs_right']}/{held['trends']}, "
@@ -180,7 +182,9 @@ def benchmark_json(results: list[dict], st: dict, level: float, command: str, ex
            f"{cal['median_abs_error']:.1%}")
     return {"benchmark": "planner_validation", "date": datetime.date.today().isoformat(), "commit": commit(),
             "command": command, "machine": machine(),
-            "result": {"level": level, "model_log_sd": round(sd, 4), "stats": {k: st[k] for k in SPLITS},
+            "result": {"level": level, "model_log_sd": round(terms["model_log_sd"], 4),
+                       "model_log_sd_in_sample": round(terms["model_log_sd_in_sample"], 4), "loso": terms["loso"],
+                       "stats": {k: st[k] for k in SPLITS},
                        "trends": st["trends"], "points": results, "excluded": excluded},
             "readme": [{"what": "Planner: predicted vs published speculative-decoding speedups (pure math, no GPU)",
                         "result": row, "where": "benchmarks/planner_validation.md"}]}

@@ -3,6 +3,7 @@
 Run:  .venv/bin/python benchmarks/planner_validation.py            # tables of benchmarks/planner_validation.md
       .venv/bin/python benchmarks/planner_validation.py --fit      # re-fit the parameters on the calibration set
       .venv/bin/python benchmarks/planner_validation.py --fit --keep-overlap  # per-release host costs only
+      .venv/bin/python benchmarks/planner_validation.py --loso     # the interval's model term, out of sample
       .venv/bin/python benchmarks/planner_validation.py --json     # raw numbers
       .venv/bin/python benchmarks/planner_validation.py --moe-sensitivity  # MoE costs vs calibration loss and trend
       .venv/bin/python benchmarks/planner_validation.py --framework vLLM [--release 0.9.2]  # one framework / release
@@ -55,6 +56,7 @@ GRID = {"iteration_s": [1e-4, 2e-4, 4e-4, 6e-4, 8e-4, 1.0e-3, 1.25e-3, 1.5e-3, 2
 OVERLAP_GRID = [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
+import planner_loso  # noqa: E402
 from planner_points import EAGLE3_32K, EXCLUDED, POINTS, VLLM_20780_AL, Point  # noqa: E402
 from planner_stats import all_stats, benchmark_json, model_log_sd, render_stats, render_trends  # noqa: E402
 from planner_terms import decompose, step_terms  # noqa: E402
@@ -97,13 +99,14 @@ def profile_of(p: Point) -> tuple[dict[str, float], str]:
 
 
 def interval(p: Point, hw: Hardware, batch: int, draft_len: int, predicted: float, host_sd: dict[str, float],
-             level: float) -> tuple[float, float]:
-    """The planner's interval (planner/interval.py) around one predicted speedup: host-term elasticities from the
-    step terms (planner_terms.step_terms), the release profile's log sd per term, the model's residual sd."""
+             level: float) -> tuple[float, float, float]:
+    """The planner's interval (planner/interval.py) around one predicted speedup, and its host part (log sd):
+    host-term elasticities from the step terms (planner_terms.step_terms), the release profile's log sd per term,
+    the model's out-of-sample residual sd (every point here is priced as an uncalibrated plan is)."""
     x0, x1 = step_terms(p, hw, batch, 0), step_terms(p, hw, batch, draft_len)
     t0, t1 = sum(x0.values()), sum(x1.values())
     var = sum(((x0[t] / t0 - x1[t] / t1) * host_sd.get(k, 0.0)) ** 2 for t, k in HOST_OF_TERM.items())
-    return iv.bounds(predicted, math.sqrt(var + iv.MODEL_LOG_SD ** 2), level)
+    return (*iv.bounds(predicted, math.sqrt(var + iv.MODEL_LOG_SD ** 2), level), math.sqrt(var))
 
 
 HOST_OF_TERM = {"iteration": "iteration_s", "spec_iteration": "spec_iteration_s", "draft_host": "draft_step_s"}
@@ -126,10 +129,10 @@ def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] |
     rows = []
     for (b, d), s in sorted(p.speedup.items()):
         pred = cand[(b, d)]["speedup"]
-        lo, hi = interval(p, hw, b, d, pred, host_sd, level)
+        lo, hi, host = interval(p, hw, b, d, pred, host_sd, level)
         rows.append({"batch": b, "draft_len": d, "al": p.al[d], "measured": s, "predicted": round(pred, 3),
                      "error": round(pred / s - 1, 3), "fits": cand[(b, d)]["feasible"], "low": round(lo, 3),
-                     "high": round(hi, 3)})
+                     "high": round(hi, 3), "host_log_sd": round(host, 4)})
     shape = resolve_shape(p.target)
     out = {"point": p.name, "framework": p.framework, "release": p.release, "profile": profile_of(p)[1],
            "split": p.split, "source": p.source, "source_id": p.source.split(" (")[0].split(":")[0], "rows": rows,
@@ -340,12 +343,21 @@ def selected(points: list[Point], argv: list[str]) -> list[Point]:
     return out
 
 
+def out_of_sample() -> list[dict]:
+    """Each calibration source priced without itself (benchmarks/planner_loso.py)."""
+    return planner_loso.loso(POINTS, predict, _best, GRID, GEMM_OVERLAP, profile_of)
+
+
 def main() -> None:
     if "--moe-sensitivity" in sys.argv:
         print(moe_sensitivity())
         return
     if "--terms" in sys.argv:  # issue 36: each point's residual by term of the step model
         print(render_terms(terms_rows(selected(POINTS, sys.argv))))
+        return
+    if "--loso" in sys.argv:  # the interval's model term: calibration residuals out of sample
+        calib = [predict(p) for p in POINTS if p.split == "calibration"]
+        print(planner_loso.render(out_of_sample(), model_log_sd(calib), iv.DEFAULT_LEVEL))
         return
     if "--fit" in sys.argv:  # --keep-overlap: host costs per release only, the shared GEMM overlap held
         overlap, profiles = fit([GEMM_OVERLAP] if "--keep-overlap" in sys.argv else OVERLAP_GRID)
@@ -362,12 +374,18 @@ def main() -> None:
     results = [predict(p, level=level) for p in points]
     st = all_stats(results)
     sd = model_log_sd(results) if any(r["split"] == "calibration" for r in results) else float("nan")
+    loso = out_of_sample()
+    out_sd = planner_loso.calibrated_sd(loso, iv.DEFAULT_LEVEL)
+    terms = {"model_log_sd": out_sd, "model_log_sd_in_sample": sd, "loso": planner_loso.summary(loso)}
     if "--json" in sys.argv:
-        print(json.dumps({"results": results, "stats": st, "model_log_sd": sd, "by_release": by_release(results)},
+        print(json.dumps({"results": results, "stats": st, **terms, "by_release": by_release(results)},
                          indent=2, default=str))
         return
     print(render(results, st, level))
-    print(f"\nmodel_log_sd (calibration split, robust): {sd:.4f}; planner/interval.MODEL_LOG_SD = {iv.MODEL_LOG_SD}")
+    print("\n### The interval's model term, out of sample (--loso)\n")
+    print(planner_loso.render(loso, sd, iv.DEFAULT_LEVEL))
+    print(f"\nplanner/interval.MODEL_LOG_SD = {iv.MODEL_LOG_SD} (out of sample), MODEL_LOG_SD_CALIBRATED = "
+          f"{iv.MODEL_LOG_SD_CALIBRATED} (in sample: after plan --calibrate)")
     print("\n### Issue 17's example (H100, Llama-3.1-8B, EAGLE-3, ISL = OSL = 512): predicted speedup per D\n")
     print(issue_example())
     if len(points) == len(POINTS):  # the full run writes the benchmark JSON (README's planner row)
@@ -376,8 +394,8 @@ def main() -> None:
         command = "PYTHONPATH=$PWD .venv/bin/python benchmarks/planner_validation.py" + \
             (f" --level {level}" if level != iv.DEFAULT_LEVEL else "")
         out = Path(__file__).with_suffix(".json")
-        out.write_text(json.dumps(benchmark_json(results, st, level, command, EXCLUDED, sd), indent=1, default=str)
-                       + "\n", encoding="utf-8")
+        out.write_text(json.dumps(benchmark_json(results, st, level, command, EXCLUDED, terms), indent=1,
+                                  default=str) + "\n", encoding="utf-8")
 
 
 def _arg(flag: str) -> str | None:

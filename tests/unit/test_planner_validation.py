@@ -34,10 +34,26 @@ def test_new_sources_are_held_out_whole_and_unfitted_releases_use_the_rule(resul
 
 
 def test_model_term_of_the_interval_is_the_calibration_residual(results):
-    assert ps.model_log_sd(results) == pytest.approx(iv.MODEL_LOG_SD, abs=0.005)
+    # after a calibration: the in-sample residual of the calibration split
+    assert ps.model_log_sd(results) == pytest.approx(iv.MODEL_LOG_SD_CALIBRATED, abs=0.005)
     moved = [dict(r, rows=[dict(x, error=x["error"] * 5) for x in r["rows"]]) if r["split"] == "validation" else r
              for r in results]
     assert ps.model_log_sd(moved) == ps.model_log_sd(results)  # held-out errors never set it
+
+
+def test_model_term_of_an_uncalibrated_plan_is_calibrated_out_of_sample():
+    """Each calibration source priced without itself (its release re-fitted on the others, or by the release rule):
+    the recorded term is the smallest that puts the default level of those residuals inside their intervals."""
+    import planner_loso as pl
+
+    loso = pv.out_of_sample()
+    assert {r["split"] for r in loso} == {"calibration"}  # the held-out split never sets it
+    assert len(pl._rows(loso)) == sum(len(p.speedup) for p in pv.POINTS if p.split == "calibration")
+    assert any("release rule" in r["loso"] for r in loso) and any("re-fitted" in r["loso"] for r in loso)
+    sd = pl.calibrated_sd(loso, iv.DEFAULT_LEVEL)
+    assert sd == pytest.approx(iv.MODEL_LOG_SD, abs=0.0051)
+    assert pl.coverage(loso, iv.DEFAULT_LEVEL, sd) >= iv.DEFAULT_LEVEL > pl.coverage(loso, iv.DEFAULT_LEVEL, sd - 0.005)
+    assert iv.MODEL_LOG_SD > iv.MODEL_LOG_SD_CALIBRATED  # out of sample is wider than in sample
 
 
 def test_every_row_has_its_interval_and_the_stats_count_it(results):
@@ -73,8 +89,10 @@ def test_trend_signs_cover_batch_and_draft_len_sweeps(results):
 def test_benchmark_json_follows_the_convention(results):
     st = ps.all_stats(results)
     data = ps.benchmark_json(results, st, 0.8, "PYTHONPATH=$PWD .venv/bin/python benchmarks/planner_validation.py",
-                             pv.EXCLUDED, ps.model_log_sd(results))
+                             pv.EXCLUDED, {"model_log_sd": 0.19, "model_log_sd_in_sample": ps.model_log_sd(results),
+                                           "loso": {"sweeps": []}})
     assert {"benchmark", "date", "commit", "command", "machine", "result", "readme"} <= set(data)
+    assert data["result"]["model_log_sd"] == 0.19 and data["result"]["model_log_sd_in_sample"] < 0.19
     assert data["benchmark"] == "planner_validation" and "/work" not in data["command"]
     assert {"cpu", "cores", "python"} <= set(data["machine"])
     (row,) = data["readme"]

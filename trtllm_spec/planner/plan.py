@@ -146,7 +146,10 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
 
     level = iv.check_level(req.interval_level)
     host_sd = dict(req.host_log_sd) if req.host_log_sd else dict.fromkeys(iv.TERMS, HOST_SD_DEFAULT)
-    bands = iv.annotate(ctx, main, cands, host_sd, level)
+    # a calibration fitted the host terms on the engine's own reports: the model's in-sample residual; else the
+    # out-of-sample one (planner/interval.py)
+    model_sd = iv.MODEL_LOG_SD_CALIBRATED if req.prior_host_log_sd else iv.MODEL_LOG_SD
+    bands = iv.annotate(ctx, main, cands, host_sd, level, model_sd)
     for r in rec["by_batch"]:
         lo, hi, _sd = bands.get((r["batch_size"], r["draft_len"]), (r["speedup"], r["speedup"], 0.0))
         r["speedup_low"], r["speedup_high"] = round(lo, 4), round(hi, 4)
@@ -168,11 +171,12 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
              for lo, hi, _ in [b[(c.batch_size, c.draft_len)]]]
         return round(sorted(w)[len(w) // 2], 4) if w else None
 
-    record = {"level": level, "z": round(iv.z_of(level), 4), "model_log_sd": iv.MODEL_LOG_SD,
+    record = {"level": level, "z": round(iv.z_of(level), 4), "model_log_sd": model_sd,
               "host_log_sd": {k: round(v, 4) for k, v in host_sd.items()},
               "how": "speedup x exp(+-z sd), sd^2 = sum over host terms (elasticity of ln speedup to the term x its "
-                     "log sd)^2 + model_log_sd^2 (the robust residual sd of the calibration split of "
-                     "benchmarks/planner_validation.py); planner/interval.py",
+                     "log sd)^2 + model_log_sd^2 (the model's residual on published measurements: out of sample, "
+                     "leave one source out, for a release profile; in sample after a calibration on the engine's "
+                     "own reports; benchmarks/planner_validation.py --loso); planner/interval.py",
               "rule": (req.host_costs or {}).get("rule"),
               "median_relative_width": median_width(bands), "note": rec["uncertainty_note"]}
     if req.prior_host_log_sd:  # the plan as it was before the calibration: the release's terms and uncertainty
@@ -183,7 +187,8 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
             ov = ctx.hw.overheads.model_copy(update=dict(req.prior_host_costs))
             prior_ctx = replace(ctx, hw=ctx.hw.model_copy(update={"overheads": ov}))
         prior_cands = evaluate(prior_ctx, [main])
-        before = median_width(iv.annotate(prior_ctx, main, prior_cands, dict(req.prior_host_log_sd), level),
+        before = median_width(iv.annotate(prior_ctx, main, prior_cands, dict(req.prior_host_log_sd), level,
+                                          iv.MODEL_LOG_SD),
                               prior_cands)
         after = record["median_relative_width"]
         record["calibration"] = {"prior_host_log_sd": {k: round(v, 4) for k, v in req.prior_host_log_sd.items()},
