@@ -66,8 +66,9 @@ POINTS = [
     Point("Llama-3.1-8B EAGLE-3 K-sweep, bs1", "vllm-project/vllm issue #20780 (vLLM V1, MT-bench, TPOT)", "vLLM",
           "llama-3.1-8b-instruct", "h100", EAGLE3_32K, Parallelism(), 1, "bf16", 128, 512, VLLM_20780_AL,
           {(1, 2): 1.64, (1, 3): 1.73, (1, 4): 1.75, (1, 5): 1.71, (1, 6): 1.68, (1, 7): 1.65}, "calibration",
-          release="0.9.2", base_step_s={1: 7.07e-3}, notes="speedup = 7.07 ms / TPOT; GPU most likely H100; the issue is a bug report "
-          "(EAGLE-3 only 1.01-1.21x faster than EAGLE-1 where AL is 1.12-1.43x higher): see the module docstring"),
+          release="0.9.2", base_step_s={1: 7.07e-3},
+          notes="speedup = 7.07 ms / TPOT; GPU most likely H100; the issue is a bug report (EAGLE-3 only 1.01-1.21x "
+                "faster than EAGLE-1 where AL is 1.12-1.43x higher): see the module docstring"),
     Point("DeepSeek-R1 MTP D-sweep, bs1", "NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/blog1 (table "
           "'Autoregressive MTP Layers'; FP4, 8x B200)", "TensorRT-LLM", "deepseek-v3", "b200", MTPDrafter(),
           Parallelism(tp=8, ep=2), 8, "nvfp4", 1024, 2048, {1: 1.92, 2: 2.58, 3: 2.82, 4: 2.99, 5: 3.01},

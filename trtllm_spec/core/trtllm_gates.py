@@ -20,8 +20,9 @@ one-model only, main adds MTP, MTP-Eagle, PARD, DFlash, draft-target one-model a
 DSpark never). The one-model path gained dynamic draft length in PR #10860 (merged 2026-03-13), after the 1.2
 branch: a 1.2 bundle never carries a schedule. What a batch above the largest key (or a zero tier) runs is
 ``_torch/speculative/utils.get_draft_len_for_batch_size(schedule, batch, max_draft_len, min_runtime_draft_len)``,
-and main changed it twice (``MAIN_STATES``; each descriptor's ``implicit_tier``): first every one-engine mode floored at ``min_runtime_draft_len = 1``
-(upstream test id 58916828372: ``{4: 4, 8: 2, 32: 1}`` gives 1 at batch 33), then linear EAGLE-3 and MTP-Eagle
+and main changed it twice (``MAIN_STATES``; each descriptor's ``implicit_tier``): first every one-engine mode
+floored at ``min_runtime_draft_len = 1`` (upstream test id 58916828372: ``{4: 4, 8: 2, 32: 1}`` gives 1 at batch
+33), then linear EAGLE-3 and MTP-Eagle
 one-model went back to 0 with the drafter kept warm (``keep_drafter_warm``; test id 69637569920) while
 draft-target, PARD, DFlash, SA and tree EAGLE-3 keep the floor of 1 -- the state newest main's ``draft_len_schedule``
 description ("Batch sizes 33+: use draft_len=0 (implicit, speculation disabled)") describes for EAGLE-3. The
