@@ -90,3 +90,13 @@ def test_recipe_validate_refuses_a_measure_draft_len_below_the_bundles(cli, tmp_
     r = cli("recipe", "validate", p)
     assert r.exit_code == 2 and "measure.draft_len = 2 is below draft_len = 4" in r.output
     assert "Traceback" not in r.output
+
+
+def test_hw_probe_on_a_machine_too_busy_to_time_layers_is_one_line_and_writes_nothing(cli, tmp_path, monkeypatch):
+    from trtllm_spec.runtime import probe
+
+    monkeypatch.setattr(probe, "_timeit_interleaved", lambda *a, **k: (2e-4, 2e-4))  # 8 layers never slower
+    out = tmp_path / "cpu.json"
+    r = cli("hw", "probe", "--out", out, "--quick", "--device", "cpu")
+    assert r.exit_code == 2 and "too busy to measure a per-layer cost" in r.output and "Traceback" not in r.output
+    assert not out.exists()
