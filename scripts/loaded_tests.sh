@@ -17,6 +17,7 @@ RUNS="${RUNS:-3}"
 [[ "$RUNS" =~ ^[1-9][0-9]?$ ]] || { echo "error: RUNS=$RUNS: give a number of runs from 1 to 99" >&2; exit 2; }
 OUT="${OUT:-$(mktemp -d -t trtllm-spec-loaded.XXXXXX)}"
 mkdir -p "$OUT"
+export -n OUT  # our results folder, not the tests': an exported OUT reached the tests' children (issue 37, run at e0344ee)
 CLONE="$(mktemp -d -t trtllm-spec-clone.XXXXXX)"
 HOG=""
 cleanup() { [ -n "$HOG" ] && kill "$HOG" 2>/dev/null; rm -rf "$CLONE"; }

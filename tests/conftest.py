@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,20 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
+
+# Every environment variable a generated script lets its caller override (``${NAME:-default}`` in the package's
+# script templates): read from the sources so a new one is covered without a list to keep up to date.
+SCRIPT_OVERRIDES = sorted({m for f in (REPO / "trtllm_spec").rglob("*.py")
+                           for m in re.findall(r"\$\{\{?([A-Z_][A-Z0-9_]*)\}?:-", f.read_text())})
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_script_overrides(monkeypatch):
+    """A test runs the bundle's scripts with the defaults it checks, whatever the developer's or CI's shell exports
+    (a job runner's ``HOST``, ``PORT`` or ``BENCH_RESULTS`` would otherwise redirect them); a test that wants an
+    override passes it in the child's ``env``."""
+    for name in SCRIPT_OVERRIDES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

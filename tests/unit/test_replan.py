@@ -118,6 +118,22 @@ def test_bench_then_replan_loop(cli, bundle, tools):
     assert run(bundle / "replan.sh", tools, "--force").returncode == 0
 
 
+def test_replan_sh_ignores_an_ambient_out_and_takes_replan_out(bundle, tools, tmp_path):
+    """A job runner's or CI's exported ``OUT`` (a common name for its own output folder) does not redirect the
+    re-plan: replan.sh reads ``REPLAN_OUT`` only (it read ``OUT`` and refused a busy runner's non-empty folder)."""
+    ambient = tmp_path / "runner_out"
+    ambient.mkdir()
+    (ambient / "theirs.txt").write_text("a runner's file")
+    assert run(bundle / "bench.sh", tools).returncode == 0
+    res = run(bundle / "replan.sh", {**tools, "OUT": str(ambient)})
+    assert res.returncode == 0, res.stderr
+    assert (bundle / "replan" / "plan" / "plan.json").is_file() and sorted(p.name for p in ambient.iterdir()) == [
+        "theirs.txt"]
+    res = run(bundle / "replan.sh", {**tools, "REPLAN_OUT": "replan_b"})
+    assert res.returncode == 0, res.stderr
+    assert (bundle / "replan_b" / "plan" / "plan.json").is_file()
+
+
 def test_replan_refusals(cli, bundle, tools, tmp_path):
     res = run(bundle / "replan.sh", tools)
     assert res.returncode == 2 and "run bash bench.sh first" in res.stderr

@@ -168,8 +168,8 @@ def replan_sh(*, report: str = "bench_results/report_c1.json", out: str = "repla
     report is there too, ``--calibrate PLAIN SPECULATIVE [SECOND_D]`` fits the host costs from them first (the
     report of the speculative options at a second D, ``calibrate_report``, separates the per-iteration and
     per-draft-step terms). The new plan, options file, its diff and the fitted host costs go to ``out`` (never
-    over the bundle's files). REPORT, PLAIN_REPORT, CALIBRATE_REPORT and OUT environment variables override the
-    defaults."""
+    over the bundle's files). REPORT, PLAIN_REPORT, CALIBRATE_REPORT and REPLAN_OUT environment variables override
+    the defaults (REPLAN_OUT, not a bare OUT, which job runners and CI systems often export for their own use)."""
     report, out = _relative(report, "report"), _relative(out, "replan folder")
     plain_report, bench, plain_bench = (_relative(plain_report, "plain report"), _word(bench, "bench script"),
                                         _word(plain_bench, "bench script"))
@@ -189,7 +189,7 @@ def replan_sh(*, report: str = "bench_results/report_c1.json", out: str = "repla
         'cd "$(dirname "$0")"\n'
         f'REPORT="${{REPORT:-{report}}}"\n'
         f'PLAIN_REPORT="${{PLAIN_REPORT:-{plain_report}}}"\n'
-        f'OUT="${{OUT:-{out}}}"\n'
+        f'REPLAN_OUT="${{REPLAN_OUT:-{out}}}"\n'
         'if [ ! -f "$REPORT" ]; then\n'
         f'    echo "replan.sh: no $REPORT; run bash {bench} first (it writes {report.rsplit("/", 1)[0]}/report_c<N>.json)" >&2\n'
         '    exit 2\n'
@@ -200,7 +200,7 @@ def replan_sh(*, report: str = "bench_results/report_c1.json", out: str = "repla
         'else\n'
         f'    echo "replan.sh: no $PLAIN_REPORT (bash {plain_bench} writes it): host costs stay the release profile\'s" >&2\n'
         'fi\n' + second +
-        'exec trtllm-spec replan --bundle . --from-trtllm-bench "$REPORT" --out "$OUT" '
+        'exec trtllm-spec replan --bundle . --from-trtllm-bench "$REPORT" --out "$REPLAN_OUT" '
         '${CALIBRATE[@]+"${CALIBRATE[@]}"} "$@"\n')
 
 

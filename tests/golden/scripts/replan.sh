@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 REPORT="${REPORT:-bench_results/report_c1.json}"
 PLAIN_REPORT="${PLAIN_REPORT:-bench_results_plain/report_c1.json}"
-OUT="${OUT:-replan}"
+REPLAN_OUT="${REPLAN_OUT:-replan}"
 if [ ! -f "$REPORT" ]; then
     echo "replan.sh: no $REPORT; run bash bench.sh first (it writes bench_results/report_c<N>.json)" >&2
     exit 2
@@ -16,4 +16,4 @@ if [ -f "$PLAIN_REPORT" ]; then
 else
     echo "replan.sh: no $PLAIN_REPORT (bash bench_plain.sh writes it): host costs stay the release profile's" >&2
 fi
-exec trtllm-spec replan --bundle . --from-trtllm-bench "$REPORT" --out "$OUT" ${CALIBRATE[@]+"${CALIBRATE[@]}"} "$@"
+exec trtllm-spec replan --bundle . --from-trtllm-bench "$REPORT" --out "$REPLAN_OUT" ${CALIBRATE[@]+"${CALIBRATE[@]}"} "$@"
