@@ -22,16 +22,15 @@ branch: a 1.2 bundle never carries a schedule. What a batch above the largest ke
 ``_torch/speculative/utils.get_draft_len_for_batch_size(schedule, batch, max_draft_len, min_runtime_draft_len)``,
 and main changed it twice (``MAIN_STATES``; each descriptor's ``implicit_tier``): first every one-engine mode
 floored at ``min_runtime_draft_len = 1`` (upstream test id 58916828372: ``{4: 4, 8: 2, 32: 1}`` gives 1 at batch
-33), then linear EAGLE-3 and MTP-Eagle
-one-model went back to 0 with the drafter kept warm (``keep_drafter_warm``; test id 69637569920) while
-draft-target, PARD, DFlash, SA and tree EAGLE-3 keep the floor of 1 -- the state newest main's ``draft_len_schedule``
-description ("Batch sizes 33+: use draft_len=0 (implicit, speculation disabled)") describes for EAGLE-3. The
-1.4.0rc1 / rc4 pages cannot say which of the two a 1.4 release runs (``min_runtime_draft_len`` is a property, not a
-field), so a 1.4 plan relies on neither: it drafts at least 1 token wherever it drafts, and its schedule's largest
-key is the engine's ``max_batch_size`` (``planner.schedule.render_schedule``), so the implicit tier, 0 or 1, is
-never reached. Each descriptor names the first release that applies a schedule to it
-(``Mechanism.dynamic_draft_len_since``); each release record says whether it has ``max_concurrency`` and whether a
-tier can switch speculation off (``core/releases.py``).
+33), then linear EAGLE-3 and MTP-Eagle one-model went back to 0 with the drafter kept warm (``keep_drafter_warm``;
+test id 69637569920) while draft-target, PARD, DFlash, SA and tree EAGLE-3 keep the floor of 1 -- the state newest
+main's ``draft_len_schedule`` description ("Batch sizes 33+: use draft_len=0 (implicit, speculation disabled)")
+describes for EAGLE-3. The 1.4.0rc1 / rc4 pages cannot say which of the two a 1.4 release runs
+(``min_runtime_draft_len`` is a property, not a field), so a 1.4 plan relies on neither: it drafts at least 1 token
+wherever it drafts, and its schedule's largest key is the engine's ``max_batch_size``
+(``planner.schedule.render_schedule``), so the implicit tier, 0 or 1, is never reached. Each descriptor names the
+first release that applies a schedule to it (``Mechanism.dynamic_draft_len_since``); each release record says
+whether it has ``max_concurrency`` and whether a tier can switch speculation off (``core/releases.py``).
 
 Pure Python (no pydantic): the planner, the options builder and the reports use it.
 """
