@@ -99,7 +99,7 @@ def run_server(n: int, tokens: int, concurrency: list[int], max_prompt_tokens: i
     from trtllm_spec.core.recipe import RegenServerConfig
     from trtllm_spec.data.model_assets import fetch_gguf, model_dir
     from trtllm_spec.data.regen_openai import regenerate_openai
-    from trtllm_spec.llamacpp.server import NativeServer
+    from trtllm_spec.serve.llamacpp import NativeServer
     from trtllm_spec.stages.llamacpp import build_llamacpp
 
     with socket.socket() as s:

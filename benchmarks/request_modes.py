@@ -89,7 +89,7 @@ def served_modes(drafter: str) -> dict:
     """``--served``: llama-server with the head (``assets serve --drafter``'s stage), measured by ``measure --engine
     openai`` in two modes; per-request AL (response timings.draft_n*) beside the level's /metrics counters."""
     from trtllm_spec.core.request_mode import RequestMode
-    from trtllm_spec.llamacpp.server import free_port
+    from trtllm_spec.serve.llamacpp import free_port
     from trtllm_spec.stages.llamacpp import speculative_server
     from trtllm_spec.stages.served import run_served
 

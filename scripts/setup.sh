@@ -21,7 +21,7 @@ if [ "${1:-}" = "--dev" ]; then .venv/bin/trtllm-spec assets build-llamacpp; fi
 # --dev also installs a real Triton Inference Server (the nvidia-pytriton wheel: tritonserver 2.51 with the python
 # backend) in its own venv under the trtllm-spec cache, only what is missing: the wheel pins numpy < 2, and the
 # python backend's stub links the shared libpython of the venv's Python (Debian: libpython3.X). The tests serve a
-# bundle's Triton repository with it (trtllm_spec/deploy/triton_server.py; 'assets serve-triton').
+# bundle's Triton repository with it (trtllm_spec/serve/triton.py; 'assets serve-triton').
 if [ "${1:-}" = "--dev" ]; then
     TPY="${TRITON_PYTHON:-/usr/bin/python3}"
     [ -x "$TPY" ] || TPY="$PY"

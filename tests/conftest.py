@@ -110,7 +110,7 @@ def tiny_suite(monkeypatch):
 SERVER_CTX = 1024
 
 
-from trtllm_spec.llamacpp.server import free_port  # noqa: E402,F401  (tests import it from here)
+from trtllm_spec.serve.llamacpp import free_port  # noqa: E402,F401  (tests import it from here)
 
 
 @pytest.fixture(scope="session")
@@ -136,7 +136,7 @@ def llama_server_bin():
 
 def local_server(binary, gguf, log_file, ctx: int = 1024, parallel: int = 2):
     """A native llama-server over ``gguf`` on a free 127.0.0.1 port (a context manager)."""
-    from trtllm_spec.llamacpp.server import NativeServer
+    from trtllm_spec.serve.llamacpp import NativeServer
 
     return NativeServer(binary, gguf, port=free_port(), ctx=ctx, parallel=parallel, log_file=log_file)
 

@@ -152,7 +152,7 @@ SITECUSTOMIZE = textwrap.dedent('''
         _trainer.Trainer.train_step = _step_then_pause
 
     if os.environ.get("TEST_PAUSE_SERVE"):  # assets serve: "starting" (before the server process exists) or
-        from trtllm_spec.data import server as _server  # "loading" (it runs but does not answer yet)
+        from trtllm_spec.serve import process as _server  # "loading" (it runs but does not answer yet)
         _start, _ready = _server.ServerProcess.start, _server.ServerProcess.ready
         def _start_paused(self, *a, **kw):
             if os.environ["TEST_PAUSE_SERVE"] == "starting":
@@ -167,7 +167,7 @@ SITECUSTOMIZE = textwrap.dedent('''
             return False
         _server.ServerProcess.start = _start_paused
         if os.environ["TEST_PAUSE_SERVE"] == "loading":
-            import trtllm_spec.llamacpp.server as _native
+            import trtllm_spec.serve.llamacpp as _native
             _native.NativeServer.ready = _not_ready
 ''')
 

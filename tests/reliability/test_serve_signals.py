@@ -96,7 +96,7 @@ class Serve:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"])
 @pytest.mark.parametrize("phase", ["starting", "loading", "serving"])
 def test_assets_serve_stops_in_every_phase_and_leaves_no_server(phase, sig, smollm2, llama_server_bin, tmp_path):
-    from trtllm_spec.llamacpp.server import free_port
+    from trtllm_spec.serve.llamacpp import free_port
 
     port = free_port()
     LOCAL_FAKES.add(("127.0.0.1", port))

@@ -19,7 +19,7 @@ MAX_TOKENS = 24
 def bundle(tmp_path_factory):
     from trtllm_spec.data.model_assets import fetch_model
     from trtllm_spec.data.prompts import fetch_prompts
-    from trtllm_spec.deploy.triton_server import find_triton
+    from trtllm_spec.serve.triton import find_triton
     from trtllm_spec.errors import DependencyMissing
 
     try:
@@ -44,7 +44,7 @@ def test_smollm2_bundle_streams_target_only_greedy_through_triton(bundle, tmp_pa
     import torch
     from transformers import AutoTokenizer
 
-    from trtllm_spec.deploy.triton_server import TritonServer
+    from trtllm_spec.serve.triton import TritonServer
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.stages.triton import triton_from_bundle

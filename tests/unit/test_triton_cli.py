@@ -58,7 +58,7 @@ def test_serve_triton_without_the_triton_venv(cli, tmp_path, monkeypatch):
 
 
 def test_serve_triton_refuses_a_repository_that_fails_its_check(cli, tmp_path):
-    from trtllm_spec.deploy.triton_server import find_triton
+    from trtllm_spec.serve.triton import find_triton
     from trtllm_spec.errors import DependencyMissing
 
     try:

@@ -128,7 +128,7 @@ def test_launcher_reports_a_model_that_failed_to_load(tmp_path):
 
 
 def test_launcher_without_a_server_fails_at_its_deadline(tmp_path):
-    from trtllm_spec.llamacpp.server import free_port
+    from trtllm_spec.serve.llamacpp import free_port
 
     repo = tmp_path / "bundle" / "triton"
     write_llmapi(repo)

@@ -31,7 +31,7 @@ DEADLINE_S = 120  # per test
 
 
 def _triton_or_skip():
-    from trtllm_spec.deploy.triton_server import find_triton
+    from trtllm_spec.serve.triton import find_triton
     from trtllm_spec.errors import DependencyMissing
 
     try:
@@ -101,7 +101,7 @@ def repo(bundle, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(repo, tmp_path_factory):
-    from trtllm_spec.deploy.triton_server import TritonServer
+    from trtllm_spec.serve.triton import TritonServer
 
     srv = TritonServer(repo, log_file=tmp_path_factory.mktemp("triton-log") / "triton.log")
     srv.start(timeout_s=300)
@@ -291,7 +291,7 @@ def test_repository_without_the_decoupled_policy_is_refused_before_triton(repo, 
 
 
 def test_missing_model_py_is_refused_before_triton(repo, tmp_path):
-    from trtllm_spec.deploy.triton_server import TritonServer
+    from trtllm_spec.serve.triton import TritonServer
     from trtllm_spec.errors import UserError
 
     broken = tmp_path / "triton"
@@ -335,7 +335,7 @@ def test_serve_triton_stops_everything_on_sigterm(bundle, tmp_path):
 def test_a_model_that_cannot_load_fails_the_start_with_its_reason(repo, tmp_path):
     """The worker cannot load (preview.json names a folder that is no bundle): Triton fails the model and exits,
     and the start names the model and the worker's reason within seconds, leaving nothing behind."""
-    from trtllm_spec.deploy.triton_server import TritonServer
+    from trtllm_spec.serve.triton import TritonServer
     from trtllm_spec.errors import UserError
 
     broken = tmp_path / "triton"

@@ -162,7 +162,7 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
     li = llamacpp_inputs(target_dir, drafter_dir, dtype, cache=cache, log=log)
     import os
 
-    from trtllm_spec.llamacpp.server import free_port
+    from trtllm_spec.serve.llamacpp import free_port
     from trtllm_spec.measure.llamacpp_engine import measure_llamacpp
 
     threads = threads or os.cpu_count() or 1
@@ -206,7 +206,7 @@ def speculative_server(asset: str, drafter: Path, draft_len: int, *, host: str, 
     """``assets serve NAME --drafter DIR``: native llama-server over the asset's fp32 target GGUF with the
     drafter's GGUF at D (not started: a ``NativeServer`` to use as a context manager)."""
     from trtllm_spec.data.model_assets import fetch_model
-    from trtllm_spec.llamacpp.server import DraftSpec, NativeServer
+    from trtllm_spec.serve.llamacpp import DraftSpec, NativeServer
 
     if not drafter.is_dir():
         raise UserError(f"--drafter {drafter}: not a folder; give an exported drafter folder")
@@ -225,7 +225,7 @@ def plain_server(asset: str, *, host: str, port: int, threads: int, ctx: int, pa
     metadata), ``parallel`` request slots of ``ctx`` tokens each; built on first use (not started: a
     ``NativeServer`` to use as a context manager)."""
     from trtllm_spec.data.model_assets import fetch_gguf
-    from trtllm_spec.llamacpp.server import NativeServer
+    from trtllm_spec.serve.llamacpp import NativeServer
 
     gguf = fetch_gguf(asset, cache, log=log)
     build, _ = build_llamacpp(cache, download=True, log=log)

@@ -45,21 +45,15 @@ def triton_from_bundle(bundle: Path, out: Path, *, force: bool, model_name: str,
     (deploy/triton_preview.py), served by ``assets serve-triton``."""
     import os
 
-    from trtllm_spec.core.bundle import read_bundle
+    from trtllm_spec.core.bundle import MANIFEST, read_bundle
     from trtllm_spec.core.files import atomic_dir
-    from trtllm_spec.core.recipe import HardwareConfig, WorkloadConfig
 
     record = read_bundle(bundle, "bundle")  # verified against its manifest; manifest and files agree
-    manifest, options, profile = record.manifest, record.main_options, record.profile
-    try:
-        recipe = manifest["recipe"]
-        backend = recipe["engine"]["backend"]
-        served = manifest["target"]["served"]
-        batches = WorkloadConfig.model_validate(recipe["workload"]).all_batch_sizes()
-        hw = HardwareConfig.model_validate(recipe.get("hardware", {}))  # a recipe's defaults where absent
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{bundle / 'manifest.json'} lacks {exc} (recipe, target.served, trtllm_profile); "
-                        "rebuild the bundle with 'trtllm-spec build'") from None
+    options, profile, served = record.main_options, record.profile, record.served
+    if not isinstance(served, str) or not served:
+        raise UserError(f"{bundle / MANIFEST} lacks target.served; rebuild the bundle with 'trtllm-spec build'")
+    recipe = record.recipe_model()  # recipe.resolved.yaml, validated when the bundle was read
+    backend, batches, hw = recipe.engine.backend, recipe.workload.all_batch_sizes(), recipe.hardware
     with atomic_dir(out, force=force, inputs=(bundle,)) as tmp:
         root = os.path.relpath(bundle.resolve(), out.resolve())  # the launch script runs from the repository
         files = write_repository(tmp, options=options, backend=backend, model=served, batch_sizes=batches, tp=hw.tp,
@@ -80,7 +74,7 @@ def preview_server(bundle: Path, repo: Path | None, *, http_port: int | None, gr
 
     from trtllm_spec.deploy.triton import check_triton_repo
     from trtllm_spec.deploy.triton_preview import preview_paths_ok
-    from trtllm_spec.deploy.triton_server import TritonServer, find_triton
+    from trtllm_spec.serve.triton import TritonServer, find_triton
 
     install = find_triton()  # before writing anything: the wheel's venv must be there
     tmp = None

@@ -1,6 +1,6 @@
 """The lifecycle of a server child process on this machine (127.0.0.1 by default): started, waited on until it
-answers, stopped (terminate, then kill) when closed. ``llamacpp.server.NativeServer`` (native llama-server: ``assets
-serve``, the tests' server, ``measure llamacpp``) and ``deploy.triton_server.TritonServer`` (the real tritonserver of the Triton preview) are its subclasses.
+answers, stopped (terminate, then kill) when closed. ``serve.llamacpp.NativeServer`` (native llama-server: ``assets
+serve``, the tests' server, ``measure llamacpp``) and ``serve.triton.TritonServer`` (the real tritonserver of the Triton preview) are its subclasses.
 
 No server outlives us, in any phase: Ctrl-C / SIGTERM while it starts (our ``start`` loop), while it loads (not yet
 answering) or while it serves all end in ``stop``, which a second signal cannot cut short (the kill is in a

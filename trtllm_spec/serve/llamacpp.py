@@ -15,7 +15,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtllm_spec.data.server import ServerProcess
+from trtllm_spec.serve.process import ServerProcess
 from trtllm_spec.errors import UserError
 
 

@@ -31,7 +31,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtllm_spec.data.server import ServerProcess
+from trtllm_spec.serve.process import ServerProcess
 from trtllm_spec.errors import DependencyMissing, UserError
 
 WHEEL = "nvidia-pytriton==0.7.0"
@@ -113,7 +113,7 @@ class TritonServer(ServerProcess):
     def __init__(self, repo: Path, *, install: TritonInstall | None = None, host: str = "127.0.0.1",
                  http_port: int | None = None, grpc_port: int | None = None, log_file: Path | None = None,
                  env: dict[str, str] | None = None, log_verbose: int = 0):
-        from trtllm_spec.llamacpp.server import free_port
+        from trtllm_spec.serve.llamacpp import free_port
 
         self.repo = Path(repo).resolve()
         self.install = install or find_triton()
