@@ -1,5 +1,5 @@
 """The engine's own numbers as a speculation profile: ``trtllm-bench --report_json`` here, trtllm-serve iteration
-stats in ``iteration_stats.py`` (both built by ``_profile`` below).
+stats in ``iteration_stats.py`` (both built by ``engine_common.engine_profile``).
 
 ``measure --from-trtllm-bench REPORT.json`` and ``measure --from-trtllm-metrics FILE|URL`` turn what
 TensorRT-LLM measured while a bundle was benchmarked or served into the ``speculation_profile.json`` that
@@ -25,7 +25,6 @@ What the files hold (NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/dataclasses/report
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from trtllm_spec.core.bundle import Bundle
@@ -33,21 +32,17 @@ from trtllm_spec.core.bundle import Bundle
 # decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend), or one of its aliases
 from trtllm_spec.core.releases import DECODING_TAGS, REPORT_MODES, TAG_ALIASES, tag_type
 from trtllm_spec.errors import UserError
-from trtllm_spec.measure.profile import acceptance_kind
+from trtllm_spec.measure.engine_common import (
+    bundle_draft_len,
+    engine_profile,
+    finite_number,
+    options_type,
+    sha256_of,
+)
 
 BENCH_SOURCE = "trtllm-bench --report_json"
 PERCENTILE_KEYS = ("num_draft_tokens_percentiles", "num_accepted_draft_tokens_percentiles",
                    "draft_acceptance_rate_percentiles", "acceptance_length_percentiles")
-
-
-def _num(x: object) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _sha256(path: Path) -> str:
-    from trtllm_spec.core.files import sha256_file
-
-    return sha256_file(path)
 
 
 # ---- trtllm-bench --report_json ----------------------------------------------------------------------
@@ -72,10 +67,10 @@ def read_bench_report(path: Path) -> dict:
         raise UserError(f"{where}: 'decoding_stats' must be an object with {', '.join(PERCENTILE_KEYS)}")
     if not isinstance(req, dict):
         raise UserError(f"{where} has no 'request_info' object (num_requests, avg_output_length)")
-    missing = [f"request_info.{k}" for k in ("num_requests", "avg_output_length") if not _num(req.get(k))]
+    missing = [f"request_info.{k}" for k in ("num_requests", "avg_output_length") if not finite_number(req.get(k))]
     for key in ("num_draft_tokens_percentiles", "num_accepted_draft_tokens_percentiles"):
         stats = dec.get(key)
-        if not isinstance(stats, dict) or not _num(stats.get("average")):
+        if not isinstance(stats, dict) or not finite_number(stats.get("average")):
             missing.append(f"decoding_stats.{key}.average")
     if missing:
         raise UserError(f"{where} lacks {', '.join(missing)} (null when the run had no draft tokens: check "
@@ -94,7 +89,7 @@ def _check_percentiles(dec: dict, where: str) -> None:
         if not isinstance(stats, dict):
             raise UserError(f"{where}: decoding_stats.{key} must be an object of percentiles, got {stats!r:.60}")
         for name, v in stats.items():
-            bad = not (v is None or (_num(v) and v >= 0 and (key != "draft_acceptance_rate_percentiles" or v <= 1)))
+            bad = not (v is None or (finite_number(v) and v >= 0 and (key != "draft_acceptance_rate_percentiles" or v <= 1)))
             if bad:
                 allowed = "a rate in [0, 1]" if key == "draft_acceptance_rate_percentiles" else "a finite number >= 0"
                 raise UserError(f"{where}: decoding_stats.{key}.{name} = {v!r} is not {allowed} (or null); the report "
@@ -107,7 +102,7 @@ def check_report_belongs(report: dict, where: str, options: dict | None, bundle:
     ``model_path``) is one the bundle's manifest names (``target.served`` / ``hf_id`` / ``spec``). What the report
     does not say is not checked."""
     mode = report["decoding_stats"].get("mode")
-    ours = _options_type(options)
+    ours = options_type(options)
     if ours is not None and mode is not None and (tag_type(mode) or mode) != ours:
         raise UserError(f"{where} measured decoding mode {mode!r} ({tag_type(mode) or 'unknown'}), but the bundle's "
                         f"options speculate with {ours}: the report comes from another bundle; bench this bundle "
@@ -142,7 +137,7 @@ def drafts_per_iteration(report: dict) -> float | None:
     drafts = (dec.get("num_draft_tokens_percentiles") or {}).get("average")
     accepted = (dec.get("num_accepted_draft_tokens_percentiles") or {}).get("average")
     osl = req.get("avg_output_length")
-    if not all(_num(x) for x in (drafts, accepted, osl)) or osl - accepted <= 0:
+    if not all(finite_number(x) for x in (drafts, accepted, osl)) or osl - accepted <= 0:
         return None
     return float(drafts) / (float(osl) - float(accepted))
 
@@ -168,7 +163,7 @@ def bench_section(report: dict, where: str) -> tuple[dict, int]:
     if al > 1 + d + 1e-6:
         raise UserError(f"{where}: AL {al:.3f} exceeds 1 + D = {1 + d}; the report is inconsistent")
     reported = dec.get("acceptance_length_percentiles") or {}
-    over = {k: v for k, v in reported.items() if _num(v) and v > 1 + d + 1e-6}
+    over = {k: v for k, v in reported.items() if finite_number(v) and v > 1 + d + 1e-6}
     if over:
         k, v = next(iter(over.items()))
         raise UserError(f"{where}: decoding_stats.acceptance_length_percentiles.{k} = {v} exceeds 1 + D = {1 + d} "
@@ -182,7 +177,7 @@ def bench_section(report: dict, where: str) -> tuple[dict, int]:
         "conditional_rates": None, "marginal_rates": None, "acceptance_length": {str(d): round(al, 6)},
         "al_histogram": None, "draft_acceptance_rate": round(avg_a / (d * gen_iters), 6) if gen_iters > 0 else None,
         "acceptance_source": BENCH_SOURCE,
-        "tokens_per_s_target": None, "tokens_per_s_spec": round(tps_user, 3) if _num(tps_user) else None,
+        "tokens_per_s_target": None, "tokens_per_s_spec": round(tps_user, 3) if finite_number(tps_user) else None,
         "speedup": None, "identical_outputs": None, "token_agreement": None,
         "engine_reported": {k: dec.get(k) for k in PERCENTILE_KEYS},
         "concurrency": req.get("avg_num_concurrent_requests"),
@@ -206,15 +201,15 @@ def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_
         section["acceptance_length"] = {str(ran_d): section["mean_acceptance_length"]}
         section["draft_acceptance_rate"] = round(accepted / (ran_d * section["iterations"]), 6)
     engine = report.get("engine") or {}
-    spec_type = _options_type(options)
+    spec_type = options_type(options)
     kind = _mode_type(report["decoding_stats"].get("mode"), where, spec_type)
-    source = {"kind": BENCH_SOURCE, "file": str(path.resolve()), "sha256": _sha256(path),
+    source = {"kind": BENCH_SOURCE, "file": str(path.resolve()), "sha256": sha256_of(path),
               "mode": report["decoding_stats"].get("mode"), "trtllm_version": engine.get("version"),
               "backend": engine.get("backend"), "machine": report.get("machine"),
               "world_info": report.get("world_info"),
               "conversion": "AL = 1 + avg accepted / (avg output - avg accepted - 1): trtllm-bench's iterations "
                             "include the context phase, ours do not"}
-    return _profile(section, ran_d, kind, source, temperature=temperature, dtype=engine.get("dtype") or "engine",
+    return engine_profile(section, ran_d, kind, source, temperature=temperature, dtype=engine.get("dtype") or "engine",
                     target={"spec": engine.get("model"), "path": engine.get("model_path"),
                             "hf_id": engine.get("model")},
                     suite={"suite": "trtllm-bench dataset", "items": section["num_prompts"],
@@ -222,30 +217,18 @@ def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_
                     bundle=bundle, max_new_tokens=report["request_info"].get("avg_output_length"))
 
 
-# ---- shared ------------------------------------------------------------------------------------------
-
-def _options_type(options: dict | None) -> str | None:
-    spec = (options or {}).get("speculative_config") or {}
-    tag = spec.get("decoding_type")
-    return tag_type(tag) if isinstance(tag, str) else None
-
-
-def _bundle_draft_len(options: dict) -> int | None:
-    spec = options.get("speculative_config") or {}
-    d = spec.get("max_draft_len") or spec.get("num_nextn_predict_layers")
-    return d if isinstance(d, int) and d >= 1 else None
-
+# ---- shared with iteration_stats: measure/engine_common.py ------------------------------------------
 
 def _check_draft_len(reported: int, options: dict | None, draft_len: int | None, concurrency, where: str,
                      profile: str) -> int:
     """The D the engine ran: the report's, checked against the bundle's max_draft_len and schedule."""
     if options is not None:
-        bundle_d = _bundle_draft_len(options)
+        bundle_d = bundle_draft_len(options)
         if bundle_d is not None and bundle_d != reported:
             raise UserError(f"{where} ran max_draft_len {reported}, the bundle's options say {bundle_d}: the "
                             "report comes from another options file")
         schedule = (options.get("speculative_config") or {}).get("draft_len_schedule") or {}
-        if draft_len is None and schedule and _num(concurrency):
+        if draft_len is None and schedule and finite_number(concurrency):
             from trtllm_spec.planner.schedule import draft_len_at
 
             sched = {int(k): int(v) for k, v in schedule.items()}
@@ -257,21 +240,6 @@ def _check_draft_len(reported: int, options: dict | None, draft_len: int | None,
     if draft_len is not None and not 1 <= draft_len <= reported:
         raise UserError(f"--draft-len {draft_len} must be in 1..{reported} (the max_draft_len the engine ran)")
     return draft_len or reported
-
-
-def _profile(section: dict, d: int, kind: str, source: dict, *, temperature: float, dtype: str, target: dict,
-             suite: dict, bundle: Bundle | None, max_new_tokens) -> dict:
-    from trtllm_spec.core.artifacts import SpeculationProfile
-
-    return SpeculationProfile.build(
-        engine="trtllm", source=source,
-        drafter={"type": kind, "path": None, "draft_len": d, "acceptance_kind": acceptance_kind(kind),
-                 "al_method": "measured_at_bundle_draft_len", **({"bundle": str(bundle.path.resolve())} if bundle else {})},
-        target=target, suite=suite,
-        settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens,
-                  "seed": None, "machine": None},
-        overall=section, categories={"all": dict(section)},
-    )
 
 
 # ---- the command -------------------------------------------------------------------------------------

@@ -13,7 +13,13 @@ from pathlib import Path
 
 from trtllm_spec.core.bundle import Bundle
 from trtllm_spec.errors import UserError
-from trtllm_spec.measure.engine_reports import _bundle_draft_len, _num, _options_type, _profile, _sha256
+from trtllm_spec.measure.engine_common import (
+    bundle_draft_len,
+    engine_profile,
+    finite_number,
+    options_type,
+    sha256_of,
+)
 
 METRICS_SOURCE = "trtllm-serve /metrics (iteration stats)"
 METRICS_TIMEOUT_S = 10.0
@@ -37,7 +43,7 @@ def read_iteration_stats(source: str, timeout: float = METRICS_TIMEOUT_S) -> tup
         from trtllm_spec.core.files import read_text
 
         text = read_text(path, "iteration stats file", UserError)
-        origin = {"file": str(path.resolve()), "sha256": _sha256(path)}
+        origin = {"file": str(path.resolve()), "sha256": sha256_of(path)}
         where = f"iteration stats file {path}"
     try:
         data = json.loads(text) if text.strip() else None
@@ -68,11 +74,11 @@ def iteration_totals(stats: Iterable, where: str, required: bool = True) -> dict
         if not isinstance(spec, dict):
             continue
         vals = [spec.get(k, 0) for k in ("numDraftTokens", "numAcceptedTokens", "numRequestsWithDraftTokens")]
-        if not all(_num(v) and v >= 0 for v in vals):
+        if not all(finite_number(v) and v >= 0 for v in vals):
             raise UserError(f"{where}: entry {i} specDecodingStats has non-counts {vals}")
         n_d, n_a, n_r = (int(v) for v in vals)
         al_said = spec.get("acceptanceLength")
-        if al_said is not None and not (_num(al_said) and al_said >= 0):
+        if al_said is not None and not (finite_number(al_said) and al_said >= 0):
             raise UserError(f"{where}: entry {i} specDecodingStats.acceptanceLength = {al_said!r} is not a finite "
                             "number >= 0")
         if n_r == 0 or n_d == 0:
@@ -98,7 +104,7 @@ def profile_from_iteration_stats(source: str, *, options: dict | None = None, dr
     stats, origin = read_iteration_stats(source, timeout)
     where = f"iteration stats {source}"
     t = iteration_totals(stats, where)
-    d = draft_len or (_bundle_draft_len(options) if options else None) or math.ceil(t["max_drafts_per_request"] - 1e-9)
+    d = draft_len or (bundle_draft_len(options) if options else None) or math.ceil(t["max_drafts_per_request"] - 1e-9)
     if d < 1:
         raise UserError(f"{where}: cannot tell the draft length; give --draft-len D or --bundle DIR")
     req, acc = t["num_requests_with_draft_tokens"], t["num_accepted_tokens"]
@@ -118,12 +124,12 @@ def profile_from_iteration_stats(source: str, *, options: dict | None = None, dr
     }
     from trtllm_spec.core.recipe import DEFAULT_DRAFTER
 
-    kind = _options_type(options) or DEFAULT_DRAFTER
+    kind = options_type(options) or DEFAULT_DRAFTER
     src = {"kind": METRICS_SOURCE, **origin, "iterations": t["iterations"],
            "note": "num_prompts counts request-iterations (one per request per speculative step)"}
-    if _options_type(options) is None:
+    if options_type(options) is None:
         src["drafter_type_assumed"] = f"{DEFAULT_DRAFTER} (no --bundle given; the planner uses the recipe's drafter)"
-    return _profile(section, d, kind, src, temperature=temperature, dtype="engine",
+    return engine_profile(section, d, kind, src, temperature=temperature, dtype="engine",
                     target={"spec": None, "path": None, "hf_id": None},
                     suite={"suite": "served requests", "items": None}, bundle=bundle, max_new_tokens=None)
 
