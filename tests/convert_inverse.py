@@ -10,7 +10,7 @@ from typing import Literal
 import torch
 
 from trtllm_spec.core.files import atomic_dir, check_output_dir
-from trtllm_spec.drafters.eagle3 import default_capture_layers
+from trtllm_spec.core.shape import default_capture_layers
 from trtllm_spec.errors import UserError
 from trtllm_spec.train.convert import (
     _apply_target,

@@ -419,6 +419,14 @@ def text_value(cfg: dict, key: str):
     return value
 
 
+def default_capture_layers(num_layers: int) -> list[int]:
+    """TensorRT-LLM's and ModelOpt's default captured target layers for EAGLE-3 (layer outputs, 0-based): the inputs
+    of layers 2, L//2 and L-3 (SafeAILab EAGLE ``modeling_llama_kv.py``; TensorRT-LLM ``Eagle3SpecMetadata``). A
+    fact of the target's depth that the descriptor, the reference decoder and both converters read; here, below
+    them all, so that none imports another for it."""
+    return sorted({1, max(0, num_layers // 2 - 1), max(0, num_layers - 4)})
+
+
 def text_config(cfg: dict) -> dict:
     """The text model's config: the config itself, or its ``text_config`` when the top level has no hidden_size."""
     nested = cfg.get("text_config")

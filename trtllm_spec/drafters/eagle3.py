@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trtllm_spec.core.recipe import Eagle3Drafter
-from trtllm_spec.core.shape import ModelShape
+from trtllm_spec.core.shape import ModelShape, default_capture_layers
 from trtllm_spec.drafters.base import (
     DraftCost,
     DraftPass,
@@ -28,12 +28,6 @@ TTT_STEPS = 3  # ModelOpt's EAGLE-3 default test-time-training steps (a recipe's
 def ttt_steps(cfg) -> int:
     """The test-time-training steps an EAGLE-style head trains with: each keeps its draft logits for backward."""
     return getattr(getattr(cfg, "training", None), "ttt_steps", None) or TTT_STEPS
-
-
-def default_capture_layers(num_layers: int) -> list[int]:
-    """TensorRT-LLM's and ModelOpt's default captured target layers (layer outputs, 0-based): the inputs of
-    layers 2, L//2 and L-3 (SafeAILab EAGLE ``modeling_llama_kv.py``; TensorRT-LLM ``Eagle3SpecMetadata``)."""
-    return sorted({1, max(0, num_layers // 2 - 1), max(0, num_layers - 4)})
 
 
 def is_eagle_layout(cfg: dict) -> bool:

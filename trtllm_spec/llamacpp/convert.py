@@ -72,7 +72,7 @@ def convert_target(converter: Path, target_dir: Path, out_file: Path, dtype: str
 
 def llamacpp_capture_ids(cfg: dict, target_layers: int) -> list[int]:
     """The EAGLE-3 capture layers as llama.cpp reads them (target layer inputs): ours + 1."""
-    from trtllm_spec.drafters.eagle3 import default_capture_layers
+    from trtllm_spec.core.shape import default_capture_layers
 
     ours = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or \
         default_capture_layers(target_layers)

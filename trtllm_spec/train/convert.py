@@ -34,7 +34,7 @@ from typing import Any, Literal
 import torch
 
 from trtllm_spec.core.files import atomic_dir, check_output_dir, read_structured
-from trtllm_spec.drafters.eagle3 import default_capture_layers
+from trtllm_spec.core.shape import default_capture_layers
 from trtllm_spec.errors import UserError
 
 Layout = Literal["ours", "eagle", "speculators"]

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from trtllm_spec.drafters.eagle3 import default_capture_layers
+from trtllm_spec.core.shape import default_capture_layers
 from trtllm_spec.errors import UserError
 from trtllm_spec.runtime.decoder import Drafter
 from trtllm_spec.runtime.llama import (
