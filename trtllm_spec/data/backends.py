@@ -65,26 +65,19 @@ def server_overrides(backend: str | None, urls: tuple[str, ...], concurrency: in
     return out
 
 
-def capture_for(recipe, cfg: dict) -> tuple[int, ...]:
-    """The target layers offline EAGLE-3 training captures (empty: online training)."""
-    d = recipe.drafter
-    if not d.offline_features():
-        return ()
-    from trtllm_spec.drafters.registry import get
-
-    return tuple(sorted(get(d.type).savestate_layers(d, cfg)))  # the descriptor's layers, as SaveState dumps them
-
-
-def estimate_recipe(recipe, data_dir: Path, device: str = "cpu", dtype: str = "bf16"):
-    """``train --estimate``: the budget of the recipe's data stage without starting it (a preset target works)."""
+def estimate_recipe(recipe, data_dir: Path, device: str = "cpu", dtype: str = "bf16", *, target=None,
+                    capture: tuple[int, ...] = ()):
+    """``train --estimate``: the budget of the recipe's data stage without starting it (a preset target works).
+    ``target``: ``data_target``'s answer when the caller has it; ``capture``: the layers offline training captures
+    (``drafters.registry.offline_capture``, asked by the stage: ``data`` reads no descriptor)."""
     from trtllm_spec.data.regenerate import read_done
 
-    target = data_target(recipe.target.model, recipe.base_dir)
+    target = target or data_target(recipe.target.model, recipe.base_dir)
     backend = resolve_backend(recipe.drafter.training.data.regen_backend, target.config)
     out = data_dir / "conversations.jsonl"
     done = len(read_done(out)) if out.is_file() else 0
     return budget_for(recipe, target, data_dir, backend=backend, device=device, dtype=dtype, done=done,
-                      capture=capture_for(recipe, target.config))
+                      capture=tuple(capture))
 
 
 def budget_for(recipe, target, data_dir: Path, *, backend: str, device: str = "cpu", dtype: str = "bf16",

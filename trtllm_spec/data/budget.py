@@ -313,10 +313,16 @@ class FeatureBudget:
     check = Budget.check
 
 
+def bytes_per_token(n_layers: int, hidden: int, dtype: str) -> float:
+    """Stored feature bytes per token (``data/features``): captured layers + final hidden, plus the fp8 scales and
+    the ids/mask."""
+    per = {"fp32": 4.0, "bf16": 2.0, "fp8": 1.0}[dtype]
+    scales = 4.0 * (n_layers + 1) if dtype == "fp8" else 0.0
+    return (n_layers + 1) * hidden * per + scales + 5.0
+
+
 def feature_budget(conversations: int, remaining: int, tokens: int, layers: list[int], hidden: int, dtype: str,
                    folder: Path, rate_key_: str) -> FeatureBudget:
-    from trtllm_spec.data.features import bytes_per_token
-
     fbytes = tokens * bytes_per_token(len(layers), hidden, dtype)
     rate = measured_rate(rate_key_)
     seconds = tokens / rate if rate else (0.0 if not tokens else None)

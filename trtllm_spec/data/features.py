@@ -120,13 +120,6 @@ def decode(values, scale=None):
     return (g * scale.unsqueeze(-1)).reshape(values.shape)
 
 
-def bytes_per_token(n_layers: int, hidden: int, dtype: str) -> float:
-    """Stored bytes per token: captured layers + final hidden, plus the fp8 scales and the ids/mask."""
-    per = {"fp32": 4.0, "bf16": 2.0, "fp8": 1.0}[dtype]
-    scales = 4.0 * (n_layers + 1) if dtype == "fp8" else 0.0
-    return (n_layers + 1) * hidden * per + scales + 5.0
-
-
 # ---- writing ------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -274,13 +267,12 @@ class FeatureSet:
 
 # ---- the step ------------------------------------------------------------------------------------------------
 
-def capture_layers(recipe, target_dir: Path, cfg: dict | None = None) -> tuple[int, ...]:
-    """The recipe's captured layers (``data.backends.capture_for``), refused when it trains without features or
-    names a layer the target does not have. ``cfg``: the target's config.json when the caller has read it."""
-    from trtllm_spec.data.backends import capture_for
-
+def check_capture(recipe, layers: tuple[int, ...], target_dir: Path, cfg: dict | None = None) -> tuple[int, ...]:
+    """The captured layers the caller passes (``drafters.registry.offline_capture``: the stage asks the descriptor,
+    ``data`` does not), refused when there are none (the recipe trains without features) or one names a layer the
+    target does not have. ``cfg``: the target's config.json when the caller has read it."""
     cfg = cfg if cfg is not None else json.loads((target_dir / "config.json").read_text())
-    layers = capture_for(recipe, cfg)
+    layers = tuple(layers)
     if not layers:
         raise UserError(f"drafter {recipe.drafter.type} with offline_features "
                         f"{getattr(recipe.drafter.training.data, 'offline_features', None)} trains without captured "
@@ -297,7 +289,7 @@ def capture_layers(recipe, target_dir: Path, cfg: dict | None = None) -> tuple[i
 
 
 def run_features(recipe, convs: list[dict], target_dir: Path, folder: Path, log: Callable[[str], None], *,
-                 placement, features_dtype: str | None = None, batch_size: int | None = None,
+                 layers: tuple[int, ...], placement, features_dtype: str | None = None, batch_size: int | None = None,
                  shard: tuple[int, int] | None = None, device_map: str | None = None) -> FeaturesReport:
     """The features step (``data features``, and offline training in ``train`` / ``build``): the budget (printed;
     refused when the disk cannot hold it), a folder from another target or layer set refused, then the teacher-
@@ -309,7 +301,7 @@ def run_features(recipe, convs: list[dict], target_dir: Path, folder: Path, log:
 
     d = recipe.drafter.training.data
     cfg = json.loads((target_dir / "config.json").read_text())
-    layers = capture_layers(recipe, target_dir, cfg)
+    layers = check_capture(recipe, layers, target_dir, cfg)
     spec = spec_for(target_dir, recipe.target.model, layers, features_dtype or d.features_dtype)
     part = rank_part(shard)
     if part is not None:

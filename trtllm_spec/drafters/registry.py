@@ -77,3 +77,12 @@ def exported_type(cfg: dict) -> str | None:
     Drafter layouts are tried first, a plain (draft) model last."""
     order = sorted(MECHANISMS.values(), key=lambda m: m.recognised_last)
     return next((m.name for m in order if m.recognises(cfg)), None)
+
+
+def offline_capture(drafter, target_config: dict) -> tuple[int, ...]:
+    """The target layers offline training captures for the recipe's ``drafter`` section (empty: it trains online):
+    the descriptor's layers, as SaveState dumps them. The stages and the training run ask this and pass the
+    layers to ``data`` (budget, regeneration, features), which reads no descriptor."""
+    if not drafter.offline_features():
+        return ()
+    return tuple(sorted(get(drafter.type).savestate_layers(drafter, target_config)))

@@ -50,13 +50,15 @@ def estimate_data(recipe: Recipe, out: Path | None):
     if getattr(recipe.drafter, "training", None) is None or recipe.drafter.training.data.path:
         raise UserError(f"--estimate: drafter {recipe.drafter.type} regenerates no data here (not trained, or "
                         "data.path gives the conversations); nothing to estimate")
-    from trtllm_spec.data.backends import estimate_recipe
+    from trtllm_spec.data.backends import data_target, estimate_recipe
+    from trtllm_spec.drafters.registry import offline_capture
     from trtllm_spec.runtime.device import choose
 
     tc = recipe.drafter.training
     where = choose(tc.device, tc.precision)  # the device and precision the run would use
+    target = data_target(recipe.target.model, recipe.base_dir)
     return estimate_recipe(recipe, default_train_dir(recipe, out) / CONVERSATIONS.parent, device=where.device,
-                           dtype=where.dtype)
+                           dtype=where.dtype, target=target, capture=offline_capture(recipe.drafter, target.config))
 
 
 def features_data(recipe: Recipe, conversations: Path | None, out: Path | None, log: Callable[[str], None], *,
@@ -66,16 +68,18 @@ def features_data(recipe: Recipe, conversations: Path | None, out: Path | None, 
     offline training runs in ``train`` / ``build``) into ``out`` (default: ``features/`` next to the conversations).
     Returns (report, the folder)."""
     from trtllm_spec.data.backends import data_target
-    from trtllm_spec.data.features import capture_layers, run_features
+    from trtllm_spec.data.features import check_capture, run_features
     from trtllm_spec.data.regenerate import read_conversations
     from trtllm_spec.runtime.device import choose
-    from trtllm_spec.train.run import require_checkpoint
+    from trtllm_spec.train.run import offline_capture, require_checkpoint
 
     if getattr(recipe.drafter, "training", None) is None:
         raise UserError(f"drafter.type {recipe.drafter.type} is not trained, so it needs no features; use a recipe "
                         "with an eagle3 drafter")
     target_dir = require_checkpoint(data_target(recipe.target.model, recipe.base_dir), "feature capture")
-    capture_layers(recipe, target_dir)  # a recipe without features, or a bad layer, before anything is read
+    # the layers the descriptor captures, passed to ``data``; a recipe without features, or a bad layer, is refused
+    # before anything is read
+    layers = check_capture(recipe, offline_capture(recipe, target_dir), target_dir)
     d = recipe.drafter.training.data
     path = conversations or (recipe.resolve_path(d.path) if d.path else default_train_dir(recipe) / CONVERSATIONS)
     if not path.is_file():
@@ -87,6 +91,7 @@ def features_data(recipe: Recipe, conversations: Path | None, out: Path | None, 
     tc = recipe.drafter.training
     where = choose(tc.device, tc.precision)
     folder = out or path.parent / "features"
-    rep = run_features(recipe, convs, target_dir, folder, log, placement=where, features_dtype=features_dtype,
+    rep = run_features(recipe, convs, target_dir, folder, log, layers=layers, placement=where,
+                       features_dtype=features_dtype,
                        batch_size=batch_size, shard=shard, device_map=device_map)
     return rep, folder

@@ -115,10 +115,12 @@ def _drop_if_empty(out: Path) -> None:
 
 
 def offline_capture(recipe: Recipe, target_dir: Path) -> tuple[int, ...]:
-    """The target layers the features step captures for offline EAGLE-3 training (empty: train online)."""
-    from trtllm_spec.data.backends import capture_for
+    """The target layers the features step captures for offline EAGLE-3 training (empty: train online): the
+    descriptor's answer (``drafters.registry.offline_capture``), passed to ``data``'s budget, regeneration and
+    features steps."""
+    from trtllm_spec.drafters.registry import offline_capture as descriptor_capture
 
-    return capture_for(recipe, json.loads((target_dir / "config.json").read_text()))
+    return descriptor_capture(recipe.drafter, json.loads((target_dir / "config.json").read_text()))
 
 
 def capture_offline(recipe: Recipe, target_dir: Path, convs: list[dict], data_dir: Path, log, placement) -> None:
@@ -130,7 +132,8 @@ def capture_offline(recipe: Recipe, target_dir: Path, convs: list[dict], data_di
 
     if recipe.drafter.training.data.features_path:
         return
-    rep = run_features(recipe, convs, target_dir, features_folder(recipe, data_dir), log, placement=placement)
+    rep = run_features(recipe, convs, target_dir, features_folder(recipe, data_dir), log,
+                       layers=offline_capture(recipe, target_dir), placement=placement)
     log(f"features: {rep.done} new, {rep.skipped} already there, {rep.tokens} tokens at {rep.tokens_per_s:.0f} tok/s")
 
 
@@ -145,11 +148,12 @@ def open_offline(recipe: Recipe, target_dir: Path, convs: list[dict], data_dir: 
     """The features offline training reads: ``data.features_path`` (a ``data features`` folder or a TensorRT-LLM
     SaveState dump), else what ``capture_offline`` wrote."""
     from trtllm_spec.data.chat import load_tokenizer
-    from trtllm_spec.data.features import capture_layers, sequences, spec_for
+    from trtllm_spec.data.features import check_capture, sequences, spec_for
     from trtllm_spec.data.savestate import open_features
 
     d = recipe.drafter.training.data
-    spec = spec_for(target_dir, recipe.target.model, capture_layers(recipe, target_dir), d.features_dtype)
+    layers = check_capture(recipe, offline_capture(recipe, target_dir), target_dir)
+    spec = spec_for(target_dir, recipe.target.model, layers, d.features_dtype)
     folder = recipe.resolve_path(d.features_path) if d.features_path else features_folder(recipe, data_dir)
     tok = load_tokenizer(target_dir, recipe.resolve_path(recipe.target.chat_template))
     return open_features(folder, sequences(convs, tok), spec)
