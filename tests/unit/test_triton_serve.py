@@ -31,8 +31,8 @@ DEADLINE_S = 120  # per test
 
 
 def _triton_or_skip():
-    from trtllm_spec.serve.triton import find_triton
     from trtllm_spec.errors import DependencyMissing
+    from trtllm_spec.serve.triton import find_triton
 
     try:
         return find_triton()
@@ -291,8 +291,8 @@ def test_repository_without_the_decoupled_policy_is_refused_before_triton(repo, 
 
 
 def test_missing_model_py_is_refused_before_triton(repo, tmp_path):
-    from trtllm_spec.serve.triton import TritonServer
     from trtllm_spec.errors import UserError
+    from trtllm_spec.serve.triton import TritonServer
 
     broken = tmp_path / "triton"
     shutil.copytree(repo, broken)
@@ -335,8 +335,8 @@ def test_serve_triton_stops_everything_on_sigterm(bundle, tmp_path):
 def test_a_model_that_cannot_load_fails_the_start_with_its_reason(repo, tmp_path):
     """The worker cannot load (preview.json names a folder that is no bundle): Triton fails the model and exits,
     and the start names the model and the worker's reason within seconds, leaving nothing behind."""
-    from trtllm_spec.serve.triton import TritonServer
     from trtllm_spec.errors import UserError
+    from trtllm_spec.serve.triton import TritonServer
 
     broken = tmp_path / "triton"
     shutil.copytree(repo, broken)
@@ -344,7 +344,7 @@ def test_a_model_that_cannot_load_fails_the_start_with_its_reason(repo, tmp_path
     cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "bundle": str(tmp_path)}))
     srv = TritonServer(broken, log_file=tmp_path / "triton.log")
     t0 = time.monotonic()
-    with pytest.raises(UserError, match=r"could not load model 'tensorrt_llm': .*is not a bundle \(no manifest.json\)"):
+    with pytest.raises(UserError, match=r"could not load model 'tensorrt_llm': .*has no manifest.json; is it a bundle"):
         srv.start(timeout_s=90)
     assert time.monotonic() - t0 < 60 and srv.proc is None and not srv.leftovers()
 

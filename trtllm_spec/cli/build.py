@@ -49,9 +49,10 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
     for s in result.stages:
         table.add_row(s.name, s.status, f"{s.seconds:.1f}", s.detail + (f"\n-> {s.command}" if s.command else ""))
     Console(stderr=True, width=140).print(table)
+    from trtllm_spec.core.bundle import read_bundle
     from trtllm_spec.report.summary import build_summary
 
-    for line in build_summary(folder, result.manifest):
+    for line in build_summary(read_bundle(folder, "bundle")):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     rec = result.manifest["recommendation"]
     click.echo(f"{folder}: max_draft_len {rec['max_draft_len']}"
@@ -62,8 +63,9 @@ def build_cmd(recipe_file: Path, out: Path | None, overwrite: bool, force: bool,
 @click.argument("bundle", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the result (changed, missing, extra files) as JSON.")
 def verify_cmd(bundle: Path, as_json: bool) -> None:
-    """Recompute the sha256 of every file of BUNDLE against its manifest. Exit 1 on any changed, missing or
-    extra file, or any symlink (to a file or a folder)."""
+    """Recompute the sha256 of every file of BUNDLE against its manifest, and compare the manifest's copy of the
+    recipe with recipe.resolved.yaml. Exit 1 on any changed, missing or extra file, any symlink (to a file or a
+    folder), or a recipe key the two copies disagree on."""
     from trtllm_spec.deploy.manifest import verify_bundle
     from trtllm_spec.errors import CheckFailed
 
@@ -71,14 +73,16 @@ def verify_cmd(bundle: Path, as_json: bool) -> None:
     if as_json:
         echo_json(res)
     else:
-        for key in ("changed", "missing", "extra", "symlinks"):
+        for key in ("changed", "missing", "extra", "symlinks", "recipe"):
             for f in res[key]:
                 click.echo(f"{'symlink' if key == 'symlinks' else key}: {f}")
         click.echo(f"{bundle}: {'ok' if res['ok'] else 'MODIFIED'} ({res['files']} files in the manifest)")
     if not res["ok"]:
         links = f", {len(res['symlinks'])} symlinks (a bundle holds plain files only)" if res["symlinks"] else ""
+        recipe = (f", the manifest's recipe and recipe.resolved.yaml differ at {len(res['recipe'])} keys"
+                  if res["recipe"] else "")
         raise CheckFailed(f"{bundle} does not match its manifest: {len(res['changed'])} changed, "
-                          f"{len(res['missing'])} missing, {len(res['extra'])} extra{links}")
+                          f"{len(res['missing'])} missing, {len(res['extra'])} extra{links}{recipe}")
 
 
 @main.command("triton")

@@ -27,6 +27,17 @@ SPECULATIVE_OPTIONS_FILE = "llm_api_options.speculative.yaml"  # the drafter whe
 CALIBRATE_OPTIONS_FILE = "llm_api_options.calibrate.yaml"  # the drafter at a second D (bench_calibrate.sh)
 DATASET_FILE = "dataset.jsonl"
 OPTIONS_FILES = (OPTIONS_FILE, SPECULATIVE_OPTIONS_FILE, PLAIN_OPTIONS_FILE, CALIBRATE_OPTIONS_FILE)
+TARGET_DIR = "target"  # a small local target copied into the bundle (else the options name its HF id)
+DRAFTER_DIR = "drafter"  # an exported drafter's folder (Mechanism.bundle_drafter; a draft model has its own)
+REPORT_DIR = "report"  # the report stage: the plan, the overhead report, the measured profile
+PLAN_FILE = "plan.json"  # a plan's JSON (in report/; in any 'plan --out' or replan folder)
+PROFILE_FILE = "speculation_profile.json"  # a speculation profile (in report/measured/; any 'measure --out')
+MEASURED_DIR = f"{REPORT_DIR}/measured"
+PLAN_PATH = f"{REPORT_DIR}/{PLAN_FILE}"
+PROFILE_PATH = f"{MEASURED_DIR}/{PROFILE_FILE}"
+TRTLLM_PROFILE_PATH = f"{REPORT_DIR}/trtllm_{PROFILE_FILE}"  # the trtllm stage's, on a GPU node
+OVERHEAD_JSON = f"{REPORT_DIR}/overhead.json"
+OVERHEAD_MD = f"{REPORT_DIR}/overhead.md"
 
 # folders the bundle's own scripts write into it (bench.sh, bench_speculative.sh, replan.sh): not bundle content
 RUNTIME_OUTPUTS = ("bench_results", "bench_results_speculative", "bench_results_plain", "bench_results_calibrate",
@@ -68,16 +79,85 @@ class Bundle:
         if not isinstance(spec, dict):
             raise UserError(f"bundle {self.path}: {name} has no speculative_config; measure and replan need a bundle "
                             "that speculates")
-        if absolute_paths:
-            for key in ("speculative_model", "speculative_model_dir"):
-                value = spec.get(key)
-                if isinstance(value, str) and not Path(value).is_absolute() and (self.path / value).exists():
-                    spec[key] = str((self.path / value).resolve())
+        if absolute_paths and self.drafter_dir is not None:  # the key the release spells (core/releases)
+            from trtllm_spec.core import releases
+
+            spec[releases.get(self.profile).spelling["draft_model_key"]] = str(self.drafter_dir.resolve())
         return options
 
     @property
     def served(self) -> str | None:
         return (self.manifest.get("target") or {}).get("served")
+
+    @property
+    def target_dir(self) -> Path | None:
+        """The target's folder in the bundle (a small local target is copied into it), or None where the bundle
+        names the target by its HF id."""
+        served = self.served
+        if not isinstance(served, str) or not served or Path(served).is_absolute():
+            return None
+        folder = self.path / served
+        return folder if (folder / "config.json").is_file() and _inside(folder, self.path) else None
+
+    @property
+    def drafter_model(self) -> str | None:
+        """What the speculative options name as the drafter model, under the key the bundle's release spells it
+        (``core.releases`` ``spelling["draft_model_key"]``: ``speculative_model_dir`` on 1.2, ``speculative_model``
+        from 1.3): a folder of the bundle, an HF id, or None (n-gram, suffix, MTP's native layers)."""
+        from trtllm_spec.core import releases
+
+        spec = self.options[self.speculative_file].get("speculative_config")
+        value = spec.get(releases.get(self.profile).spelling["draft_model_key"]) if isinstance(spec, dict) else None
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def drafter_dir(self) -> Path | None:
+        """The drafter's folder in the bundle (``drafter/``, a draft model's ``draft_model/``), as the options name
+        it; None where the drafter has no folder here (a model-free or native drafter, a hub id, a deferred
+        stage)."""
+        value = self.drafter_model
+        if value is None or Path(value).is_absolute():
+            return None
+        folder = self.path / value
+        return folder if folder.is_dir() and _inside(folder, self.path) else None
+
+    def recipe_model(self):
+        """The resolved recipe as the pydantic ``Recipe`` (it validated when the bundle was read)."""
+        from trtllm_spec.core.recipe_load import recipe_from_dict
+
+        return recipe_from_dict(self.recipe, str(self.path / RECIPE_FILE))
+
+    @property
+    def plan_path(self) -> Path:
+        return self.path / PLAN_PATH
+
+    @property
+    def profile_path(self) -> Path:
+        """The speculation profile measured when the bundle was built (absent where measuring was deferred)."""
+        return self.path / PROFILE_PATH
+
+    def plan(self) -> dict | None:
+        """``report/plan.json`` (None where the bundle has none)."""
+        return _json_or_none(self.plan_path)
+
+    def measured_profile(self) -> dict | None:
+        """``report/measured/speculation_profile.json`` (None where nothing was measured)."""
+        return _json_or_none(self.profile_path)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path.resolve() == root.resolve() or root.resolve() in path.resolve().parents
+
+
+def _json_or_none(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    from trtllm_spec.core.files import read_structured
+
+    data = read_structured(path, "bundle report", UserError)
+    if not isinstance(data, dict):
+        raise UserError(f"{path} must hold a JSON object; rebuild the bundle")
+    return data
 
     def model_names(self) -> set[str]:
         """The names the bundle's target goes by (what an engine report may call it)."""
@@ -105,8 +185,39 @@ def verify_bundle(bundle: Path) -> dict:
     missing = sorted(set(recorded) - set(actual) - set(links))
     extra = sorted(set(actual) - set(recorded))
     changed = sorted(k for k in set(recorded) & set(actual) if sha256_file(actual[k]) != recorded[k])
-    return {"ok": not (missing or extra or changed or links), "changed": changed, "missing": missing,
-            "extra": extra, "symlinks": links, "files": len(recorded)}
+    recipe = recipe_differences(manifest.get("recipe"), bundle / RECIPE_FILE) if RECIPE_FILE in actual else []
+    return {"ok": not (missing or extra or changed or links or recipe), "changed": changed, "missing": missing,
+            "extra": extra, "symlinks": links, "recipe": recipe, "files": len(recorded)}
+
+
+def recipe_differences(recorded, resolved: Path) -> list[str]:
+    """The key paths at which the manifest's copy of the recipe (``manifest.json["recipe"]``) and
+    ``recipe.resolved.yaml`` differ. The recipe is stored twice (the manifest records what the bundle was built
+    from; the YAML is what ``trtllm-spec build`` and replan read back); the hashes cover the YAML only, so an
+    edited manifest recipe is found here."""
+    from trtllm_spec.core.files import read_structured
+
+    try:
+        data = read_structured(resolved, "bundle recipe", UserError)
+    except UserError as exc:
+        return [f"{RECIPE_FILE} ({exc})"]
+    if not isinstance(recorded, dict):
+        return [f"{MANIFEST} has no recipe mapping"]
+    found: list[str] = []
+    _diff_paths(json.loads(json.dumps(recorded)), json.loads(json.dumps(data, default=str)), "", found)
+    return found
+
+
+def _diff_paths(a, b, where: str, out: list[str]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            here = f"{where}.{key}" if where else str(key)
+            if key not in a or key not in b:
+                out.append(f"{here} ({'only in ' + RECIPE_FILE if key not in a else 'only in ' + MANIFEST})")
+            else:
+                _diff_paths(a[key], b[key], here, out)
+    elif a != b:
+        out.append(f"{where or '(the whole recipe)'} ({MANIFEST} {a!r}, {RECIPE_FILE} {b!r})")
 
 
 def _bundle_files(bundle: Path) -> tuple[dict[str, Path], list[str]]:
@@ -147,7 +258,7 @@ def check_matches_manifest(bundle: Path) -> None:
     refused, naming the first difference)."""
     res = verify_bundle(bundle)  # no folder, no or unreadable manifest: a UserError naming it
     if not res["ok"]:
-        first = next((f"{k.rstrip('s')}: {res[k][0]}" for k in ("changed", "missing", "extra", "symlinks")
+        first = next((f"{k.rstrip('s')}: {res[k][0]}" for k in ("changed", "missing", "extra", "symlinks", "recipe")
                       if res[k]), "")
         raise UserError(f"bundle {bundle} does not match its manifest ({first}; 'trtllm-spec verify {bundle}' lists "
                         "all): it would mix the bundle with edits it was not built with; rebuild the bundle "

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import shlex
 
+from trtllm_spec.core.bundle import RECIPE_FILE
 from trtllm_spec.deploy.scripts import _header, _positive, _relative, _sbatch_header
 
 DATA_OPTIONS_FILE = "llm_api_options.data.yaml"
 SAVESTATE_OPTIONS_FILE = "llm_api_options.savestate.yaml"
 SAVESTATE_SCRIPT = "features_savestate.sh"
-RECIPE_FILE = "recipe.resolved.yaml"
 _RUN = ('trtllm-serve {model} --extra_llm_api_options {opts} --host 127.0.0.1 --port "$PORT" &\n'
         'SERVER=$!\ntrap \'kill "$SERVER" 2>/dev/null || true\' EXIT\n'
         'for _ in $(seq 1 900); do curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && break; sleep 2; done\n'

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import trtllm_spec
+from trtllm_spec.core.bundle import MANIFEST, read_bundle
 from trtllm_spec.errors import UserError
 
 PREVIEWS = ("reference",)
@@ -88,6 +89,12 @@ def preview_paths_ok(repo: Path, model_name: str) -> list[str]:
         return [f"{cfg}: {exc}"]
     if not Path(doc.get("python", "")).is_file() or not os.access(doc["python"], os.X_OK):
         problems.append(f"{cfg}: python {doc.get('python')!r} is not an executable here (the worker's Python)")
-    if not (Path(doc.get("bundle") or "") / "manifest.json").is_file():
-        problems.append(f"{cfg}: bundle {doc.get('bundle')!r} has no manifest.json (was the bundle moved?)")
+    bundle = Path(doc.get("bundle") or "")
+    if not (bundle / MANIFEST).is_file():
+        problems.append(f"{cfg}: bundle {doc.get('bundle')!r} has no {MANIFEST} (was the bundle moved?)")
+    else:
+        try:  # what the worker reads (core.bundle.read_bundle), refused here rather than as a model load failure
+            read_bundle(bundle, "bundle")
+        except UserError as exc:
+            problems.append(f"{cfg}: {exc}")
     return problems

@@ -61,38 +61,31 @@ class _StepTap:
 
 
 def load_bundle(bundle: Path) -> dict:
-    """What the reference decoder needs from a bundle: target folder, drafter spec and options, D."""
-    import yaml
-
-    from trtllm_spec.core.recipe import Recipe
+    """What the reference decoder needs from a bundle, from its record (``core.bundle.read_bundle``: verified
+    against its manifest): the target folder, the drafter spec (the drafter folder the options name, spelled per
+    release) and its runtime options, D from the options Triton's ``model.yaml`` carries (``llm_api_options.yaml``;
+    none there: target-only decoding)."""
+    from trtllm_spec.core.bundle import read_bundle
     from trtllm_spec.drafters.registry import get
 
-    manifest_path = bundle / "manifest.json"
-    if not manifest_path.is_file():
-        raise UserError(f"{bundle} is not a bundle (no manifest.json)")
-    manifest = json.loads(manifest_path.read_text())
-    try:
-        recipe = Recipe.model_validate(manifest["recipe"])
-        served = manifest["target"]["served"]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{manifest_path}: {exc}; rebuild the bundle with 'trtllm-spec build'") from None
-    target = bundle / served
-    if not (target / "config.json").is_file():
-        raise UserError(f"the preview runs the target's weights from the bundle, but {served!r} is not a folder of "
-                        f"{bundle} (an HF id: the bundle references the model rather than carrying it)")
-    options = yaml.safe_load((bundle / "llm_api_options.yaml").read_text()) or {}
+    record = read_bundle(bundle, "bundle")
+    target = record.target_dir
+    if target is None:
+        raise UserError(f"the preview runs the target's weights from the bundle, but {record.served!r} is not a folder "
+                        f"of {bundle} (an HF id: the bundle references the model rather than carrying it)")
+    options = record.main_options
     spec_cfg = options.get("speculative_config") or {}
-    mechanism = get(recipe.drafter.type)
-    drafter_dir = bundle / "drafter" if (bundle / "drafter").is_dir() else None
-    if recipe.drafter.type == "draft_model" and spec_cfg.get("speculative_model_dir"):
-        drafter_dir = bundle / spec_cfg["speculative_model_dir"]
-    spec = mechanism.measure_spec(drafter_dir) if spec_cfg else None
+    mechanism = get(record.drafter)
+    spec = mechanism.measure_spec(record.drafter_dir) if spec_cfg else None
     if spec_cfg and spec is None:
-        raise UserError(f"the bundle's {recipe.drafter.type} drafter is not in {bundle} (a deferred stage?): the "
-                        "reference preview needs its weights")
+        named = f" (the options name {record.drafter_model!r})" if record.drafter_model else ""
+        raise UserError(f"the bundle's {record.drafter} drafter has no folder in {bundle}{named}: the reference "
+                        "preview needs its weights (a deferred stage, a hub id, or a target's native layers the "
+                        "reference decoder does not run)")
+    recipe = record.recipe_model()
     return {"target": target, "drafter": spec, "draft_len": int(spec_cfg.get("max_draft_len") or 0),
             "options": mechanism.runtime_options(recipe.drafter, int(options.get("max_batch_size") or 1)) or None,
-            "kind": recipe.drafter.type if spec_cfg else "none"}
+            "kind": record.drafter if spec_cfg else "none"}
 
 
 class Engine:

@@ -3,8 +3,7 @@ which GPU and why, and the acceptance length (or batch size) at which speculatio
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from trtllm_spec.core.bundle import Bundle
 
 
 def needed_acceptance(row: dict) -> float | None:
@@ -15,15 +14,14 @@ def needed_acceptance(row: dict) -> float | None:
     return row["acceptance_length"] / row["speedup"]
 
 
-def build_summary(bundle: Path, manifest: dict) -> list[str]:
-    """Lines for the end of ``trtllm-spec build`` (read from the bundle's own files: manifest, plan, profile)."""
+def build_summary(bundle: Bundle) -> list[str]:
+    """Lines for the end of ``trtllm-spec build``, from the bundle's record (``core.bundle.read_bundle``): its
+    manifest, plan and measured profile."""
     lines: list[str] = []
-    prof_path = bundle / "report" / "measured" / "speculation_profile.json"
-    plan_path = bundle / "report" / "plan.json"
-    plan = json.loads(plan_path.read_text()) if plan_path.is_file() else None
+    manifest = bundle.manifest
+    plan, p = bundle.plan(), bundle.measured_profile()
     rec = manifest["recommendation"]
-    if prof_path.is_file():
-        p = json.loads(prof_path.read_text())
+    if p is not None:
         ov, where = p["overall"], (p["settings"].get("placement") or {})
         cats = ", ".join(f"{c} {s['mean_acceptance_length']:.2f}" for c, s in p["categories"].items())
         speed = (f"; our reference decoder ran {ov['speedup']:.2f}x the target alone on this machine"
@@ -39,7 +37,7 @@ def build_summary(bundle: Path, manifest: dict) -> list[str]:
         return lines
     hw = plan["hardware"]
     name = hw.get("description") or hw["name"]
-    lines.append(f"Planned for: {name} (the recipe's hardware.gpu: {manifest['recipe']['hardware']['gpu']}; "
+    lines.append(f"Planned for: {name} (the recipe's hardware.gpu: {bundle.recipe['hardware']['gpu']}; "
                  "TensorRT-LLM serves on a GPU, not on this CPU). Another GPU: --set hardware.gpu=NAME "
                  "(names: 'trtllm-spec hw list'), or a 'trtllm-spec hw probe' file.")
     rows = rec.get("by_batch") or []

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from trtllm_spec.core.bundle import DATASET_FILE, RECIPE_FILE, TARGET_DIR
 from trtllm_spec.core.files import write_text_atomic
 from trtllm_spec.deploy import scripts as sc
 from trtllm_spec.stages.context import BuildContext, StageResult, copy_tree
@@ -18,11 +19,11 @@ def _model_ref(ctx: BuildContext) -> str:
     """What the bundle serves: a copy of a small local target inside the bundle, else the HF id."""
     t = ctx.served_target
     if t is not None and sum(p.stat().st_size for p in t.glob("*") if p.is_file()) <= INCLUDE_TARGET_MAX_BYTES:
-        dst = ctx.bundle / "target"
+        dst = ctx.bundle / TARGET_DIR
         copy_tree(t, dst)
         for extra in ("asset.json",):
             (dst / extra).unlink(missing_ok=True)
-        return "target"
+        return TARGET_DIR
     return ctx.recipe.target.hf_id or (ctx.target.hf_id or ctx.recipe.target.model)
 
 
@@ -94,8 +95,8 @@ def bundle(ctx: BuildContext) -> StageResult:
     write_text_atomic(b / "serve.sh", sc.serve_sh(model=model))
     write_text_atomic(b / "bench.sh", sc.bench_sh(model=ctx.recipe.target.hf_id or model, model_path=model
                                                   if model == "target" else None, concurrency=batches))
-    write_text_atomic(b / "dataset.jsonl", ctx.bench_dataset.jsonl())
-    files = ["llm_api_options.yaml", "serve.sh", "bench.sh", "replan.sh", "dataset.jsonl"]
+    write_text_atomic(b / DATASET_FILE, ctx.bench_dataset.jsonl())
+    files = [sc.OPTIONS_FILE, "serve.sh", "bench.sh", "replan.sh", DATASET_FILE]
     spec_d = rec.max_draft_len
     if rec.max_draft_len == 0:
         alt, spec_d = _speculative_alternative(ctx, model, spec_model, extra)
@@ -275,7 +276,7 @@ def _legacy_engines(ctx: BuildContext, model: str, draft: str | None, max_bs: in
 def dump_recipe(ctx: BuildContext) -> None:
     from trtllm_spec.core.recipe_load import recipe_to_dict
 
-    (ctx.bundle / "recipe.resolved.yaml").write_text(yaml.safe_dump(recipe_to_dict(ctx.recipe), sort_keys=False))
+    (ctx.bundle / RECIPE_FILE).write_text(yaml.safe_dump(recipe_to_dict(ctx.recipe), sort_keys=False))
 
 
 def bundle_size(path: Path) -> int:

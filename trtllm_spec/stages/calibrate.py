@@ -15,6 +15,7 @@ from trtllm_spec.core.bundle import (
     OPTIONS_FILE,
     PLAIN_OPTIONS_FILE,
     SPECULATIVE_OPTIONS_FILE,
+    TARGET_DIR,
     Bundle,
 )
 from trtllm_spec.core.host_costs import HostProfile
@@ -58,7 +59,7 @@ def bundle_expectation(bundle: Bundle, recipe: Recipe, target_id: str) -> RunExp
             OPTIONS_FILE, main)
     others = (options_of(CALIBRATE_OPTIONS_FILE, load(CALIBRATE_OPTIONS_FILE)),) if (
         CALIBRATE_OPTIONS_FILE in bundle.options) else ()
-    extra = ("target",) if (bundle.path / "target").is_dir() else ()
+    extra = (TARGET_DIR,) if (bundle.path / TARGET_DIR).is_dir() else ()
     return RunExpectation(f"bundle {bundle.path}", _model_ids(recipe, target_id, *extra),
                           recipe.hardware.tp * recipe.hardware.pp, bundle.profile, bundle.drafter,
                           plain, spec, others)

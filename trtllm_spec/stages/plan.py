@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_spec.core.artifacts import Plan
+from trtllm_spec.core.bundle import PLAN_FILE
 from trtllm_spec.core.files import atomic_dir, write_json_atomic, write_text_atomic
 from trtllm_spec.core.provenance import provenance
 from trtllm_spec.core.recipe import Recipe
@@ -63,7 +64,7 @@ def write_plan_files(plan: Plan, folder: Path) -> None:
     from trtllm_spec.report.plan_report import render_markdown, write_plots
 
     data = plan.to_json()
-    write_json_atomic(folder / "plan.json", data)
+    write_json_atomic(folder / PLAN_FILE, data)
     write_text_atomic(folder / "plan.md", render_markdown(data))
     write_plots(data, folder)
 

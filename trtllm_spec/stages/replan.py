@@ -17,7 +17,7 @@ import difflib
 import json
 from pathlib import Path
 
-from trtllm_spec.core.bundle import OPTIONS_FILE, RECIPE_FILE, Bundle
+from trtllm_spec.core.bundle import OPTIONS_FILE, PROFILE_FILE, RECIPE_FILE, Bundle
 from trtllm_spec.errors import UserError
 
 
@@ -31,8 +31,8 @@ def _bundle_recipe(bundle: Bundle, acceptance: Path, calibrating: bool = False):
     data = copy.deepcopy(bundle.recipe)
     # the release the bundle was built for (its manifest), whatever 'auto' resolves to in this trtllm-spec
     data.setdefault("engine", {})["trtllm_version"] = bundle.profile
-    if (bundle.path / "target" / "config.json").is_file():  # the target the bundle serves, copied into it
-        data.setdefault("target", {})["model"] = str((bundle.path / "target").resolve())
+    if bundle.target_dir is not None:  # the target the bundle serves, copied into it
+        data.setdefault("target", {})["model"] = str(bundle.target_dir.resolve())
     data.setdefault("planner", {})["acceptance"] = str(acceptance)
     if calibrating:  # the reports' host costs replace whatever the bundle was planned with
         data["planner"]["host_costs"] = None
@@ -159,24 +159,22 @@ def replan(bundle: Path, *, bench_report: Path | None, metrics: str | None, draf
     prof, files = profile_from_engine(bench_report=bench_report, metrics=metrics, bundle=record, draft_len=draft_len,
                                       temperature=temperature)
     old_options, profile = record.speculative_options(absolute_paths=True), record.profile
-    old_plan_path = bundle / "report" / "plan.json"
-    old_plan = json.loads(old_plan_path.read_text()) if old_plan_path.is_file() else None
+    old_plan = record.plan()
     with atomic_dir(out, force=force) as tmp:
         measured = tmp / "measured"
         measured.mkdir()
         write_measure_outputs(prof, measured, provenance({"replan": {"bundle": str(bundle)}}, files,
                                                          {"source": prof["source"]}))
-        final_profile = out / "measured" / "speculation_profile.json"
-        host = _calibrated(record, calibrate, measured / "speculation_profile.json")
-        recipe = _bundle_recipe(record, measured / "speculation_profile.json", calibrating=host is not None)
+        final_profile = out / "measured" / PROFILE_FILE
+        host = _calibrated(record, calibrate, measured / PROFILE_FILE)
+        recipe = _bundle_recipe(record, measured / PROFILE_FILE, calibrating=host is not None)
         typed, _ = compute_plan(recipe, host_profile=host)
-        plan = json.loads(json.dumps(typed.to_json()).replace(str(measured / "speculation_profile.json"),
-                                                               str(final_profile)))
+        plan = json.loads(json.dumps(typed.to_json()).replace(str(measured / PROFILE_FILE), str(final_profile)))
         (tmp / "plan").mkdir()
         write_plan_files(Plan.from_json(plan), tmp / "plan")
         options, notes = replanned_options(old_options, plan["recommendation"], profile)
         new_text = render_yaml(options, profile=profile)
-        old_text = read_text(bundle / OPTIONS_FILE, "bundle options", UserError)
+        old_text = read_text(record.path / OPTIONS_FILE, "bundle options", UserError)
         write_text_atomic(tmp / OPTIONS_FILE, new_text)
         diff_name = "llm_api_options.diff"
         write_text_atomic(tmp / diff_name, _diff(old_text, new_text, f"{bundle.resolve().name}/{OPTIONS_FILE}",

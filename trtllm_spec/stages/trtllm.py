@@ -18,7 +18,7 @@ def trtllm(ctx: BuildContext) -> StageResult:
     if ctx.served_target is None:
         return StageResult("trtllm", "deferred", detail="TensorRT-LLM is here but the target weights are not local",
                            command="trtllm-spec measure trtllm --target <checkpoint> --bundle <bundle>")
-    from trtllm_spec.core.bundle import bundle_in_build
+    from trtllm_spec.core.bundle import TRTLLM_PROFILE_PATH, bundle_in_build
     from trtllm_spec.core.recipe_load import recipe_to_dict
     from trtllm_spec.data.user_suite import recipe_suite_check
     from trtllm_spec.stages.measure import measure_profile, recipe_settings
@@ -27,6 +27,6 @@ def trtllm(ctx: BuildContext) -> StageResult:
     record = bundle_in_build(ctx.bundle, r.trtllm_profile, r.drafter.type, recipe_to_dict(r))
     profile = measure_profile(ctx.served_target, None, None, engine="trtllm", bundle=record, progress=ctx.log,
                               suite_check=recipe_suite_check(ctx.recipe, ctx.log), **recipe_settings(ctx))
-    write_json(ctx.bundle / "report" / "trtllm_speculation_profile.json", profile)
+    write_json(ctx.bundle / TRTLLM_PROFILE_PATH, profile)
     return StageResult("trtllm", "done", detail=f"TensorRT-LLM warm-up over the suite: AL "
                        f"{profile['overall'].get('mean_acceptance_length')}")
