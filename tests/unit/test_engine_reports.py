@@ -220,7 +220,11 @@ def test_bundle_checks_the_draft_len_and_schedule(tmp_path):
     rep["request_info"]["avg_num_concurrent_requests"] = 16.0
     path = write(tmp_path, rep)
     sched = {"speculative_config": {**spec, "draft_len_schedule": {1: 3, 8: 1}}}
-    with pytest.raises(UserError, match="gives D = 1, not 3"):
+    with pytest.raises(UserError, match="gives D = 1, not 3"):  # 1.2's lower thresholds: 16 >= 8 -> 1
+        profile_from_bench_report(path, options=sched, profile="1.2")
+    from trtllm_spec.core.releases import default_release
+
+    with pytest.raises(UserError, match=rf"\(TensorRT-LLM {default_release()} rules\) gives D"):  # what auto picks
         profile_from_bench_report(path, options=sched)
     # the D the schedule ran, given explicitly: AL belongs to it
     prof = profile_from_bench_report(path, options=sched, draft_len=2)

@@ -95,8 +95,9 @@ def test_limit_note_names_only_a_gate_the_engine_applies():
 def test_14_implicit_tier_is_settled_per_main_state_and_never_reached():
     """Issue 37: what a batch above the largest key runs is ``get_draft_len_for_batch_size(..., min_runtime_draft_len)``
     (``tensorrt_llm/_torch/speculative/utils.py``), and main changed it: every one-engine mode floored at 1 (upstream
-    test id 58916828372: {4: 4, 8: 2, 32: 1} gives 1 at batch 33), then linear EAGLE-3 / MTP-Eagle one-model went
-    back to 0 with the drafter kept warm while draft-target, PARD, DFlash and SA keep 1 (test id 69637569920;
+    test_min_runtime_draft_len.py @011d0933: {4: 4, 8: 2, 32: 1} gives 1 at batch 33), then linear EAGLE-3 /
+    MTP-Eagle one-model went back to 0 with the drafter kept warm while draft-target, PARD, DFlash and SA keep 1
+    (a later version of that test;
     newest main's draft_len_schedule description: "Batch sizes 33+: use draft_len=0 (implicit, speculation
     disabled)"). The 1.4 pages cannot say which a 1.4 release runs, so the plan names both and never reaches that
     tier: the schedule's largest key is max_batch_size."""

@@ -15,8 +15,9 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from trtllm_spec.core import releases
 from trtllm_spec.core.devices import Device, Dtype
 from trtllm_spec.core.request_mode import RequestMode
-from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_SINCE, SAEnhancerConfig, enhancer_release
+from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SAEnhancerConfig, enhancer_release, sa_since
 from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel
+from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.errors import RecipeError
 
 # the release profiles and what each allows: one record per release (core/releases.py)
@@ -313,7 +314,7 @@ class SuffixDrafter(_Drafter):
     and 1.4.0rc4 API pages; validators in ``tensorrt_llm/llmapi/llm_args.py`` @0004396): drafts the continuation
     of the longest suffix of the request's tokens that occurred before, for up to D tokens. No model."""
 
-    min_trtllm: ClassVar[str] = SA_SINCE
+    min_trtllm: ClassVar[str] = sa_since()
 
     type: Literal["suffix"] = "suffix"
     max_matching_ngram_size: int = Field(-1, ge=-1, le=1_000_000, description="-1: the longest suffix match (the "
@@ -340,7 +341,7 @@ class SuffixDrafter(_Drafter):
         if self.enable_global_pool and self.max_matching_ngram_size > SA_POOL_MATCH_CAP:
             raise ValueError(f"drafter.max_matching_ngram_size = {self.max_matching_ngram_size}: with "
                              f"enable_global_pool it must be -1 or in 1..{SA_POOL_MATCH_CAP} (TensorRT-LLM caps pool "
-                             "matching at 64 tokens)")
+                             f"matching at {SA_POOL_MATCH_CAP} tokens)")
         return self
 
     def pool_slots(self, max_batch_size: int) -> int:
@@ -524,7 +525,7 @@ class PlannerConfig(StrictModel):
 
 
 class MeasureConfig(StrictModel):
-    suite: str = Field("speed-lite", min_length=1, description="'speed-lite', or your own prompts: a JSONL file or a "
+    suite: str = Field(SUITE_NAME, min_length=1, description="'speed-lite', or your own prompts: a JSONL file or a "
                        "folder of them (OpenAI messages, prompt, ShareGPT conversations), relative to the recipe")
     allow_overlap: bool = Field(False, description="measure a suite that shares prompts with the training "
                                 "conversations (warns with the count) instead of refusing it")

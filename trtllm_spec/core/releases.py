@@ -92,6 +92,9 @@ class Release:
     schedule_switches_off: bool = True  # a tier of 0, or a batch above the largest key, stops speculation
     host_costs: str = ""  # key of the host-cost profile (core/host_costs.TRTLLM_HOST_PROFILES); default: name
     tensorrt_backend: bool = False  # the TensorRT (engine) backend still ships
+    # cuda_graph_config.max_batch_size may be written beside batch_sizes (1.2: the 1.2-era parser A refuses the two
+    # together, TorchLlmArgs.validate_cuda_graph_config; R12 derives it as max(batch_sizes))
+    cuda_graph_max_batch_size: bool = True
     # how this release spells what every release has (the options builder writes these): the EAGLE-3 tag, the
     # drafter folder key, MTP's draft-length knob
     spelling: dict[str, str] = field(default_factory=lambda: dict(_SPELLING))
@@ -150,7 +153,7 @@ register(Release(
     "1.2", image="nvcr.io/nvidia/tensorrt-llm/release:1.2.1", final=True, stable=True,
     read_from="a 1.2-era tensorrt_llm/llmapi/llm_args.py (TensorRT-LLM 1.2.1)",
     upper_thresholds=False, max_concurrency=False, schedule_switches_off=True, tensorrt_backend=True,
-    spelling=_SPELLING_12,
+    cuda_graph_max_batch_size=False, spelling=_SPELLING_12,
     refs=("tensorrt_llm/llmapi/llm_args.py (release 1.2)", "docs/source/legacy/tensorrt-backend-removal.md")))
 register(Release(
     "1.3", image="nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc27", final=False, stable=True,
@@ -215,6 +218,12 @@ def auto_release(needs: str, tensorrt_backend: bool = False) -> str:
     pool = [r.name for r in RELEASES.values() if r.stable and order(r.name) >= order(needs)
             and (r.tensorrt_backend or not tensorrt_backend)]
     return pool[-1] if pool else needs
+
+
+def default_release() -> str:
+    """The release an interface that takes one assumes when it is not told (``PlanRequest``, an engine report
+    without a bundle): what ``auto`` resolves to for a drafter every release runs on the PyTorch backend."""
+    return auto_release(names()[0])
 
 
 def tag_type(tag: str) -> str | None:

@@ -1,17 +1,22 @@
 """The recipe's suffix-automaton pieces shared by several drafter sections: TensorRT-LLM's SA enhancer
-(``drafter.sa_enhancer`` on EAGLE-3 / MTP) and the release that first has SA (the ``suffix`` section itself is in
-``core.recipe``; sources on ``trtllm_spec.drafters.suffix``)."""
+(``drafter.sa_enhancer`` on EAGLE-3 / MTP) and SA's numbers, each written once here (the pool's match cap, its
+default slots, the enhancer's default threshold) for the recipe, the mirror and the reference decoder. The release
+that first has SA is its decoding tag's (``core.releases.DECODING_TAGS["SA"].since``: ``sa_since``). The ``suffix``
+section itself is in ``core.recipe``; sources on ``trtllm_spec.drafters.suffix``."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
+from trtllm_spec.core.releases import tag_since
 from trtllm_spec.core.schema import StrictModel
 
 SA_POOL_MATCH_CAP = 64  # SADecodingConfig.enable_global_pool: "suffix matching is capped at 64 tokens per request"
 # automaton slots of the global pool when global_pool_size is not given: max(64, max_batch_size) (SADecodingConfig);
 # a slot count, not the token cap above, though both are 64
 SA_POOL_DEFAULT_SLOTS = 64
+# SAEnhancerConfig.threshold: PositiveInt = 4 (the minimum suffix match, in tokens, for the automaton's drafts to win)
+SA_THRESHOLD_DEFAULT = 4
 
 
 class SAEnhancerConfig(StrictModel):
@@ -20,13 +25,16 @@ class SAEnhancerConfig(StrictModel):
     longest suffix match reaches ``threshold`` tokens, the automaton's drafts replace the neural ones
     (``_torch/speculative/sa_enhancer.py`` ``maybe_override_all_draft_tokens``: match_len >= threshold)."""
 
-    threshold: int = Field(4, ge=1, le=1_000_000, description="minimum suffix match length (tokens) for the "
+    threshold: int = Field(SA_THRESHOLD_DEFAULT, ge=1, le=1_000_000, description="minimum suffix match length (tokens) for the "
                            "suffix drafts to replace the neural drafts")
     enable_global_pool: bool = Field(False, description="also match against the other requests' token streams "
                                      "(measure: the suite's earlier prompts and outputs, in suite order)")
 
 
-SA_SINCE = "1.3"  # SADecodingConfig / SAEnhancerConfig: absent from the 1.2 llm_args.py, present in 1.3.0rc27
+def sa_since() -> str:
+    """The first release with SADecodingConfig / SAEnhancerConfig (absent from the 1.2 llm_args.py, present in
+    1.3.0rc27): the ``SA`` decoding tag's record."""
+    return tag_since("SA")
 
 
 def enhancer_release(enhancer: SAEnhancerConfig | None, own: str) -> str:
@@ -34,7 +42,7 @@ def enhancer_release(enhancer: SAEnhancerConfig | None, own: str) -> str:
         return own
     from trtllm_spec.core.releases import order
 
-    return max(own, SA_SINCE, key=order)
+    return max(own, sa_since(), key=order)
 
 
 def pool_slots(global_pool_size: int | None, max_batch_size: int) -> int:

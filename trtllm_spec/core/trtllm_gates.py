@@ -21,9 +21,12 @@ DSpark never). The one-model path gained dynamic draft length in PR #10860 (merg
 branch: a 1.2 bundle never carries a schedule. What a batch above the largest key (or a zero tier) runs is
 ``_torch/speculative/utils.get_draft_len_for_batch_size(schedule, batch, max_draft_len, min_runtime_draft_len)``,
 and main changed it twice (``MAIN_STATES``; each descriptor's ``implicit_tier``): first every one-engine mode
-floored at ``min_runtime_draft_len = 1`` (upstream test id 58916828372: ``{4: 4, 8: 2, 32: 1}`` gives 1 at batch
-33), then linear EAGLE-3 and MTP-Eagle one-model went back to 0 with the drafter kept warm (``keep_drafter_warm``;
-test id 69637569920) while draft-target, PARD, DFlash, SA and tree EAGLE-3 keep the floor of 1 -- the state newest
+floored at ``min_runtime_draft_len = 1`` (NVIDIA/TensorRT-LLM
+``tests/unittest/_torch/speculative/hw_agnostic/test_min_runtime_draft_len.py``
+@011d0933dcb5e592f5fa2626beaf42a96324c578: ``{4: 4, 8: 2, 32: 1}`` gives 1 at batch 33), then linear EAGLE-3
+and MTP-Eagle one-model went back to 0 with the drafter kept warm (``keep_drafter_warm``; a later main version
+of the same test file, ``test_min_runtime_draft_len_and_keep_warm_per_mode``) while draft-target, PARD,
+DFlash, SA and tree EAGLE-3 keep the floor of 1 -- the state newest
 main's ``draft_len_schedule`` description ("Batch sizes 33+: use draft_len=0 (implicit, speculation disabled)")
 describes for EAGLE-3. The 1.4.0rc1 / rc4 pages cannot say which of the two a 1.4 release runs
 (``min_runtime_draft_len`` is a property, not a field), so a 1.4 plan relies on neither: it drafts at least 1 token
@@ -68,7 +71,8 @@ def gate_reasons(options: dict | None, profile: str) -> list[str]:
 # the two main states read (the module docstring) of what get_draft_len_for_batch_size runs above the largest key
 # (and on a zero tier); each descriptor's ``implicit_tier`` holds its one-engine mode's value in each; a 1.4 plan
 # must hold under both
-MAIN_STATES = ("main, floor (test id 58916828372)", "newest main, keep-warm (test id 69637569920)")
+MAIN_STATES = ("main, floor (test_min_runtime_draft_len.py @011d0933)",
+               "newest main, keep-warm (test_min_runtime_draft_len.py, keep-warm version)")
 
 
 def engine_schedule(mechanism, profile: str) -> tuple[bool, bool, str | None]:

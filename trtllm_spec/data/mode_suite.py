@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trtllm_spec.core.suites import MODES_SUITE, SUITE_NAME
 from trtllm_spec.data import (
     suite as _suite,  # looked up at call time (a test's stand-in applies while it runs)
 )
 from trtllm_spec.data.suite import SuiteItem
 
-MODES_SUITE = "speed-lite-modes"
 JSON_ANSWER: dict = {"type": "object", "properties": {"answer": {"type": "string"}, "evidence": {"type": "string"}},
                      "required": ["answer", "evidence"], "additionalProperties": False}
 TOOL_CALL: dict = {"type": "object", "properties": {
@@ -61,7 +61,7 @@ def check_categories(categories) -> list[str]:
 def build_mode_suite(categories=None, num_prompts: int = 10, seed: int = 0, cache=None) -> list[ModeItem]:
     """``num_prompts`` items per mode category (the thinking pair: the same prompts twice)."""
     chosen = check_categories(categories)
-    base = _suite.build_suite("speed-lite", sorted({BASE[c] for c in chosen}), num_prompts, seed, cache)
+    base = _suite.build_suite(SUITE_NAME, sorted({BASE[c] for c in chosen}), num_prompts, seed, cache)
     items: list[ModeItem] = []
     for cat in chosen:
         for it in (x for x in base if x.category == BASE[cat]):

@@ -35,11 +35,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.data.prompt_sources import SOURCES, Prompt, get_source, truncate_text
 from trtllm_spec.data.prompts import load_prompts
 from trtllm_spec.errors import UserError
 
-SUITE_NAME = "speed-lite"
 SUITE_CATEGORIES = ("coding", "humanities", "math", "multilingual", "qa", "rag", "reasoning", "roleplay", "stem",
                     "summarization", "writing")
 MIN_CONTEXT_CHARS = 200

@@ -24,6 +24,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from trtllm_spec.core.suites import BUILTIN_SUITES, SUITE_NAME
 from trtllm_spec.data.suite import SuiteItem
 from trtllm_spec.errors import UserError
 
@@ -35,10 +36,7 @@ PARQUET_HINT = ("export it to JSONL first: python -c \"import pandas as pd; pd.r
 
 
 def is_builtin(suite: str | Path) -> bool:
-    from trtllm_spec.data.mode_suite import MODES_SUITE
-    from trtllm_spec.data.suite import SUITE_NAME
-
-    return str(suite) in (SUITE_NAME, MODES_SUITE)
+    return str(suite) in BUILTIN_SUITES
 
 
 def suite_files(path: Path) -> list[Path]:
@@ -49,7 +47,7 @@ def suite_files(path: Path) -> list[Path]:
                             "(e.g. coding.jsonl) or give a single file")
         return files
     if not path.is_file():
-        raise UserError(f"suite {str(path)!r} is neither 'speed-lite' nor an existing JSONL file or folder")
+        raise UserError(f"suite {str(path)!r} is neither '{SUITE_NAME}' nor an existing JSONL file or folder")
     return [path]
 
 
@@ -288,7 +286,7 @@ def suite_checker(suite: str | Path, training_data: Path | None, allow: bool, wa
     train pools), else the overlap check against ``training_data`` and the packaged train pools."""
     if is_builtin(suite):
         if training_data is not None or allow:
-            raise UserError("--training-data and --allow-overlap check your own --suite; speed-lite is split from "
+            raise UserError(f"--training-data and --allow-overlap check your own --suite; {SUITE_NAME} is split from "
                             "the training prompts by construction: drop them")
         return None
     if training_data is not None and not Path(training_data).is_file():
@@ -313,7 +311,7 @@ def recipe_suite(recipe) -> str:
         return suite
     p = recipe.resolve_path(suite)
     if p is None or not p.exists():
-        raise UserError(f"measure.suite {suite!r} is neither 'speed-lite' nor an existing JSONL file or folder "
+        raise UserError(f"measure.suite {suite!r} is neither '{SUITE_NAME}' nor an existing JSONL file or folder "
                         f"(relative paths are read from the recipe's folder {recipe.base_dir})")
     return str(p)
 

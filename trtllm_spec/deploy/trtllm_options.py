@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from trtllm_spec.core.releases import default_release
+from trtllm_spec.core.releases import get as release_record
 from trtllm_spec.deploy.trtllm_schema import validate_options
 from trtllm_spec.drafters import registry
 from trtllm_spec.errors import UserError
@@ -20,13 +22,13 @@ from trtllm_spec.errors import UserError
 # recipe quantization.kv_cache_dtype -> KvCacheConfig.dtype. Upstream documents auto | fp8 | fp8_ds_mla | nvfp4
 # (KvCacheConfig.dtype) and its TorchLlmArgs.sync_quant_config_with_kv_cache_config_dtype handles auto and fp8
 # only, warning "Cannot sync quant_config.kv_cache_quant_algo with kv_cache_config.dtype of bfloat16" for a torch
-# dtype name (1.2-era id 1520735490, MAIN): a 16-bit KV cache is the model's own precision, written as auto.
+# dtype name (llm_args.py of a 1.2-era release before 1.2.1, and main): a 16-bit KV cache is the model's own precision, written as auto.
 KV_CACHE_DTYPES = {"auto": "auto", "fp8": "fp8", "bf16": "auto", "bfloat16": "auto", "fp16": "auto",
                    "float16": "auto"}
 
 
 def _cuda_graph_config(batch_sizes: Iterable[int], schedule: dict[int, int] | None,
-                       max_batch_size: int | None, profile: str = "1.3") -> dict:
+                       max_batch_size: int | None, profile: str | None = None) -> dict:
     """Graphs for the planned batch sizes plus the schedule's thresholds, with padding on.
 
     Padding rounds a batch up to the next captured size ("usually a net win", CudaGraphConfig); 1.3 forces
@@ -42,7 +44,7 @@ def _cuda_graph_config(batch_sizes: Iterable[int], schedule: dict[int, int] | No
     if max_batch_size:
         sizes = {b for b in sizes if b <= max_batch_size} | {max_batch_size}
     ordered = sorted(sizes)
-    if profile == "1.2":
+    if not release_record(profile or default_release()).cuda_graph_max_batch_size:
         return {"batch_sizes": ordered, "enable_padding": True}
     return {"batch_sizes": ordered, "max_batch_size": ordered[-1], "enable_padding": True}
 

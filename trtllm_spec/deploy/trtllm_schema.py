@@ -11,8 +11,10 @@ classes.
 
 Every field, tag and name we emit, per profile, with the upstream source that reads it and the test that pins it:
 docs/trtllm_compat.md (keep it and these classes in step). Sources:
-- R12: a 1.2-era ``tensorrt_llm/llmapi/llm_args.py`` (late 2025, TRT backend still present; index id
-  7019226376): the "1.2" profile (TensorRT-LLM 1.2.1, nvcr.io/nvidia/tensorrt-llm/release:1.2.1).
+- R12: ``NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py`` of release 1.2.1 (late 2025, TRT backend still
+  present): the "1.2" profile (TensorRT-LLM 1.2.1, nvcr.io/nvidia/tensorrt-llm/release:1.2.1). Parser A: other
+  1.2-era versions of the same file (the ``DecodingBaseConfig.from_dict`` era), whose refusals a 1.2 bundle also
+  avoids (``PARSER_A_12``).
 - MAIN: ``NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py`` @0004396720054fd8e205cbf616f21f0b57c6b412
   (post 1.3.0rc2x main) and the 1.3.0rc27 API reference pages: the "1.3" profile.
 - R14: the TensorRT-LLM 1.4.0rc1 and 1.4.0rc4 LLM API reference pages (nvidia.github.io/TensorRT-LLM/1.4.0rc1/
@@ -44,6 +46,7 @@ from pydantic import (
 )
 
 from trtllm_spec.core import releases
+from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SA_THRESHOLD_DEFAULT
 from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import UserError
 from trtllm_spec.planner.schedule import check_schedule
@@ -209,7 +212,7 @@ class _BlockFields(StrictModel):
 class SAEnhancer(StrictModel):
     # SAEnhancerConfig (MAIN; 1.3.0rc27 and 1.4.0rc4 pages): threshold PositiveInt = 4, enable_global_pool = False.
     # Absent from R12: a 1.2 Eagle3/MTP config with sa_config is an unknown key.
-    threshold: PositiveInt = 4
+    threshold: PositiveInt = SA_THRESHOLD_DEFAULT
     enable_global_pool: bool = False
 
 
@@ -229,8 +232,8 @@ class _SAFields(StrictModel):
     def _sa(self) -> _SAFields:
         if self.max_matching_ngram_size == 0 or self.max_matching_ngram_size < -1:
             raise ValueError("max_matching_ngram_size must be > 0 (fixed ngram) or -1 (longest match)")
-        if self.enable_global_pool and self.max_matching_ngram_size > 64:
-            raise ValueError("max_matching_ngram_size must be -1 (longest match) or in [1, 64] when "
+        if self.enable_global_pool and self.max_matching_ngram_size > SA_POOL_MATCH_CAP:
+            raise ValueError(f"max_matching_ngram_size must be -1 (longest match) or in [1, {SA_POOL_MATCH_CAP}] when "
                              "enable_global_pool is True")
         _positive_draft_len(self, "SA")  # type: ignore[arg-type]
         if self.global_pool_size is not None and not self.enable_global_pool:
@@ -388,8 +391,8 @@ class _LlmApiOptions(StrictModel):
     cuda_graph_config: CudaGraphConfig | None = None  # default on (default_factory); null turns graphs off
     disable_overlap_scheduler: bool | None = None
     enable_iter_perf_stats: bool | None = None  # needed for llm.get_stats() / trtllm-serve /metrics
-    # BaseLlmArgs.guided_decoding_backend: Optional[Literal["xgrammar", "llguidance"]] = None in R12 (index id
-    # 7019226376) and in the later stored llm_args.py versions (index ids 1090804222, 1520735490); without a backend
+    # BaseLlmArgs.guided_decoding_backend: Optional[Literal["xgrammar", "llguidance"]] = None in R12 (llm_args.py of
+    # release 1.2.1) and in parser A's 1.2-era versions of the same file; without a backend
     # trtllm-serve turns response_format into guided-decoding parameters that nothing enforces. The 1.3 / 1.4
     # profiles carry the same field (not re-read from their reference pages).
     guided_decoding_backend: Literal["xgrammar", "llguidance"] | None = None
@@ -456,7 +459,8 @@ RENAMED_AFTER_12 = releases.get("1.3").renamed
 
 
 # The 1.2 form both stored 1.2-era parsers read (docs/trtllm_compat.md, "The two 1.2-era parsers"): parser A
-# (llm_args.py id 1520735490, the from_dict era) rejects what R12 (id 7019226376) would accept here.
+# (a 1.2-era tensorrt_llm/llmapi/llm_args.py, the from_dict era) rejects what R12 (the same file in release 1.2.1)
+# would accept here.
 PARSER_A_12 = {
     "cuda_graph_config.max_batch_size": "beside cuda_graph_config.batch_sizes the 1.2-era parser A refuses it "
     "(TorchLlmArgs.validate_cuda_graph_config: \"Please don't set both cuda_graph_config.batch_sizes and "
@@ -468,9 +472,12 @@ PARSER_A_12 = {
 }
 
 
-# DSparkDecodingConfig's confidence scheduling on newest main (upstream tests ids 71255583118, 71003507844,
-# 70943366260), not in the 1.4 release pages (rc4 lists confidence_cost_table_path, confidence_calibration_path,
-# confidence_min_predicted_gain; newest main refuses those as extra inputs)
+# DSparkDecodingConfig's confidence scheduling on newest main (NVIDIA/TensorRT-LLM tests/unittest/_torch/speculative/
+# hw_agnostic/test_dspark_admission_resolution.py @88ba0c9417130fb7b42dcea13eddba4e389258e2,
+# test_dspark_mixed_evidence.py @e105b32e51af778afd2a8935c540b693e5f6347c, and main's DSpark workload-admission
+# start-up test, test_dspark_workload_admission_disables_before_runtime_construction), not in the 1.4 release pages
+# (rc4 lists confidence_cost_table_path, confidence_calibration_path, confidence_min_predicted_gain; newest main
+# refuses those as extra inputs)
 DSPARK_CONFIDENCE_MAIN = ("confidence_sts_path", "confidence_sps_table_path", "confidence_sps_live_fingerprint_path",
                           "confidence_admission_receipt_path", "confidence_admission_receipt_sha256",
                           "confidence_mixed_evidence")
@@ -483,20 +490,23 @@ PARSER_A_TAGS = ("Eagle", "MTP", "NGram")
 
 def _check_release_changes(options: dict, profile: str) -> None:
     spec = options.get("speculative_config")
-    if profile == "1.2":
-        graphs = options.get("cuda_graph_config")
-        if isinstance(graphs, dict) and graphs.get("batch_sizes") and graphs.get("max_batch_size"):
-            raise UserError(f"TensorRT-LLM 1.2 options: cuda_graph_config.max_batch_size: "
-                            f"{PARSER_A_12['cuda_graph_config.max_batch_size']}")
-        if isinstance(spec, dict) and "speculative_model" in spec and spec.get("decoding_type") in PARSER_A_TAGS:
-            raise UserError(f"TensorRT-LLM 1.2 options: speculative_config.speculative_model: "
-                            f"{PARSER_A_12['speculative_config.speculative_model']}")
+    record = releases.get(profile)
+    graphs = options.get("cuda_graph_config")
+    if not record.cuda_graph_max_batch_size and isinstance(graphs, dict) and graphs.get("batch_sizes") \
+            and graphs.get("max_batch_size"):
+        raise UserError(f"TensorRT-LLM {profile} options: cuda_graph_config.max_batch_size: "
+                        f"{PARSER_A_12['cuda_graph_config.max_batch_size']}")
+    if record.spelling["draft_model_key"] != "speculative_model" and isinstance(spec, dict) \
+            and "speculative_model" in spec and spec.get("decoding_type") in PARSER_A_TAGS:
+        raise UserError(f"TensorRT-LLM {profile} options: speculative_config.speculative_model: "
+                        f"{PARSER_A_12['speculative_config.speculative_model']}")
     if not isinstance(spec, dict):
         return
     main_only = [k for k in DSPARK_CONFIDENCE_MAIN if k in spec] if spec.get("decoding_type") == "DSpark" else []
-    if profile == "1.4" and main_only:
-        raise UserError(f"TensorRT-LLM 1.4 options: speculative_config.{main_only[0]}: {DSPARK_CONFIDENCE_MAIN_WHY}")
-    record = releases.get(profile)
+    if main_only and _DSpark14 in (_row(TAG_FIELDS["DSpark"], _mirrored(profile)) or ()):
+        # the release's DSpark mirror has the rc4 confidence fields: name what newest main reads instead
+        raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{main_only[0]}: "
+                        f"{DSPARK_CONFIDENCE_MAIN_WHY}")
     for (key, value), why in record.removed.items():
         if key in spec and spec[key] is value:
             raise UserError(f"TensorRT-LLM {profile} options: speculative_config.{key}: {value}: {why}")

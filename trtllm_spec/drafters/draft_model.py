@@ -19,6 +19,7 @@ DRAFT_MODEL_SOURCE = "assumption: 0.75 flat conditional acceptance for a same-fa
 class DraftModel(Mechanism):
     name = "draft_model"
     llamacpp_spec_type = "draft-simple"
+    vllm_method = "draft_model"  # vllm/v1/spec_decode/draft_model.py: a smaller model of the same vocabulary
     title = "draft model"
     acceptance_kind = "chain"
     recognised_last = True
@@ -122,8 +123,11 @@ class DraftModel(Mechanism):
 
     def trtllm_speculative_config(self, cfg: DraftModelDrafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, **extra) -> dict:
-        # Draft_Target: the Literal of 1.2.1's parser (R12, id 7019226376), 1.3 and 1.4; the older 1.2-era parser A
-        # (id 1520735490, from_dict) knows only "DraftTarget", so a 1.2 bundle targets 1.2.1 here
-        # (docs/trtllm_compat.md). 1.2: speculative_model_dir, which both 1.2-era parsers read.
-        key = "speculative_model_dir" if profile == "1.2" else "speculative_model"
+        # Draft_Target: the Literal of 1.2.1's parser (R12: NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py,
+        # release 1.2.1), 1.3 and 1.4; the older 1.2-era parser A (the same file before 1.2.1, from_dict dispatch)
+        # knows only "DraftTarget", so a 1.2 bundle targets 1.2.1 here (docs/trtllm_compat.md). The folder key is the
+        # release's spelling (core/releases.py: 1.2 speculative_model_dir, which both 1.2-era parsers read).
+        from trtllm_spec.core.releases import get
+
+        key = get(profile).spelling["draft_model_key"]
         return {"decoding_type": "Draft_Target", "max_draft_len": max_draft_len, key: speculative_model}

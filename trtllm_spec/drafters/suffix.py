@@ -45,6 +45,10 @@ def automaton_bytes(max_seq_len: int) -> int:
 class Suffix(Mechanism):
     name = "suffix"
     title = "suffix automaton"
+    # vLLM's 'suffix' is Arctic Inference's suffix tree (arctic_inference.suffix_decoding, frequency-scored
+    # speculation over a per-prompt and a global tree; vllm/v1/spec_decode/suffix_decoding.py), another algorithm
+    # than TensorRT-LLM's suffix automaton: measured beside ours, not expected to agree
+    vllm_method = "suffix"
     acceptance_kind = "chain"
     folderless = True
     # support_dynamic_draft_len() lists SA beside MTP / DFlash / PARD / draft-target (interface.py, the version of
@@ -109,12 +113,13 @@ class Suffix(Mechanism):
 def sa_config(enhancer, profile: str, title: str) -> dict:
     """``sa_config`` (SAEnhancerConfig) for an Eagle3 / MTP ``speculative_config``; refused where the release has
     none (1.2: no sa_config field on Eagle3DecodingConfig / MTPDecodingConfig)."""
-    from trtllm_spec.core.recipe import SA_SINCE
     from trtllm_spec.core.releases import at_least
+    from trtllm_spec.core.sa import sa_since
 
-    if not at_least(profile, SA_SINCE):
+    since = sa_since()
+    if not at_least(profile, since):
         from trtllm_spec.errors import UserError
 
         raise UserError(f"drafter.sa_enhancer on {title}: TensorRT-LLM {profile} has no sa_config (SAEnhancerConfig "
-                        f"arrives in {SA_SINCE}); set engine.trtllm_version: '{SA_SINCE}' or drop drafter.sa_enhancer")
+                        f"arrives in {since}); set engine.trtllm_version: '{since}' or drop drafter.sa_enhancer")
     return {"threshold": enhancer.threshold, "enable_global_pool": enhancer.enable_global_pool}

@@ -30,7 +30,7 @@ from pathlib import Path
 from trtllm_spec.core.bundle import Bundle
 
 # decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend), or one of its aliases
-from trtllm_spec.core.releases import DECODING_TAGS, REPORT_MODES, TAG_ALIASES, tag_type
+from trtllm_spec.core.releases import DECODING_TAGS, REPORT_MODES, TAG_ALIASES, default_release, tag_type
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.engine_common import (
     bundle_draft_len,
@@ -187,13 +187,14 @@ def bench_section(report: dict, where: str) -> tuple[dict, int]:
 
 
 def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_len: int | None = None,
-                              temperature: float = 0.0, bundle: Bundle | None = None, profile: str = "1.2") -> dict:
+                              temperature: float = 0.0, bundle: Bundle | None = None,
+                              profile: str | None = None) -> dict:
     """The speculation profile of one trtllm-bench report (one category, ``all``)."""
     where = f"trtllm-bench report {path}"
     report = read_bench_report(path)
     check_report_belongs(report, where, options, bundle)
     section, d = bench_section(report, where)
-    ran_d = _check_draft_len(d, options, draft_len, section.get("concurrency"), where, profile)
+    ran_d = _check_draft_len(d, options, draft_len, section.get("concurrency"), where, profile or default_release())
     if ran_d != d:  # a schedule lowered D at this concurrency: the AL belongs to the scheduled D
         if section["mean_acceptance_length"] > 1 + ran_d + 1e-6:
             raise UserError(f"{where}: AL {section['mean_acceptance_length']:.3f} exceeds 1 + --draft-len {ran_d}")
@@ -254,7 +255,7 @@ def profile_from_engine(*, bench_report: Path | None, metrics: str | None, bundl
     if draft_len is not None and draft_len < 1:
         raise UserError(f"--draft-len {draft_len}: must be at least 1")
     options = bundle.speculative_options(absolute_paths=True) if bundle else None
-    profile = bundle.profile if bundle else "1.2"
+    profile = bundle.profile if bundle else default_release()
     files = [bundle.path / bundle.speculative_file] if bundle else []
     if bench_report is not None:
         prof = profile_from_bench_report(bench_report, options=options, draft_len=draft_len,

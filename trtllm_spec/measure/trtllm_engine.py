@@ -25,6 +25,7 @@ from pathlib import Path
 from trtllm_spec.core.bundle import Bundle
 from trtllm_spec.core.releases import get as release
 from trtllm_spec.core.releases import tag_type
+from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.errors import UserError
 
 
@@ -130,7 +131,7 @@ def gpu_command(*, target: str, bundle: str, draft_len: int | None, suite: str, 
 # ---- the run (needs tensorrt_llm and a GPU) ------------------------------------------------------------
 
 def measure_trtllm(target_dir: str | Path, bundle: Bundle, draft_len: int | None = None, *,
-                   suite: str = "speed-lite", categories: Sequence[str] | None = None, num_prompts: int = 10,
+                   suite: str = SUITE_NAME, categories: Sequence[str] | None = None, num_prompts: int = 10,
                    max_new_tokens: int = 128, temperature: float = 0.0, seed: int = 0,
                    chat_template: str | Path | None = None, baseline: bool = True, out: str | None = None,
                    progress: Callable[[str], None] | None = None, suite_check: Callable[[list], dict] | None = None

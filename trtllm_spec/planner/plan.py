@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from trtllm_spec import __version__
 from trtllm_spec.core.artifacts import PLAN_SCHEMA
 from trtllm_spec.core.hardware import Hardware
+from trtllm_spec.core.releases import default_release
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.core.trtllm_gates import engine_schedule
 from trtllm_spec.planner import guidelines as gl
@@ -44,7 +45,8 @@ class PlanRequest:
     fixed_draft_len: int | None = None
     compare: bool = True
     free_gpu_memory_fraction: float = 0.9
-    trtllm_profile: str = "1.2"
+    # the release whose rules apply (schedule keys, gates): unless told, what ``auto`` picks (core/releases.py)
+    trtllm_profile: str = field(default_factory=default_release)
     max_batch_size: int | None = None
     latency_target_ms: float | None = None
     target_id: str = ""

@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from trtllm_spec.core.sa import SA_THRESHOLD_DEFAULT
 from trtllm_spec.runtime.decoder import Drafter
 from trtllm_spec.runtime.drafters.suffix import SuffixDrafter
 
@@ -26,7 +27,7 @@ SOURCES = ("sa", "neural")
 
 
 class SAEnhancedDrafter(Drafter):
-    def __init__(self, neural: Drafter, threshold: int = 4, enable_global_pool: bool = False,
+    def __init__(self, neural: Drafter, threshold: int = SA_THRESHOLD_DEFAULT, enable_global_pool: bool = False,
                  pool_slots: int | None = None) -> None:
         if threshold < 1:
             raise ValueError(f"threshold {threshold}: must be >= 1")

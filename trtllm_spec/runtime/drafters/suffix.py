@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import torch
 
+from trtllm_spec.core.sa import SA_POOL_DEFAULT_SLOTS, SA_POOL_MATCH_CAP
 from trtllm_spec.runtime.decoder import Drafter
-
-POOL_MATCH_CAP = 64  # SADecodingConfig.enable_global_pool: "suffix matching is capped at 64 tokens per request"
 
 
 class SuffixAutomaton:
@@ -139,8 +138,6 @@ class SuffixDrafter(Drafter):
             raise ValueError(f"max_matching_ngram_size {max_matching_ngram_size}: -1 or k > 0")
         self.k = max_matching_ngram_size
         self.enable_global_pool = enable_global_pool
-        from trtllm_spec.core.sa import SA_POOL_DEFAULT_SLOTS
-
         self.pool_slots = max(1, pool_slots or SA_POOL_DEFAULT_SLOTS)
         self.pool: list[SuffixAutomaton] = []  # finished requests, oldest first
         self.sam = SuffixAutomaton()
@@ -171,11 +168,11 @@ class SuffixDrafter(Drafter):
 
     def match(self, n: int) -> tuple[int, list[int]]:
         """(match length, up to ``n`` drafts) of the best source; (0, []) when nothing matches."""
-        cap = POOL_MATCH_CAP if self.enable_global_pool else None
+        cap = SA_POOL_MATCH_CAP if self.enable_global_pool else None
         length, start = self.sam.own_match(self.k, cap)
         best, drafts, where = length, self.sam.draft(start, n) if length else [], "own" if length else "none"
         for m in reversed(self.matchers):  # most recent first; a pooled text must match strictly longer
-            plen, pstart = m.match(self.k, POOL_MATCH_CAP)
+            plen, pstart = m.match(self.k, SA_POOL_MATCH_CAP)
             if plen > best:
                 best, drafts, where = plen, m.sam.draft(pstart, n), "pool"
         self.last_match = (best, where)
