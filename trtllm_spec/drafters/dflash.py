@@ -19,6 +19,7 @@ DFLASH_SOURCE = ("assumption: 0.822 first-position acceptance for a Qwen3-8B DFl
 class DFlash(Mechanism):
     name = "dflash"
     llamacpp_spec_type = "draft-dflash"
+    vllm_method = "dflash"  # vllm/v1/spec_decode/dflash.py
     title = "DFlash"
     acceptance_kind = "block"
     needs_training = True
@@ -117,6 +118,9 @@ class DFlash(Mechanism):
 class DSpark(DFlash):
     name = "dspark"
     llamacpp_spec_type = None
+    vllm_method = None
+    vllm_refusal = ("vLLM's 'dspark' method runs DSpark heads with adaptive verification, which our DSpark export "
+                    "has not been checked against; measure it with 'measure reference'")
     llamacpp_convert = Mechanism.llamacpp_convert  # no converter: refused with llamacpp_refusal
     llamacpp_refusal = ("llama.cpp's draft-dspark runs the DSpark heads of DeepSeek-V4 and Gemma-4 checkpoints "
                         "(conversion/deepseek.py, gemma.py), not a DFlash drafter with a Markov head")

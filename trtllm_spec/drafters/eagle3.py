@@ -40,6 +40,7 @@ def is_eagle_layout(cfg: dict) -> bool:
 class Eagle3(Mechanism):
     name = "eagle3"
     llamacpp_spec_type = "draft-eagle3"
+    vllm_method = "eagle3"  # LlamaForCausalLMEagle3 (vllm/model_executor/models/llama_eagle3.py) reads our export
     title = "EAGLE-3"
     acceptance_kind = "chain"
     needs_training = True

@@ -20,6 +20,8 @@ class EagleMTP(Mechanism):
     llamacpp_refusal = ("llama.cpp's draft-mtp runs a target's own next-token layers (nextn, e.g. DeepSeek, "
                         "GLM, Qwen3.5), not ModelOpt's separately exported EAGLE-MTP head")
     title = "EAGLE-MTP"
+    vllm_refusal = ("vLLM's MTP methods run a target's own MTP layers; ModelOpt's separately exported EAGLE-MTP "
+                    "head has no vLLM loader (vllm/config/speculative.py lists none for it)")
     acceptance_kind = "chain"
     needs_training = True
     modelopt_mode, modelopt_preset = "eagle", "EAGLE_MTP_DEFAULT_CFG"

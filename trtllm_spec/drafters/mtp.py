@@ -26,6 +26,8 @@ class MTP(Mechanism):
     llamacpp_refusal = ("llama.cpp's draft-mtp runs a target's own next-token layers (nextn, e.g. DeepSeek, GLM, "
                         "Qwen3.5) from the target's GGUF, not a drafter folder")
     title = "MTP"
+    vllm_refusal = ("vLLM's MTP methods (deepseek_mtp, qwen3_next_mtp, ...) run a target's own MTP layers, which "
+                    "SmolLM2 and the Llama family do not have")
     acceptance_kind = "chain"
     dynamic_draft_len_since = "1.3"  # PR #12262 (MTP, MTP-Eagle)
     implicit_tier = (1, 0)  # core.trtllm_gates.MAIN_STATES: MTP-Eagle one-model: back to 0, drafter kept warm

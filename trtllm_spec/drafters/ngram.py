@@ -20,6 +20,9 @@ class NGram(Mechanism):
     llamacpp_refusal = ("llama.cpp's ngram types (ngram-simple, ngram-map-*, ngram-mod) are other algorithms "
                         "than TensorRT-LLM's NGram drafter, so they are no second opinion on it")
     title = "n-gram"
+    # vLLM's ngram: the longest suffix n-gram (prompt_lookup_min..max tokens) matched at its earliest position
+    # (vllm/v1/spec_decode/ngram_proposer.py _find_longest_matched_ngram_and_propose_tokens), our is_use_oldest
+    vllm_method = "ngram"
     acceptance_kind = "chain"
     dynamic_draft_len_since = None  # support_dynamic_draft_len() never lists NGram: one D at every batch size
     folderless = True
@@ -36,6 +39,14 @@ class NGram(Mechanism):
 
     def runtime_options(self, cfg: NGramDrafter, max_batch_size: int = 1) -> dict:
         return {"max_matching_ngram_size": cfg.max_matching_ngram_size, "is_use_oldest": cfg.is_use_oldest}
+
+    def vllm_options(self, runtime_options: dict) -> dict:
+        if not runtime_options.get("is_use_oldest", True):
+            from trtllm_spec.errors import UserError
+
+            raise UserError("vLLM's ngram proposer continues the earliest match only; is_use_oldest: false has no "
+                            "vLLM equivalent (measure it with 'measure reference')")
+        return {"prompt_lookup_max": int(runtime_options.get("max_matching_ngram_size", 3)), "prompt_lookup_min": 1}
 
     def load_builtin(self, options: dict):
         from trtllm_spec.runtime.drafters.ngram import NGramDrafter as Runtime

@@ -46,7 +46,7 @@ def lossless_problem(profile: dict) -> str | None:
     st, ov = profile["settings"], profile["overall"]
     if st["temperature"] > 0 or st.get("dtype") != "fp32" or ov["identical_outputs"] is None:
         return None
-    if profile.get("engine") == "llamacpp":  # llama.cpp's own numerics, not our decoder: its comparison reports it
+    if profile.get("engine") in ("llamacpp", "vllm"):  # another engine's numerics: its comparison reports it
         return None
     if ov["identical_outputs"] == ov["num_prompts"]:
         return None
