@@ -15,8 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtllm_spec.serve.process import ServerProcess
 from trtllm_spec.errors import UserError
+from trtllm_spec.serve.process import ServerProcess
 
 
 @dataclass(frozen=True)

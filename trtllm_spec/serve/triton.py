@@ -31,8 +31,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtllm_spec.serve.process import ServerProcess
 from trtllm_spec.errors import DependencyMissing, UserError
+from trtllm_spec.serve.process import ServerProcess
 
 WHEEL = "nvidia-pytriton==0.7.0"
 SETUP_HINT = "run scripts/setup.sh --dev (it installs the nvidia-pytriton wheel into <cache>/triton-venv)"
