@@ -411,9 +411,17 @@ def test_plan_names_that_the_default_limit_does_not_bind_dspark(cli):
 
 
 def test_force_replaces_our_own_output(cli, tmp_path):
+    """--force writes the new plan in place of the old one: the files hold the second run's inputs, not the first's
+    (two exit codes of 0 would also pass if --force kept the old folder)."""
     out = tmp_path / "plan"
     assert cli("plan", "--target", PRESET, "--batch-sizes", "1", "--out", out).exit_code == 0
-    assert cli("plan", "--target", PRESET, "--batch-sizes", "1", "--out", out, "--force").exit_code == 0
+    first = json.loads((out / "plan.json").read_text())
+    assert [r["batch_size"] for r in first["recommendation"]["by_batch"]] == [1]
+    r = cli("plan", "--target", PRESET, "--batch-sizes", "1,8", "--out", out, "--force")
+    assert r.exit_code == 0, r.output
+    second = json.loads((out / "plan.json").read_text())
+    assert [r["batch_size"] for r in second["recommendation"]["by_batch"]] == [1, 8]
+    assert second != first
 
 
 def test_verified_bundle_replans_and_verify_stays_ok(cli, bundle, tmp_path):

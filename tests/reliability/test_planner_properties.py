@@ -1,15 +1,20 @@
 """Issue 17: over random valid shapes (config.json dicts) and workloads, the planner never raises anything but our
-error family (a clean one-line error), and when it returns a plan the plan is self-consistent."""
+error family (a clean one-line error), and when it returns a plan the plan is self-consistent. Issue 46: at every
+registered release, over every registered mechanism, and a stated minimum share of the draws reaches a plan (a
+property that refuses everything proves nothing)."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trtllm_spec.core import releases
 from trtllm_spec.core.hardware import CATALOGUE, load_hardware
-from trtllm_spec.core.recipe import DSparkDrafter, Eagle3Drafter, NGramDrafter
+from trtllm_spec.core.recipe import DraftModelDrafter, DSparkDrafter, Eagle3Drafter
 from trtllm_spec.core.shape import shape_from_config
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.errors import TrtllmSpecError
@@ -60,31 +65,78 @@ def configs(draw) -> dict:
     return cfg
 
 
-@FAST
-@given(cfg=configs(), gpu=st.sampled_from(sorted(CATALOGUE)), tp=st.sampled_from([1, 2, 8]),
-       batches=st.lists(st.integers(1, 4096), min_size=1, max_size=4, unique=True),
-       isl=st.integers(1, 131072), osl=st.integers(1, 32768), drafter=st.sampled_from(["eagle3", "ngram", "dspark"]),
-       block=st.integers(2, 16), weight=st.sampled_from(["bf16", "fp8", "nvfp4"]))
-def test_planner_never_raises_a_foreign_error(cfg, gpu, tp, batches, isl, osl, drafter, block, weight):
-    cfgs = {"eagle3": Eagle3Drafter(draft_vocab_size=32000), "ngram": NGramDrafter(),
-            "dspark": DSparkDrafter(block_size=block)}
+# at least this share of the draws at each release must come back as a plan with a batch size that fits (measured
+# when it was set: 36 of the 40 derandomized draws at each of 1.2, 1.3 and 1.4, two refused, two fitting nowhere)
+MIN_PLAN_SHARE = 0.75
+
+
+def drafter_config(name: str, block: int, draft_model: str):
+    """The section the planner gets for a registered mechanism: its defaults, with the drawn block size or model
+    where the section has one."""
+    if name == "draft_model":
+        return DraftModelDrafter(model=draft_model)
+    if name == "dspark":
+        return DSparkDrafter(block_size=block)
+    if name == "eagle3":
+        return Eagle3Drafter(draft_vocab_size=32000)
+    return MECHANISMS[name].default_config()
+
+
+def check_plan(cfg, gpu, tp, batches, isl, osl, drafter, block, weight, draft_model, release) -> str:
+    """One draw: 'refused' (one clean line of our error family), 'unfit' (a plan with no batch size that fits) or
+    'plan'; anything else fails."""
     try:
         shape = shape_from_config(cfg, source="config.json")
-        req = PlanRequest(mechanisms=MECHANISMS, target=shape, hardware=load_hardware(gpu), drafter=cfgs[drafter],
+        req = PlanRequest(mechanisms=MECHANISMS, target=shape, hardware=load_hardware(gpu),
+                          drafter=drafter_config(drafter, block, draft_model),
                           workload=Workload(tuple(sorted(batches)), isl, osl), par=Parallelism(tp=tp), num_gpus=tp,
-                          precision=Precision(weight=weight), max_draft_len=6, compare=False)
+                          precision=Precision(weight=weight), max_draft_len=6, compare=False, trtllm_profile=release)
         plan = make_plan(req)
     except TrtllmSpecError as exc:
         assert "\n" not in str(exc) and str(exc)
-        return
+        return "refused"
     rec = plan["recommendation"]
+    assert rec["trtllm_profile"] == release
     assert set(rec["infeasible_batch_sizes"]) | {r["batch_size"] for r in rec["by_batch"]} == set(batches)
     for c in plan["candidates"]:
         assert math.isfinite(c["step_time_s"]) and c["step_time_s"] > 0 and c["speedup"] > 0
     if not rec["by_batch"]:
         assert "do not fit in memory" in rec["note"]
+        return "unfit"
     if drafter == "dspark":  # one D (the block) or none, never a schedule; the cut-off is max_concurrency
         assert rec["draft_len_schedule"] is None and rec["max_draft_len"] in (0, block)
         k = rec["max_concurrency"]
         assert all(r["draft_len"] == (block if rec["max_draft_len"] and (k is None or r["batch_size"] <= k) else 0)
                    for r in rec["by_batch"])
+    return "plan"
+
+
+@pytest.mark.parametrize("release", releases.names())
+def test_planner_never_raises_a_foreign_error(release):
+    outcomes: Counter[str] = Counter()
+
+    @FAST
+    @given(cfg=configs(), gpu=st.sampled_from(sorted(CATALOGUE)), tp=st.sampled_from([1, 2, 8]),
+           batches=st.lists(st.integers(1, 4096), min_size=1, max_size=4, unique=True),
+           isl=st.integers(1, 131072), osl=st.integers(1, 32768), drafter=st.sampled_from(sorted(MECHANISMS)),
+           block=st.integers(2, 16), weight=st.sampled_from(["bf16", "fp8", "nvfp4"]),
+           draft_model=st.sampled_from(["qwen3-0.6b", "llama-3.2-1b-instruct", "smollm2-135m-instruct"]))
+    def draws(cfg, gpu, tp, batches, isl, osl, drafter, block, weight, draft_model):
+        outcomes[check_plan(cfg, gpu, tp, batches, isl, osl, drafter, block, weight, draft_model, release)] += 1
+
+    draws()
+    total = sum(outcomes.values())
+    assert total and outcomes["plan"] / total >= MIN_PLAN_SHARE, dict(outcomes)
+
+
+def test_the_minimum_share_is_enforced(monkeypatch):
+    """A planner that refuses every draw fails the property (it used to pass it)."""
+    import tests.reliability.test_planner_properties as me
+    from trtllm_spec.errors import UserError
+
+    def refuse(req):
+        raise UserError("refused")
+
+    monkeypatch.setattr(me, "make_plan", refuse)
+    with pytest.raises(AssertionError, match="refused"):
+        test_planner_never_raises_a_foreign_error(releases.names()[-1])
