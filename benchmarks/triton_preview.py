@@ -112,8 +112,8 @@ def med(rows: list[dict], key: str) -> float:
 
 
 def run(args) -> dict:
-    from trtllm_spec.serve.triton import TritonServer, find_triton
     from trtllm_spec.deploy.triton_worker import Engine
+    from trtllm_spec.serve.triton import TritonServer, find_triton
     from trtllm_spec.stages.triton import triton_from_bundle
 
     install = find_triton()

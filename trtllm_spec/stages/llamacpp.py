@@ -162,8 +162,8 @@ def run_measure_llamacpp(target: str, drafter: str | None, draft_len: int | None
     li = llamacpp_inputs(target_dir, drafter_dir, dtype, cache=cache, log=log)
     import os
 
-    from trtllm_spec.serve.llamacpp import free_port
     from trtllm_spec.measure.llamacpp_engine import measure_llamacpp
+    from trtllm_spec.serve.llamacpp import free_port
 
     threads = threads or os.cpu_count() or 1
     port = port or free_port()
