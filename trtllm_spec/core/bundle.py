@@ -144,6 +144,12 @@ class Bundle:
         """``report/measured/speculation_profile.json`` (None where nothing was measured)."""
         return _json_or_none(self.profile_path)
 
+    def model_names(self) -> set[str]:
+        """The names the bundle's target goes by (what an engine report may call it)."""
+        target = self.manifest.get("target") or {}
+        names = {str(v) for v in (target.get("served"), target.get("hf_id"), target.get("spec")) if v}
+        return names | {Path(n).name for n in names}
+
 
 def _inside(path: Path, root: Path) -> bool:
     return path.resolve() == root.resolve() or root.resolve() in path.resolve().parents
@@ -158,12 +164,6 @@ def _json_or_none(path: Path) -> dict | None:
     if not isinstance(data, dict):
         raise UserError(f"{path} must hold a JSON object; rebuild the bundle")
     return data
-
-    def model_names(self) -> set[str]:
-        """The names the bundle's target goes by (what an engine report may call it)."""
-        target = self.manifest.get("target") or {}
-        names = {str(v) for v in (target.get("served"), target.get("hf_id"), target.get("spec")) if v}
-        return names | {Path(n).name for n in names}
 
 
 def verify_bundle(bundle: Path) -> dict:
