@@ -77,17 +77,17 @@ def test_vllm_spec_maps_our_options_and_refuses_what_vllm_cannot_run(tmp_path):
     with pytest.raises(UserError, match="is_use_oldest: false has no vLLM equivalent"):
         vllm_spec("ngram", 3, {"max_matching_ngram_size": 3, "is_use_oldest": False})
     with pytest.raises(UserError, match=r"a mtp drafter cannot run on vLLM: .*vLLM runs these of our drafter types: "
-                                        r"dflash, draft_model, eagle3, ngram, suffix"):
+                                        r"dflash, draft_model, eagle3, ngram"):
         vllm_spec(str(tmp_path), 3, kind="mtp")
     with pytest.raises(UserError, match="--draft-len 0"):
         vllm_spec("ngram", 0)
 
 
 def test_iterations_from_steps():
-    # 10 tokens: 1 from the prefill, steps accepted 2 / 0 / 3 (+1 each = 7 tokens), so 2 steps drafted nothing
-    acc, prop = iterations_from_steps([2, 0, 3], [3, 3, 3], 10, 3)
+    # 11 tokens: 1 from the prefill, steps accepted 2 / 0 / 3 (+1 each = 8 tokens), so 2 steps drafted nothing
+    acc, prop = iterations_from_steps([2, 0, 3], [3, 3, 3], 11, 3)
     assert acc == [2, 0, 3, 0, 0] and prop == [3, 3, 3, 0, 0]
-    assert (sum(acc) + len(acc)) == 10 - 1 + 1  # tokens after the prefill = sum(accepted + 1)
+    assert sum(acc) + len(acc) == 11 - 1  # tokens after the prefill = sum(accepted + 1)
     # an end token inside the last step: 6 tokens but the steps accepted 3 + 3 (8 tokens): the last step gives 2 back
     acc, _ = iterations_from_steps([3, 3], [3, 3], 6, 3)
     assert acc == [3, 0] and sum(acc) + len(acc) == 5

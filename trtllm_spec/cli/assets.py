@@ -105,7 +105,7 @@ def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force
               "~/.cache/trtllm-spec).")
 @click.option("--drafter", help="An exported drafter folder (EAGLE-3, DFlash, a draft model): serve the fp32 target "
               "speculating with it (llama.cpp: built and converted on first use, /metrics llamacpp:spec_decode_*; "
-              "vLLM: also 'ngram' or 'suffix').")
+              "vLLM: also 'ngram').")
 @click.option("--draft-len", type=int, help="With --drafter: D, the drafts per step (required).")
 @click.option("--parallel", type=int, help="Parallel request slots of llama-server, each of --ctx tokens (default "
               "4; llamacpp only).")

