@@ -149,3 +149,37 @@ def test_cli_refuses_a_missing_venv_and_options_of_the_other_engine(tmp_path, mo
     r = CliRunner().invoke(main, ["assets", "serve", "smollm2-135m", "--engine", "vllm", "--drafter", "ngram",
                                   "--draft-len", "3", "--port", "8123"])
     assert r.exit_code == 2 and "no vLLM venv at" in r.output and "setup.sh --dev" in r.output
+
+
+def test_the_keeper_ends_its_session_and_shm_when_its_parent_is_killed(tmp_path):
+    """serve/reaper.py between us and a server whose own children do not watch it (vLLM's engine core): a parent
+    killed outright (SIGKILL) leaves no process of the keeper's session and no /dev/shm file they held."""
+    import signal
+
+    from trtllm_spec.serve import reaper
+
+    if not SHM.is_dir():
+        pytest.skip("no /dev/shm")
+    name = f"trtllm_spec_keeper_{os.getpid()}_{time.monotonic_ns()}"
+    # the "server": a process that starts a grandchild which maps a /dev/shm file and ignores SIGTERM
+    grand = (f"import mmap, os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+             f"fd = os.open('/dev/shm/{name}', os.O_CREAT | os.O_RDWR); os.ftruncate(fd, 4096); "
+             f"m = mmap.mmap(fd, 4096); open('{tmp_path}/grand', 'w').write(str(os.getpid())); time.sleep(600)")
+    server = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {grand!r}]); time.sleep(600)"
+    # the parent: starts the keeper in a session of its own (as ServerProcess does), then waits to be killed
+    parent = (f"import os, subprocess, sys, time; p = subprocess.Popen([sys.executable, {reaper.__file__!r}, "
+              f"str(os.getpid()), '--', sys.executable, '-c', {server!r}], start_new_session=True); "
+              f"open('{tmp_path}/keeper', 'w').write(str(p.pid)); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "grand").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(reaper.SCAN_S + 0.5)  # the keeper has seen the mapping
+    sid = int((tmp_path / "keeper").read_text())
+    assert len(session_pids(sid)) == 3 and (SHM / name).exists()  # keeper, server, grandchild
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + reaper.GRACE_S + 20
+    while session_pids(sid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert session_pids(sid) == [] and not (SHM / name).exists()

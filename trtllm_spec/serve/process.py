@@ -52,6 +52,7 @@ class ServerProcess:
     title = "the server"
     ready_path = ""
     poll_s = 0.5
+    stop_grace_s = STOP_GRACE_S  # a server with a longer shutdown of its own (vLLM's keeper) says so
 
     def __init__(self, cmd: list[str], url: str, log_file: Path | None):
         self.cmd, self.url, self.log_file = cmd, url, log_file
@@ -95,14 +96,14 @@ class ServerProcess:
         raise UserError(f"{self.title} did not answer {self.url}{self.ready_path} within {timeout_s:.0f} s")
 
     def stop(self) -> None:
-        """SIGTERM, ``STOP_GRACE_S`` to exit, then SIGKILL; a signal arriving meanwhile (a second Ctrl-C) skips the
+        """SIGTERM, ``stop_grace_s`` to exit, then SIGKILL; a signal arriving meanwhile (a second Ctrl-C) skips the
         grace, never the kill."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
         try:
             proc.terminate()
-            proc.wait(timeout=STOP_GRACE_S)
+            proc.wait(timeout=self.stop_grace_s)
         except subprocess.TimeoutExpired:
             pass
         finally:

