@@ -368,3 +368,84 @@ def test_serve_triton_refuses_a_preview_whose_bundle_moved(cli, repo, tmp_path):
     cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "bundle": str(tmp_path / "gone")}))
     r = cli("assets", "serve-triton", tmp_path / "gone", "--repo", broken)
     assert r.exit_code == 2 and "has no manifest.json (was the bundle moved?)" in r.output, r.output
+
+
+# ---- hostile input (issue 46, item 5): each gets an error response (or is served), and the next request is served --
+
+def assert_still_serves(server, greedy) -> None:
+    """The next ordinary request after a hostile one: served, target-only greedy."""
+    got = infer_stream(server, [text_input(), _input("sampling_param_max_tokens", np.array([MAX_TOKENS], dtype=np.int32))],
+                       timeout_s=60)
+    assert got[-1][1] is None, got[-1][1]
+    assert got[-1][0].as_numpy("text_output")[0].decode() == greedy
+
+
+HOSTILE = {
+    "prompt_longer_than_the_context": ([text_input("w1 " * 3000)], "exceed the target's 2048 positions"),
+    "text_input_not_utf8": ([_input("text_input", np.array([b"w1 \xff\xfe w2"], dtype=object))],
+                            "text_input is not UTF-8 text (invalid start byte at byte 3)"),
+    "stop_not_utf8": ([text_input(), _input("sampling_param_stop", np.array([b"\xc3"], dtype=object))],
+                      "sampling_param_stop is not UTF-8 text"),
+    "negative_max_tokens": ([text_input(), _input("sampling_param_max_tokens", np.array([-5], dtype=np.int32))],
+                            "sampling_param_max_tokens -5 must be >= 1"),
+    "zero_max_tokens": ([text_input(), _input("sampling_param_max_tokens", np.array([0], dtype=np.int32))],
+                        "sampling_param_max_tokens 0 must be >= 1"),
+    "huge_max_tokens": ([text_input(), _input("sampling_param_max_tokens",
+                                              np.array([np.iinfo(np.int32).max], dtype=np.int32))],
+                        "sampling_param_max_tokens 2147483647 exceed the target's 2048 positions"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_request_gets_an_error_and_the_next_is_served(server, greedy, case):
+    inputs, message = HOSTILE[case]
+    t0 = time.monotonic()
+    got = infer_stream(server, inputs, timeout_s=60)
+    error = got[-1][1]
+    assert error is not None and message in error.message(), (error and error.message())
+    assert time.monotonic() - t0 < 60
+    assert_still_serves(server, greedy)
+
+
+DISCONNECTING_CLIENT = """
+import sys, numpy as np, tritonclient.grpc as g
+from tritonclient.utils import np_to_triton_dtype
+def inp(name, v):
+    t = g.InferInput(name, list(v.shape), np_to_triton_dtype(v.dtype)); t.set_data_from_numpy(v); return t
+c = g.InferenceServerClient(sys.argv[1])
+c.start_stream(callback=lambda result, error: print("response", flush=True))
+c.async_stream_infer("tensorrt_llm", [inp("text_input", np.array([sys.argv[2].encode()], dtype=object)),
+                                      inp("streaming", np.array([True])),
+                                      inp("sampling_param_max_tokens", np.array([1900], dtype=np.int32))])
+import time; time.sleep(600)
+"""
+
+
+def test_a_client_that_disconnects_mid_stream_is_cancelled_and_the_next_is_served(server, greedy, tmp_path):
+    """A streaming client killed after its first responses (its connection drops): the preview stops decoding for
+    it (it asked for 1900 tokens, minutes on this CPU), so the next request is answered within seconds."""
+    script = tmp_path / "client.py"
+    script.write_text(DISCONNECTING_CLIENT)
+    proc = subprocess.Popen([sys.executable, str(script), server.grpc_url, PROMPT], stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(3):
+            assert proc.stdout.readline().strip() == "response"  # it is being served, step by step
+    finally:
+        proc.kill()
+        proc.wait()
+    t0 = time.monotonic()
+    assert_still_serves(server, greedy)
+    assert time.monotonic() - t0 < 20, "the next request waited for the disconnected client's 1900 tokens"
+
+
+def test_sixteen_concurrent_streams_are_each_served(server, greedy):
+    """16 clients streaming at once: the preview runs them one at a time (batch size 1), each gets its whole,
+    correct text; then the next request is served."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stream = client_snippet()["stream_grpc"]
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda _: stream(server.grpc_url, PROMPT, MAX_TOKENS, timeout_s=100), range(16)))
+    for steps in results:
+        assert steps[-1] == (greedy, True) and not any(final for _, final in steps[:-1])
+    assert_still_serves(server, greedy)

@@ -23,6 +23,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+POLL_S = 0.25  # how often a request waiting on the worker looks whether its client is still there
 # inputs the preview refuses when a request sets them to anything but their default
 UNSUPPORTED = {"sampling_param_best_of": 1, "sampling_param_frequency_penalty": 0.0,
                "sampling_param_presence_penalty": 0.0, "return_cumulative_logprob": False}
@@ -32,6 +33,25 @@ PERF = ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "la
 
 class RequestError(Exception):
     pass
+
+
+def _text(value, name):
+    """A BYTES element as text: UTF-8, else a RequestError naming the input (never a traceback)."""
+    if not isinstance(value, bytes):
+        return str(value)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}): send the prompt and stop "
+                           "strings as UTF-8") from None
+
+
+def _is_cancelled(request):
+    """Whether Triton cancelled the request (the client disconnected or cancelled its stream)."""
+    try:
+        return bool(request.is_cancelled())
+    except Exception:  # noqa: BLE001 (a backend without request cancellation)
+        return False
 
 
 def _scalar(request, name, default=None):
@@ -98,7 +118,7 @@ class TritonPythonModel:
         texts = tensor.as_numpy().reshape(-1)
         if texts.size != 1:
             raise RequestError(f"text_input must hold one prompt, got {texts.size}")
-        text = texts[0].decode("utf-8") if isinstance(texts[0], bytes) else str(texts[0])
+        text = _text(texts[0], "text_input")
         if not text:
             raise RequestError("text_input is empty: send one non-empty prompt string")
         for name, default in UNSUPPORTED.items():
@@ -107,8 +127,7 @@ class TritonPythonModel:
                 raise RequestError(f"{name}={value!r} is not available in the CPU preview (only on the GPU node "
                                    f"with TensorRT-LLM); leave it at {default!r}")
         stops = pb_utils.get_input_tensor_by_name(request, "sampling_param_stop")
-        stops = [s.decode("utf-8") if isinstance(s, bytes) else str(s)
-                 for s in (stops.as_numpy().reshape(-1) if stops is not None else [])]
+        stops = [_text(s, "sampling_param_stop") for s in (stops.as_numpy().reshape(-1) if stops is not None else [])]
         req = {"text": text, "stop": stops, "stream": bool(_scalar(request, "streaming", False)),
                "max_tokens": int(_scalar(request, "sampling_param_max_tokens", 32)),
                "temperature": float(_scalar(request, "sampling_param_temperature", 0.0)),
@@ -146,8 +165,16 @@ class TritonPythonModel:
         error = pb_utils.TritonError(message) if code is None else pb_utils.TritonError(message, code)
         return pb_utils.InferenceResponse(error=error)
 
+    def _tell(self, message):
+        """One line to the worker (requests from the serving thread, cancellations)."""
+        with self.lock:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+
     def _run(self, request, send):
-        """Serve one request; ``send(response, final)``."""
+        """Serve one request; ``send(response, final)`` returns False when the client can no longer be reached. A
+        request whose client disconnected, cancelled it or named it in a ``stop`` request is cancelled in the
+        worker too (it stops at its next decoding step), so the next request does not wait for it."""
         arrival_ns = time.time_ns()
         try:
             req, want = self._parse(request)
@@ -162,25 +189,36 @@ class TritonPythonModel:
             rid = self.next_id
             self.next_id += 1
         user_id = request.request_id()
-        self.proc.stdin.write(json.dumps({"id": rid, **req}) + "\n")
-        self.proc.stdin.flush()
-        cut = False
+
+        def gone():
+            return bool(user_id and user_id in self.cancelled) or _is_cancelled(request)
+
+        if gone():
+            send(self._error("Request cancelled by client", pb_utils.TritonError.CANCELLED), True)
+            return
+        self._tell({"id": rid, **req})
         while True:
-            event = self.events.get()
+            try:
+                event = self.events.get(timeout=POLL_S)
+            except queue.Empty:
+                event = {}
             if event is None:
+                self.events.put(None)  # every later request learns it too
                 send(self._error("the preview worker exited; see Triton's log"), True)
+                return
+            if gone():
+                self._tell({"cancel": rid})
+                send(self._error("Request cancelled by client", pb_utils.TritonError.CANCELLED), True)
                 return
             if event.get("id") != rid:
                 continue
-            if user_id and user_id in self.cancelled and not cut:
-                cut = True  # the worker finishes the request; nothing more goes to the client
-                send(self._error("Request cancelled by client", pb_utils.TritonError.CANCELLED), True)
             if event.get("error"):
-                if not cut:
-                    send(self._error(event["error"]), True)
+                send(self._error(event["error"]), True)
                 return
-            if not cut and (req["stream"] or event.get("final")):
-                send(self._response(event, want, arrival_ns), bool(event.get("final")))
+            sendable = req["stream"] or event.get("final")
+            if sendable and not send(self._response(event, want, arrival_ns), bool(event.get("final"))):
+                self._tell({"cancel": rid})  # the client is gone: stop decoding for it
+                return
             if event.get("final"):
                 return
 
@@ -190,10 +228,18 @@ class TritonPythonModel:
             if request is None:
                 return
             sender = request.get_response_sender()
+
+            def send(response, final, s=sender):
+                try:
+                    s.send(response, flags=FINAL if final else 0)
+                    return True
+                except Exception:  # noqa: BLE001 (a client that disconnected: nothing to send it)
+                    return False
+
             try:
-                self._run(request, lambda response, final, s=sender: s.send(response, flags=FINAL if final else 0))
+                self._run(request, send)
             except Exception as exc:  # noqa: BLE001 (the client gets the reason, the model keeps serving)
-                sender.send(self._error(f"Error generating request: {exc}"), flags=FINAL)
+                send(self._error(f"Error generating request: {exc}"), True)
             finally:
                 self.cancelled.discard(request.request_id())  # a stop applies to the requests it found
 
@@ -202,7 +248,7 @@ class TritonPythonModel:
             responses = []
             for request in requests:
                 got = []
-                self._run(request, lambda response, final, g=got: g.append(response))
+                self._run(request, lambda response, final, g=got: g.append(response) or True)
                 responses.append(got[-1])
             return responses
         for request in requests:

@@ -7,7 +7,9 @@ requests. Protocol (one JSON object a line):
 
 - worker -> model.py, once: ``{"ready": true, "drafter": ..., "draft_len": D}`` or ``{"error": "..."}``;
 - model.py -> worker: ``{"id": N, "text": str, "max_tokens": int, "temperature": float, "top_k": int,
-  "top_p": float, "seed": int, "stop": [str], "stream": bool}``;
+  "top_p": float, "seed": int, "stop": [str], "stream": bool}``; ``{"cancel": N}`` when request N's client went
+  away (or sent a ``stop``): the worker ends it at its next decoding step (``{"id": N, "error": ..., "final": true,
+  "cancelled": true}``), or skips it if it has not started; requests queue behind the one decoding;
 - worker -> model.py, per decoding step when streaming, else once: ``{"id": N, "text": <all text so far>,
   "tokens": n, "final": bool, "finish_reason": "length"|"stop"|null, "stop_reason": str|null,
   "accepted": a, "drafted": d, "first_token_ns": t, "last_token_ns": t}``; a bad request gets
@@ -23,11 +25,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import sys
+import threading
 import time
 from pathlib import Path
 
 from trtllm_spec.errors import UserError
+
+
+class _Stop(Exception):
+    """Ends a request's decoding from a step callback (a stop string was generated)."""
+
+
+class _Cancelled(_Stop):
+    """Ends a request's decoding from a step callback (model.py cancelled it: its client went away)."""
 
 
 class _StepTap:
@@ -111,7 +123,9 @@ class Engine:
             eos.append(self.tok.eos_token_id)
         self.eos = tuple(eos)
 
-    def run(self, req: dict, emit) -> None:
+    def run(self, req: dict, emit, cancelled=None) -> None:
+        """Decode one request, ``emit``-ing its events; ``cancelled()`` is asked at every decoding step (True: end
+        the request with a ``cancelled`` error event)."""
         import torch
 
         from trtllm_spec.runtime.decoder import speculative_generate
@@ -139,13 +153,12 @@ class Engine:
         state = {"accepted": 0, "drafted": 0, "first": None, "stopped": None}
         drafter = _StepTap(self.drafter, lambda new: on_tokens(new)) if self.drafter is not None else None
 
-        class Stop(Exception):
-            pass
-
         def text_of(tokens: list[int]) -> str:
             return self.tok.decode(tokens, skip_special_tokens=True)
 
         def on_tokens(new: list[int]) -> None:
+            if cancelled is not None and cancelled():
+                raise _Cancelled
             now = time.time_ns()
             state["first"] = state["first"] or now
             if out:
@@ -157,7 +170,7 @@ class Engine:
                 hit = min(((t.find(s), s) for s in stops if s in t), default=None)
                 if hit:
                     state["stopped"] = hit
-                    raise Stop
+                    raise _Stop
             if stream:
                 emit({"text": text_of(out), "tokens": len(out), "final": False, **self._stats(state, now)})
 
@@ -167,8 +180,8 @@ class Engine:
                                                     params, self.eos, gen)
                 state["drafted"] = sum(stats.proposed)
                 state["accepted"] = sum(stats.accepted)
-            except Stop:
-                final = list(out)
+            except _Stop as exc:
+                final, state["cancelled"] = list(out), isinstance(exc, _Cancelled)
             drafter.end_request(ids, final)
         else:  # no speculation in the bundle: target-only decoding, one token per step
             final = []
@@ -176,8 +189,12 @@ class Engine:
                 for tok in _target_steps(self.target, ids, max_tokens, self.eos, params, gen):
                     final.append(tok)
                     on_tokens([tok])
-            except Stop:
-                final = list(out)
+            except _Stop as exc:
+                final, state["cancelled"] = list(out), isinstance(exc, _Cancelled)
+        if state.get("cancelled"):
+            emit({"error": f"request cancelled by the client after {len(final)} tokens", "final": True,
+                  "cancelled": True})
+            return
         text = text_of(final)
         reason, stop_reason = ("length", None)
         if state["stopped"]:
@@ -243,19 +260,44 @@ def main(argv: list[str] | None = None) -> int:
         send({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, UserError) else str(exc)})
         return 2
     send({"ready": True, "drafter": engine.info["kind"], "draft_len": engine.info["draft_len"]})
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            req = json.loads(line)
-        except ValueError:
-            send({"id": None, "error": "not a JSON request line", "final": True})
-            continue
+    requests: queue.Queue = queue.Queue()
+    cancelled: set = set()
+
+    def read() -> None:
+        """stdin -> the request queue; a cancellation is noted at once, even while a request decodes."""
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                msg = None
+            if not isinstance(msg, dict):
+                requests.put({"id": None, "error": "not a JSON request line"})
+            elif "cancel" in msg:
+                cancelled.add(msg["cancel"])
+            else:
+                requests.put(msg)
+        requests.put(None)  # model.py closed the pipe: finish
+
+    threading.Thread(target=read, daemon=True).start()
+    while (req := requests.get()) is not None:
         rid = req.get("id")
+        if req.get("error"):
+            send({"id": rid, "error": req["error"], "final": True})
+            continue
         try:
-            engine.run(req, lambda ev, rid=rid: send({"id": rid, **ev}))
-        except (UserError, ValueError, TypeError) as exc:
+            if rid in cancelled:  # cancelled while it waited
+                send({"id": rid, "error": "request cancelled by the client before it started", "final": True,
+                      "cancelled": True})
+                continue
+            engine.run(req, lambda ev, rid=rid: send({"id": rid, **ev}), cancelled=lambda rid=rid: rid in cancelled)
+        except (UserError, ValueError, TypeError, OverflowError) as exc:
             send({"id": rid, "error": str(exc), "final": True})
+        except Exception as exc:  # noqa: BLE001 (the request fails with its reason; the worker keeps serving)
+            send({"id": rid, "error": f"{type(exc).__name__}: {exc}", "final": True})
+        finally:
+            cancelled.discard(rid)
     return 0
 
 
