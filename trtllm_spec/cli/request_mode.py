@@ -23,6 +23,11 @@ def _read_schema(text: str) -> str:
     if not p.is_file():
         raise UserError(f"--response-format {text}: neither 'json_object', inline JSON nor an existing JSON schema "
                         "file; give one of them")
+    from trtllm_spec.core.request_mode import schema_size_problem
+
+    too_big = schema_size_problem(p.stat().st_size, f"--response-format {text}")
+    if too_big:  # refused before it is read
+        raise UserError(too_big)
     try:
         return p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

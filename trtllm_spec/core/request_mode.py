@@ -21,6 +21,36 @@ JSON_OBJECT = "json_object"
 # "json_object" is measured as the schema {"type": "object"} on every engine: any JSON object, the same grammar for
 # xgrammar (our decoder, TensorRT-LLM's guided decoding) and llama.cpp's json_schema -> GBNF conversion
 JSON_OBJECT_SCHEMA: dict = {"type": "object"}
+# the largest schema measured (its JSON text): xgrammar compiles it against the target's whole vocabulary, and the
+# served engines get it with every request; a schema beyond this is a mistake (a data file, a dump), not a format
+MAX_SCHEMA_BYTES = 1_000_000
+REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def schema_size_problem(n_bytes: int, what: str) -> str | None:
+    """The one-line refusal of a schema of ``n_bytes`` (None: small enough)."""
+    if n_bytes <= MAX_SCHEMA_BYTES:
+        return None
+    return (f"{what} is {n_bytes / 1e6:.1f} MB of JSON schema; at most {MAX_SCHEMA_BYTES / 1e6:g} MB is compiled "
+            "(xgrammar builds a grammar over the whole vocabulary from it); give the schema of one reply")
+
+
+def outside_refs(schema: Any, path: str = "") -> list[tuple[str, str]]:
+    """(where, reference) for every ``$ref`` that leaves the schema: a file, a URL, another document. Only
+    references inside it (``#`` / ``#/...``) are resolved by xgrammar, llama.cpp and the served engines alike, and
+    none is fetched from anywhere."""
+    out: list[tuple[str, str]] = []
+    if isinstance(schema, dict):
+        for k, v in schema.items():
+            where = f"{path}/{k}"
+            if k in REF_KEYS and isinstance(v, str) and not v.startswith("#"):
+                out.append((where, v))
+            elif k not in ("const", "enum", "default", "examples"):  # data, not schema
+                out += outside_refs(v, where)
+    elif isinstance(schema, list):
+        for i, v in enumerate(schema):
+            out += outside_refs(v, f"{path}/{i}")
+    return out
 
 
 def check_json_schema(schema: Any, where: str) -> None:
@@ -34,11 +64,19 @@ def check_json_schema(schema: Any, where: str) -> None:
     except ImportError:  # pragma: no cover - a base dependency
         raise ValueError(f"{where}: checking a JSON schema needs the jsonschema package (pip install "
                          "jsonschema)") from None
+    too_big = schema_size_problem(len(json.dumps(schema)), where)
+    if too_big:
+        raise ValueError(too_big)
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         path = "/".join(str(p) for p in exc.path) or "(top level)"
         raise ValueError(f"{where} is not a valid JSON Schema at {path}: {exc.message}; fix the schema") from None
+    refs = outside_refs(schema)
+    if refs:
+        at, ref = refs[0]
+        raise ValueError(f"{where}: $ref {ref!r} at {at or '/'} points outside the schema (a file or URL, which is "
+                         "never fetched); only references inside it resolve ('#/$defs/...'): inline what it names")
 
 
 class RequestMode(StrictModel):
@@ -63,6 +101,15 @@ class RequestMode(StrictModel):
         if bad:
             raise ValueError(f"chat_template_kwargs key {bad[0]!r}: a template variable name (letters, digits, "
                              "'_'), e.g. enable_thinking")
+        return v
+
+    @field_validator("response_format", mode="before")
+    @classmethod
+    def _schema_shaped(cls, v: Any) -> Any:
+        # valid JSON that is neither an object nor 'json_object' (a list, a number): one line, not the union's two
+        if v is not None and not isinstance(v, str | dict):
+            raise ValueError(f"a JSON schema is an object (e.g. {{\"type\": \"object\"}}) or the text "
+                             f"'{JSON_OBJECT}', not a JSON {type(v).__name__} ({json.dumps(v)[:40]})")
         return v
 
     @field_validator("response_format")
@@ -173,6 +220,10 @@ def mode_difference(measured: RequestMode, wanted: RequestMode) -> list[str]:
             for k in a if a[k] != b[k]]
 
 
+def _shown(text: str) -> str:
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
 def parse_cli_mode(template_args: tuple[str, ...] | list[str], response_format: str | None, top_p: float | None,
                    temperature: float, *, read_file) -> RequestMode:
     """The CLI's request-mode flags as a ``RequestMode``: ``--chat-template-arg KEY=VALUE`` (a YAML scalar:
@@ -203,8 +254,11 @@ def parse_cli_mode(template_args: tuple[str, ...] | list[str], response_format: 
         if text == JSON_OBJECT:
             fmt = JSON_OBJECT
         else:
-            if not text.startswith("{"):
+            if not text.startswith(("{", "[", '"')):
                 text = read_file(text)
+            too_big = schema_size_problem(len(text.encode("utf-8")), f"--response-format {_shown(text)}")
+            if too_big:
+                raise UserError(too_big)
             try:
                 fmt = json.loads(text)
             except json.JSONDecodeError as exc:
