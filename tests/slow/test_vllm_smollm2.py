@@ -38,7 +38,7 @@ def _session(sid: int) -> list[int]:
 
 
 def _vllm_pids(port: int) -> list[int]:
-    """Live processes whose command line names vLLM's API server on ``port`` (any parent)."""
+    """Live vLLM API servers started for ``port`` (any parent)."""
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -48,7 +48,8 @@ def _vllm_pids(port: int) -> list[int]:
             state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"vllm.entrypoints.openai.api_server" in argv and str(port).encode() in argv and state != "Z":
+        if argv[1:3] == [b"-m", b"vllm.entrypoints.openai.api_server"] and str(port).encode() in argv \
+                and state != "Z":  # the API server itself, not its keeper (serve/reaper.py) whose argv holds it
             out.append(int(d.name))
     return out
 

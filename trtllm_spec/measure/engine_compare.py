@@ -9,6 +9,8 @@ continuation drafts different contexts). ``TOLERANCE`` is the issue's agreement 
 
 from __future__ import annotations
 
+import os
+import platform
 from collections.abc import Sequence
 
 TOLERANCE = 0.05  # llama.cpp's AL within 5% of ours on the same prompts
@@ -83,3 +85,24 @@ def render_comparison(c: dict) -> str:
               "(lossless); '= our greedy': it equals our reference decoder's target-only greedy output (both engines "
               "compute the same target); AL is comparable prompt by prompt where the outputs agree.", ""]
     return "\n".join(lines)
+
+
+def engine_profile(runs: Sequence, *, engine: str, engine_label: str, drafter: dict, draft_len: int, target: dict,
+                   items: Sequence, suite_prov: dict, overlap: dict | None, seed: int, num_prompts: int, dtype: str,
+                   temperature: float, max_new_tokens: int, chat_template, mode, settings: dict,
+                   threads: int | None = None) -> dict:
+    """The speculation profile of another engine's runs (``engine``: llamacpp, vllm), the same suite and settings
+    record as the reference decoder's; ``engine_label`` stands where torch's version would (``llama.cpp <commit>``),
+    ``settings`` adds the engine's own keys."""
+    from trtllm_spec.measure.profile import build_profile
+
+    machine = {"platform": platform.platform(terse=True), "machine": platform.machine(),
+               "processor": platform.processor() or None, "cpu_count": os.cpu_count(), "torch": f"- ({engine_label})",
+               **({"torch_threads": threads} if threads is not None else {}), "device": "cpu"}
+    return build_profile(
+        runs, engine=engine, drafter={**drafter, "draft_len": draft_len}, target=target,
+        suite={**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
+               "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
+        settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
+                  "chat_template": str(chat_template) if chat_template else "checkpoint", "machine": machine,
+                  **settings, "request_mode": mode.as_dict()})

@@ -20,14 +20,12 @@ the steps; the profile's per-position rates use the histogram with the verificat
 
 from __future__ import annotations
 
-import os
-import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_spec.errors import UserError
-from trtllm_spec.measure.profile import PromptRun, build_profile, requested_drafts
+from trtllm_spec.measure.profile import PromptRun, requested_drafts
 
 POS_METRIC = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
 STEPS_METRIC = "llamacpp:spec_decode_num_drafts_total"
@@ -138,23 +136,16 @@ def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, s
                 + ("" if out == ref else " (differs from llama.cpp's target-only greedy)"))
     if runs_out is not None:
         runs_out.extend(runs)
-    profile = build_profile(
-        runs, engine="llamacpp",
-        drafter={**drafter, "draft_len": draft_len},
-        target=target,
-        suite={**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
-               "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
-        settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
-                  "chat_template": str(chat_template) if chat_template else "checkpoint",
-                  "machine": {"platform": platform.platform(terse=True), "machine": platform.machine(),
-                              "processor": platform.processor() or None, "cpu_count": os.cpu_count(),
-                              "torch": f"- (llama.cpp {llamacpp.get('commit', '')[:12]})", "torch_threads": threads,
-                              "device": "cpu"},
-                  "llamacpp": {**llamacpp, "spec_type": spec_type, "target_gguf": str(target_gguf),
-                               "draft_gguf": str(draft_gguf), "spec_draft_p_min": 0, "spec_draft_n_min": 0},
-                  "reference": {"outputs": "llama.cpp target-only greedy (llama-server without the drafter)"},
-                  "request_mode": mode.as_dict()},
-    )
+    from trtllm_spec.measure.engine_compare import engine_profile
+
+    profile = engine_profile(
+        runs, engine="llamacpp", engine_label=f"llama.cpp {llamacpp.get('commit', '')[:12]}", drafter=drafter,
+        draft_len=draft_len, target=target, items=items, suite_prov=suite_prov, overlap=overlap, seed=seed,
+        num_prompts=num_prompts, dtype=dtype, temperature=temperature, max_new_tokens=max_new_tokens,
+        chat_template=chat_template, mode=mode, threads=threads, settings={
+            "llamacpp": {**llamacpp, "spec_type": spec_type, "target_gguf": str(target_gguf),
+                         "draft_gguf": str(draft_gguf), "spec_draft_p_min": 0, "spec_draft_n_min": 0},
+            "reference": {"outputs": "llama.cpp target-only greedy (llama-server without the drafter)"}})
     if any(r["json_schema"] is not None for r in reqs):
         from trtllm_spec.measure.run import check_outputs
 

@@ -42,9 +42,6 @@ from trtllm_spec.errors import UserError
 CONTENT_KEYS = ("content", "reasoning_content", "reasoning")  # generated text, answer or thinking
 VLLM_COUNTERS = {"num_drafts": "vllm:spec_decode_num_drafts", "num_draft_tokens": "vllm:spec_decode_num_draft_tokens",
                  "num_accepted_tokens": "vllm:spec_decode_num_accepted_tokens"}
-LOOKED_FOR = ("/metrics llamacpp:spec_decode_* counters (llama-server --metrics)",
-              "response timings.draft_n / draft_n_accepted (llama.cpp server)",
-              "/metrics vllm:spec_decode_* counters (vLLM)", "/metrics specDecodingStats iteration stats (trtllm-serve)")
 METRICS_TIMEOUT_S = 10.0
 
 
@@ -348,44 +345,80 @@ def per_request_acceptance(requests: Sequence[StreamedRequest], categories: dict
             "categories": {c: _percentiles([a[0] for cc, a in got if cc == c]) for c in cats}}
 
 
-def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, after: str | None,
-                      metrics_failure: str | None = None) -> dict:
-    """The acceptance the server itself reports over one level (see the module docstring), else not reported."""
-    from trtllm_spec.measure.trtllm_engine import iteration_acceptance
-
-    native = llamacpp_acceptance(before, after)
-    if native is not None:
-        return native
+def _llamacpp_timings(requests: Sequence[StreamedRequest], before: str | None, after: str | None) -> dict | None:
     timed = [r.timings for r in requests if r.timings and isinstance(r.timings.get("draft_n"), int)]
     drafted = sum(t["draft_n"] for t in timed)
-    if timed and drafted:
-        accepted = sum(int(t.get("draft_n_accepted") or 0) for t in timed)
-        return {"reported": True, "source": "response timings (llama.cpp server)", "num_draft_tokens": drafted,
-                "num_accepted_tokens": accepted, "draft_acceptance_rate": round(accepted / drafted, 6),
-                "acceptance_length": None, "note": "llama.cpp reports drafted and accepted tokens, not the number "
-                "of drafts: acceptance length is not derivable"}
+    if not (timed and drafted):
+        return None
+    accepted = sum(int(t.get("draft_n_accepted") or 0) for t in timed)
+    return {"reported": True, "source": "response timings (llama.cpp server)", "num_draft_tokens": drafted,
+            "num_accepted_tokens": accepted, "draft_acceptance_rate": round(accepted / drafted, 6),
+            "acceptance_length": None, "note": "llama.cpp reports drafted and accepted tokens, not the number "
+            "of drafts: acceptance length is not derivable"}
+
+
+def _vllm_counters(requests: Sequence[StreamedRequest], before: str | None, after: str | None) -> dict | None:
     a, b = prometheus_counters(after), prometheus_counters(before)
-    if all(k in a for k in VLLM_COUNTERS):
-        d = {k: a[k] - b.get(k, 0.0) for k in VLLM_COUNTERS}
-        if d["num_drafts"] > 0:
-            return {"reported": True, "source": "/metrics vllm:spec_decode_* counters (vLLM)",
-                    **{k: int(v) for k, v in d.items()},
-                    "draft_acceptance_rate": round(d["num_accepted_tokens"] / d["num_draft_tokens"], 6)
-                    if d["num_draft_tokens"] else None,
-                    "acceptance_length": round(1 + d["num_accepted_tokens"] / d["num_drafts"], 6)}
+    if not all(k in a for k in VLLM_COUNTERS):
+        return None
+    d = {k: a[k] - b.get(k, 0.0) for k in VLLM_COUNTERS}
+    if d["num_drafts"] <= 0:
+        return None
+    return {"reported": True, "source": "/metrics vllm:spec_decode_* counters (vLLM)",
+            **{k: int(v) for k, v in d.items()},
+            "draft_acceptance_rate": round(d["num_accepted_tokens"] / d["num_draft_tokens"], 6)
+            if d["num_draft_tokens"] else None,
+            "acceptance_length": round(1 + d["num_accepted_tokens"] / d["num_drafts"], 6)}
+
+
+def _trtllm_iteration_stats(requests: Sequence[StreamedRequest], before: str | None, after: str | None
+                            ) -> dict | None:
+    from trtllm_spec.measure.trtllm_engine import iteration_acceptance
+
     stats = _iteration_stats(after)
-    if stats is not None:
-        try:
-            its = iteration_acceptance(stats)
-        except UserError:
-            its = None
-        if its is not None:
-            return {"reported": True, "source": "/metrics specDecodingStats iteration stats (trtllm-serve)",
-                    **{k: its[k] for k in ("num_draft_tokens", "num_accepted_tokens",
-                                           "num_requests_with_draft_tokens")},
-                    "draft_acceptance_rate": round(its["draft_acceptance_rate"], 6)
-                    if its["draft_acceptance_rate"] is not None else None,
-                    "acceptance_length": round(its["acceptance_length"], 6)}
+    if stats is None:
+        return None
+    try:
+        its = iteration_acceptance(stats)
+    except UserError:
+        return None
+    if its is None:
+        return None
+    return {"reported": True, "source": "/metrics specDecodingStats iteration stats (trtllm-serve)",
+            **{k: its[k] for k in ("num_draft_tokens", "num_accepted_tokens", "num_requests_with_draft_tokens")},
+            "draft_acceptance_rate": round(its["draft_acceptance_rate"], 6)
+            if its["draft_acceptance_rate"] is not None else None,
+            "acceptance_length": round(its["acceptance_length"], 6)}
+
+
+@dataclass(frozen=True)
+class AcceptanceSource:
+    """One way a server reports its acceptance over a level: what it is (``looked_for``, named when nothing is
+    found) and ``read(requests, /metrics before, /metrics after) -> record | None``. Adding an engine's report is
+    one entry of ``ACCEPTANCE_SOURCES``."""
+
+    looked_for: str
+    read: Callable[[Sequence[StreamedRequest], str | None, str | None], dict | None]
+
+
+ACCEPTANCE_SOURCES = (
+    AcceptanceSource("/metrics llamacpp:spec_decode_* counters (llama-server --metrics)",
+                     lambda _reqs, before, after: llamacpp_acceptance(before, after)),
+    AcceptanceSource("response timings.draft_n / draft_n_accepted (llama.cpp server)", _llamacpp_timings),
+    AcceptanceSource("/metrics vllm:spec_decode_* counters (vLLM)", _vllm_counters),
+    AcceptanceSource("/metrics specDecodingStats iteration stats (trtllm-serve)", _trtllm_iteration_stats),
+)
+LOOKED_FOR = tuple(s.looked_for for s in ACCEPTANCE_SOURCES)
+
+
+def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, after: str | None,
+                      metrics_failure: str | None = None) -> dict:
+    """The acceptance the server itself reports over one level: the first of ``ACCEPTANCE_SOURCES`` that has it
+    (see the module docstring), else not reported, naming what was looked for."""
+    for src in ACCEPTANCE_SOURCES:
+        got = src.read(requests, before, after)
+        if got is not None:
+            return got
     return {"reported": False, "source": None, "acceptance_length": None, "draft_acceptance_rate": None,
             "note": "not reported: the server sent none of " + "; ".join(LOOKED_FOR)
             + ("" if after is not None else f" ({metrics_failure or 'it has no /metrics'})")}

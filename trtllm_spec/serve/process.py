@@ -111,6 +111,29 @@ class ServerProcess:
                 proc.kill()
                 proc.wait()
 
+    def post_json(self, path: str, body: dict, timeout_s: float, what: str = "a completion") -> dict:
+        """``POST url+path`` with a JSON body, the JSON reply; a refusal or no answer is one line naming the server
+        (and, where the server process has exited, that it did: ``exit_note``)."""
+        import json
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(f"{self.url}{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            raise UserError(f"{self.title} refused {what} ({exc.code}: {exc.read()[:300]!r})") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise UserError(f"{self.title} at {self.url} did not answer {what} ({exc}){self.exit_note()}") from None
+
+    def exit_note(self) -> str:
+        """``; it exited with code N`` where the server process has ended, else nothing."""
+        if self.proc is not None and self.proc.poll() is not None:
+            return f"; it exited with code {self.proc.returncode}"
+        return ""
+
     def __enter__(self):
         return self.start()
 

@@ -206,17 +206,11 @@ class VllmServer(ServerProcess):
         body = {"model": self.model_name, "prompt": prompt_ids, "max_tokens": max_tokens, "temperature": temperature,
                 "top_p": top_p, "seed": seed, "return_token_ids": True, "skip_special_tokens": False,
                 **(extra or {})}
-        req = urllib.request.Request(f"{self.url}/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s) as r:
-                return json.loads(r.read())
-        except urllib.error.HTTPError as exc:
-            raise UserError(f"vLLM refused a completion ({exc.code}: {exc.read()[:300]!r})") from None
-        except (urllib.error.URLError, OSError) as exc:
-            alive = self.proc is not None and self.proc.poll() is None
-            raise UserError(f"vLLM at {self.url} did not answer a completion ({exc})"
-                            + ("" if alive else f"; it exited{self.diagnosis()}")) from None
+        return self.post_json("/v1/completions", body, timeout_s)
+
+    def exit_note(self) -> str:
+        note = super().exit_note()
+        return f"{note}{self.diagnosis()}" if note else ""
 
     def metrics_text(self) -> str:
         text = _get(f"{self.url}/metrics")
