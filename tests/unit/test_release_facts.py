@@ -213,6 +213,9 @@ def opaque_citations(root: Path = PKG) -> list[str]:
 
 def test_no_citation_by_a_search_index_id():
     assert opaque_citations() == []
+    docs = PKG.parent / "docs"
+    found = [f"docs/{p.name}" for p in sorted(docs.glob("*.md")) if OPAQUE_ID.search(p.read_text())]
+    assert found == []
 
 
 def test_the_citation_scan_sees_a_wrapped_id(tmp_path):

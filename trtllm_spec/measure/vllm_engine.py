@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.profile import PromptRun, requested_drafts
 
@@ -65,7 +66,7 @@ def _tokens(resp: dict) -> list[int]:
     return [int(t) for t in toks]
 
 
-def measure_vllm(target_dir: Path, spec, draft_len: int, *, drafter: dict, target: dict, suite: str = "speed-lite",
+def measure_vllm(target_dir: Path, spec, draft_len: int, *, drafter: dict, target: dict, suite: str = SUITE_NAME,
                  categories: Sequence[str] | None = None, num_prompts: int = 10, max_new_tokens: int = 128,
                  temperature: float = 0.0, seed: int = 0, chat_template: str | Path | None = None,
                  progress: Callable[[str], None] | None = None, suite_check: Callable[[list], dict] | None = None,
