@@ -183,3 +183,36 @@ def test_the_keeper_ends_its_session_and_shm_when_its_parent_is_killed(tmp_path)
     while session_pids(sid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert session_pids(sid) == [] and not (SHM / name).exists()
+
+
+@pytest.mark.parametrize("schedule, release, seqs, want", [
+    ({4: 4, 8: 2}, "1.3", 16, [(1, 4, 4), (5, 8, 2), (9, 16, 0)]),  # upper thresholds; above the largest key off
+    ({4: 4, 8: 2}, "1.3", 6, [(1, 4, 4), (5, 6, 2)]),
+    ({2: 3, 16: 1}, "1.3", 16, [(1, 2, 3), (3, 16, 1)]),
+    ({1: 4, 4: 2, 8: 0}, "1.2", 16, [(1, 3, 4), (4, 7, 2), (8, 16, 0)]),  # lower thresholds
+    ({1: 4, 4: 2, 8: 0}, "1.2", 5, [(1, 3, 4), (4, 5, 2)]),
+])
+def test_our_schedule_as_vllms_per_batch_size_ranges(schedule, release, seqs, want):
+    from trtllm_spec.planner.schedule import vllm_schedule
+
+    got = vllm_schedule(schedule, max(schedule.values()), release, seqs)
+    assert got == want
+    # what vLLM's validator demands (vllm/v1/spec_decode/dynamic/utils.py): from 1, sorted, no overlap, no gap
+    assert got[0][0] == 1 and all(a[1] + 1 == b[0] for a, b in zip(got, got[1:], strict=False))
+    assert got[-1][1] == seqs and all(s <= e for s, e, _ in got)
+
+
+def test_draft_len_schedule_flag_is_checked_before_vllm_starts(tmp_path, monkeypatch):
+    from trtllm_spec.stages.vllm import parse_schedule
+
+    assert parse_schedule('{"4": 3, "16": 1}', 3, 32, "1.3") == [(1, 4, 3), (5, 16, 1), (17, 32, 0)]
+    with pytest.raises(UserError, match="its largest D must be --draft-len"):
+        parse_schedule('{"4": 3, "16": 1}', 2, 32, "1.3")
+    with pytest.raises(UserError, match="give a JSON object"):
+        parse_schedule("[1, 2]", 3, 32)
+    r = CliRunner().invoke(main, ["assets", "serve", "smollm2-135m", "--draft-len-schedule", '{"4": 3}'])
+    assert r.exit_code == 2 and "--draft-len-schedule: an option of --engine vllm" in r.output
+    monkeypatch.setenv("TRTLLM_SPEC_VLLM_VENV", str(tmp_path / "none"))
+    r = CliRunner().invoke(main, ["assets", "serve", "smollm2-135m", "--engine", "vllm", "--draft-len-schedule",
+                                  '{"4": 3}'])
+    assert r.exit_code == 2 and "add --drafter" in r.output

