@@ -2,7 +2,9 @@
 ``scripts/setup.sh --dev``) serving the CPU preview of a bundle's llmapi repository: the bundle of the CPU default
 mechanism (EAGLE-3) built from a tiny random target, through ``trtllm-spec build`` / ``triton --preview``.
 
-Every test has a hard deadline (SIGALRM) on top of the bounded waits of the client and the server.
+Every test has a hard deadline (SIGALRM) on top of the bounded waits of the client and the server. The tests share
+one server (module fixture) and hold in any order (run forward and reversed): none names an order (the first test
+was called ``test_0_...``), and each that sends a bad or hostile request checks that the next one is served.
 """
 
 from __future__ import annotations
@@ -175,7 +177,7 @@ def text_input(prompt: str = PROMPT):
 
 # ---- the tests ------------------------------------------------------------------------------------------------
 
-def test_0_preview_repository_keeps_the_gpu_config(server, repo, bundle, tmp_path):
+def test_preview_repository_keeps_the_gpu_config(server, repo, bundle, tmp_path):
     """The default bundle's repository loads in real Triton (the server fixture waited for ready); it is the GPU
     node's repository plus model.py / preview.json: config.pbtxt and model.yaml are byte for byte the same."""
     from trtllm_spec.deploy.triton import check_triton_repo
