@@ -216,3 +216,25 @@ def test_draft_len_schedule_flag_is_checked_before_vllm_starts(tmp_path, monkeyp
     r = CliRunner().invoke(main, ["assets", "serve", "smollm2-135m", "--engine", "vllm", "--draft-len-schedule",
                                   '{"4": 3}'])
     assert r.exit_code == 2 and "add --drafter" in r.output
+
+
+def test_the_measure_subcommands_are_the_sources_list():
+    """measure/engines.SOURCES is the list of what 'measure' measures with: its subcommands, its help, and the
+    engines a speculation profile may record, kept equal."""
+    import typing
+
+    from trtllm_spec.cli.measure import measure_group
+    from trtllm_spec.core.artifacts import SpeculationProfile
+    from trtllm_spec.measure.engines import SOURCES
+
+    assert set(measure_group.commands) == {s.name for s in SOURCES}
+    help_text = CliRunner().invoke(main, ["measure", "--help"]).output
+    for s in SOURCES:
+        assert s.name in help_text and s.summary[:30] in " ".join(help_text.split())
+    recorded = set(typing.get_args(SpeculationProfile.model_fields["engine"].annotation))
+    assert recorded == {s.profile_engine for s in SOURCES if s.profile_engine}
+    for s in SOURCES:  # an engine beside ours has its comparison and its vLLM / llama.cpp stage
+        if s.beside_reference:
+            import importlib
+
+            assert importlib.import_module(f"trtllm_spec.stages.{s.name}").__name__

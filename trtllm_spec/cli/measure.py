@@ -22,6 +22,7 @@ from trtllm_spec.cli.measure_options import (
 )
 from trtllm_spec.cli.request_mode import request_mode_options
 from trtllm_spec.drafters.registry import FOLDERLESS
+from trtllm_spec.measure.engines import help_table
 
 # the spellings before measure had subcommands -> the subcommand that measures the same thing
 OLD_ENGINES = {"pytorch": "reference", "trtllm": "trtllm", "openai": "served", "llamacpp": "llamacpp"}
@@ -73,19 +74,16 @@ def _needs_output(out: Path | None, as_json: bool) -> None:
 @main.group("measure", cls=MeasureGroup)
 def measure_group() -> None:
     """Measure acceptance length (overall, per category, per draft position) and speedup of a drafter against its
-    target on real prompts; the profile feeds 'trtllm-spec plan --acceptance'. One subcommand per thing measured:
+    target on real prompts; the profile feeds 'trtllm-spec plan --acceptance'. One subcommand per thing measured
+    (measure/engines.py):
 
-    \b
-      reference     our lossless reference decoder, here (CPU or GPU)
-      llamacpp      llama.cpp's own speculative decoding, here, beside ours
-      vllm          vLLM's own speculative decoding (a batching server), here, beside ours
-      served        any running OpenAI-compatible server (TTFT, TPOT, tokens/s per concurrency)
-      trtllm        TensorRT-LLM's LLM API with a bundle's options (a GPU node)
-      from-bench    a trtllm-bench --report_json file (the bundle's bench.sh writes them)
-      from-metrics  trtllm-serve iteration stats (a saved /metrics JSON or its URL)
+    {sources}
 
     'trtllm-spec measure --target ...' without a subcommand is 'measure reference'.
     """
+
+
+measure_group.help = measure_group.help.replace("{sources}", help_table())
 
 
 @measure_group.command("reference")
