@@ -11,8 +11,9 @@ import textwrap
 import pytest
 
 from trtllm_spec.cli.measure import measure_group
+from trtllm_spec.measure.engines import SOURCES
 
-SUBCOMMANDS = ("reference", "llamacpp", "served", "trtllm", "from-bench", "from-metrics")
+SUBCOMMANDS = tuple(s.name for s in SOURCES)  # every subcommand, vllm included
 
 
 def test_measure_help_lists_the_subcommands(cli):
