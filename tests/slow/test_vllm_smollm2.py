@@ -155,3 +155,44 @@ def test_vllm_runs_our_eagle3_head_as_our_decoder_does(cli, smollm2_hf, head, tm
     assert o["acceptance_length_vllm"] > 1.0  # drafts were accepted: vLLM runs the head, not just the target
     assert c["within_tolerance"] and abs(o["relative_difference"]) <= 0.03, c
     assert "vLLM vs the reference decoder" in (out / "report.md").read_text()
+
+
+def test_a_vllm_that_dies_mid_run_is_one_line_and_keeps_what_was_measured(smollm2_hf, tmp_path):
+    """The engine core killed while 'measure vllm' runs: exit 2, one line naming vLLM and the file that keeps the
+    prompts measured before; --out is not written; no process of vLLM's session is left."""
+    env = subprocess_env(tmp_path)
+    from trtllm_spec.serve.vllm import vllm_venv
+
+    env["TRTLLM_SPEC_VLLM_VENV"] = str(vllm_venv())
+    out = tmp_path / "m"
+    proc = subprocess.Popen(cli_command("measure", "vllm", "--target", "smollm2-135m", "--drafter", "ngram",
+                                        "--draft-len", "3", "--categories", "coding,writing,math", "--num-prompts",
+                                        "1", "--max-new-tokens", "48", "--no-compare-reference", "--out", out),
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        for line in proc.stderr:  # the speculative server's first measured prompt, then kill its engine core
+            lines.append(line)
+            if line.startswith("[1/3]"):
+                break
+        keeper = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit() and (d / "cmdline").exists()
+                  and b"reaper.py" in (d / "cmdline").read_bytes()
+                  and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == proc.pid]
+        assert len(keeper) == 1, "".join(lines)
+        sid = keeper[0]  # the keeper leads vLLM's session (serve/reaper.py)
+        engine = [pid for pid in _session(sid) if b"VLLM::EngineCore" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert engine, "".join(lines)
+        for pid in engine:
+            os.kill(pid, signal.SIGKILL)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=GONE_S * 4) == 2, "".join(lines) + rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    last = rest.strip().splitlines()[-1]
+    assert "vLLM" in last and f"{out.name}.partial.json" in last, rest
+    kept = json.loads((tmp_path / f"{out.name}.partial.json").read_text())
+    assert kept["complete"] is False and kept["measured"] >= 1 and kept["of"] == 3
+    assert not out.exists()
+    assert _session(sid) == [], "a vLLM process was left behind"

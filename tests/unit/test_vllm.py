@@ -238,3 +238,26 @@ def test_the_measure_subcommands_are_the_sources_list():
             import importlib
 
             assert importlib.import_module(f"trtllm_spec.stages.{s.name}").__name__
+
+
+def test_bad_input_before_vllm_starts(tmp_path, tiny_target, tiny_draft):
+    """A port already taken, a drafter made for another target, a drafter vLLM cannot run: one line, exit 2,
+    before a minute of loading (and before the venv is even looked for), nothing written."""
+    import shutil
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = CliRunner().invoke(main, ["assets", "serve", "smollm2-135m", "--engine", "vllm", "--port", str(port)])
+    assert r.exit_code == 2 and f"port {port} on 127.0.0.1 is taken" in r.output
+    other = tmp_path / "other"
+    shutil.copytree(tiny_draft, other)
+    cfg = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**cfg, "vocab_size": cfg["vocab_size"] + 44}))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["measure", "vllm", "--target", str(tiny_target), "--drafter", str(other),
+                                  "--draft-len", "3", "--out", str(out)])
+    assert r.exit_code == 2 and "it was made for another target" in r.output and not out.exists()
+    assert len(r.output.strip().splitlines()) == 1

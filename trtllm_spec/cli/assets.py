@@ -181,8 +181,10 @@ def _serve_vllm(name: str, drafter: str | None, draft_len: int | None, *, host: 
         raise UserError(f"--max-num-seqs {max_num_seqs}: give at least 1 request")
     if schedule is not None and drafter is None:
         raise UserError("--draft-len-schedule: an option of a speculative server; add --drafter or drop it")
+    from trtllm_spec.serve.vllm import check_port_free
     from trtllm_spec.stages.vllm import parse_schedule
 
+    check_port_free(f"http://{host}:{port}")  # before a minute of loading
     by_batch = parse_schedule(schedule, draft_len, max_num_seqs) if schedule is not None else None
     log_dir = None
     if log_file is None:

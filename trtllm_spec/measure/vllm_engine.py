@@ -73,7 +73,7 @@ def measure_vllm(target_dir: Path, spec, draft_len: int, *, drafter: dict, targe
                  log_dir: Path | None = None, runs_out: list | None = None, request_mode=None,
                  install=None) -> dict:
     """The speculation profile of vLLM running ``spec`` (a ``serve.vllm.VllmSpec``) over ``target_dir``;
-    ``runs_out`` receives the per-prompt runs (token ids included)."""
+    ``runs_out`` receives the per-prompt runs (token ids included) as each is measured."""
     from trtllm_spec.measure.run import item_mode, resolve_mode, suite_prompts
     from trtllm_spec.serve.vllm import VllmServer, find_vllm
 
@@ -104,7 +104,7 @@ def measure_vllm(target_dir: Path, spec, draft_len: int, *, drafter: dict, targe
             t0 = time.perf_counter()
             r = srv.complete(ids, max_new_tokens, temperature, seed, top_p=mode.top_p, extra=extra)
             refs.append((_tokens(r), time.perf_counter() - t0))
-    runs: list[PromptRun] = []
+    runs: list[PromptRun] = runs_out if runs_out is not None else []  # filled as it goes: a failure keeps them
     log(f"vLLM: {spec.method} at D={draft_len} (starting the server)")
     with VllmServer(target_dir, spec=spec, install=install, max_model_len=max_len, log_file=logfile("vllm-spec.log"),
                     seed=seed) as srv:
@@ -134,8 +134,6 @@ def measure_vllm(target_dir: Path, spec, draft_len: int, *, drafter: dict, targe
             al = (len(out) - 1) / len(accepted) if accepted else 1.0
             log(f"[{i + 1}/{len(items)}] {item.id}: {len(out)} tokens, AL {al:.2f}"
                 + ("" if out == ref else " (differs from vLLM's target-only greedy)"))
-    if runs_out is not None:
-        runs_out.extend(runs)
     from trtllm_spec.measure.engine_compare import engine_profile
 
     profile = engine_profile(

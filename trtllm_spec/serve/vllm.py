@@ -164,10 +164,15 @@ class VllmServer(ServerProcess):
         return True
 
     def start(self, timeout_s: float = 600.0) -> VllmServer:
+        check_port_free(self.url)
         t0 = time.monotonic()
         try:
             super().start(timeout_s)
         except UserError as exc:
+            if "before answering" in str(exc):  # the command line (a page long) adds nothing to vLLM's reason
+                code = str(exc).split("exited with code ", 1)[-1].split(" ", 1)[0]
+                raise UserError(f"vLLM exited with code {code} before answering {self.url}{self.diagnosis()} "
+                                f"(log: {self.log_file or 'none: give a log file'})") from None
             raise UserError(f"{exc}{self.diagnosis()}") from None
         self.started_s = time.monotonic() - t0
         return self
@@ -217,6 +222,20 @@ class VllmServer(ServerProcess):
         if text is None:
             raise UserError(f"{self.url}/metrics did not answer")
         return text
+
+
+def check_port_free(url: str) -> None:
+    """Refuse a port something already listens on (vLLM would load for a minute, then fail to bind)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    with socket.socket(socket.AF_INET6 if ":" in (u.hostname or "") else socket.AF_INET) as s:
+        try:
+            s.bind((u.hostname, u.port))
+        except OSError:
+            raise UserError(f"port {u.port} on {u.hostname} is taken (something listens there): choose another "
+                            "--port, or stop what serves on it") from None
 
 
 def _get(url: str, timeout: float = 2.0) -> str | None:

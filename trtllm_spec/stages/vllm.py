@@ -72,12 +72,15 @@ def run_measure_vllm(target: str, drafter: str, draft_len: int, *, out: Path | N
     from trtllm_spec.measure.vllm_engine import measure_vllm
 
     vllm_runs: list = []
-    profile = measure_vllm(
-        target_dir, spec, draft_len,
-        drafter={"type": info.kind, "path": str(info.path.resolve()) if info.path else None,
-                 "max_draft_len": info.max_draft_len},
-        target=target_summary(target, target_dir, target_cfg), progress=log, suite_check=check,
-        runs_out=vllm_runs, request_mode=request_mode, install=install, **settings)
+    try:
+        profile = measure_vllm(
+            target_dir, spec, draft_len,
+            drafter={"type": info.kind, "path": str(info.path.resolve()) if info.path else None,
+                     "max_draft_len": info.max_draft_len},
+            target=target_summary(target, target_dir, target_cfg), progress=log, suite_check=check,
+            runs_out=vllm_runs, request_mode=request_mode, install=install, **settings)
+    except UserError as exc:  # vLLM died or refused mid-run: the prompts it measured are kept beside --out
+        raise UserError(f"{exc}{_keep_partial(vllm_runs, out, len(items))}") from None
     if compare_reference:
         from trtllm_spec.measure.engine_compare import compare
         from trtllm_spec.measure.run import measure
@@ -122,6 +125,21 @@ def parse_schedule(text: str, draft_len: int | None, max_num_seqs: int, release:
         raise UserError(f"--draft-len-schedule {text}: its largest D must be --draft-len ({draft_len}), the drafts "
                         "vLLM is started with")
     return vllm_schedule(sched, draft_len, release, max_num_seqs)
+
+
+def _keep_partial(runs: list, out: Path | None, total: int) -> str:
+    """The prompts measured before a failure, as ``<out>.partial.json`` (never inside --out: nothing half-written
+    there); the message's tail naming it."""
+    if not runs or out is None:
+        return f" ({len(runs)} of {total} prompts measured, not kept: give --out to keep them)" if runs else ""
+
+    from trtllm_spec.core.files import write_json_atomic
+
+    path = Path(out).parent / f"{Path(out).name}.partial.json"
+    write_json_atomic(path, {"engine": "vllm", "complete": False, "measured": len(runs), "of": total, "prompts": [
+        {"id": r.id, "category": r.category, "output": r.output, "reference": r.reference,
+         "accepted": r.accepted, "proposed": r.proposed} for r in runs]})
+    return f"; the {len(runs)} of {total} prompts measured before are kept in {path}"
 
 
 def vllm_server(asset: str, drafter: str | None, draft_len: int | None, *, host: str, port: int,
