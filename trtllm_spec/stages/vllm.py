@@ -69,18 +69,26 @@ def run_measure_vllm(target: str, drafter: str, draft_len: int, *, out: Path | N
     runs = 4 if compare_reference else 2
     measure_budget(len(items) * runs, max_new_tokens, f"{len(items)} prompts x {runs} decodes (vLLM"
                    + (" and ours" if compare_reference else "") + ": speculative and target alone)", allow_long, log)
+    import shutil
+    import tempfile
+
     from trtllm_spec.measure.vllm_engine import measure_vllm
 
     vllm_runs: list = []
+    log_dir = Path(tempfile.mkdtemp(prefix="trtllm-spec-vllm-logs-"))  # kept when vLLM fails (named in the error)
     try:
         profile = measure_vllm(
             target_dir, spec, draft_len,
             drafter={"type": info.kind, "path": str(info.path.resolve()) if info.path else None,
                      "max_draft_len": info.max_draft_len},
             target=target_summary(target, target_dir, target_cfg), progress=log, suite_check=check,
-            runs_out=vllm_runs, request_mode=request_mode, install=install, **settings)
+            runs_out=vllm_runs, request_mode=request_mode, install=install, log_dir=log_dir, **settings)
     except UserError as exc:  # vLLM died or refused mid-run: the prompts it measured are kept beside --out
-        raise UserError(f"{exc}{_keep_partial(vllm_runs, out, len(items))}") from None
+        raise UserError(f"{exc}{_keep_partial(vllm_runs, out, len(items))} (vLLM's logs: {log_dir})") from None
+    except BaseException:
+        shutil.rmtree(log_dir, ignore_errors=True)
+        raise
+    shutil.rmtree(log_dir, ignore_errors=True)
     if compare_reference:
         from trtllm_spec.measure.engine_compare import compare
         from trtllm_spec.measure.run import measure
