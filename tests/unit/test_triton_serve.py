@@ -451,3 +451,42 @@ def test_sixteen_concurrent_streams_are_each_served(server, greedy):
     for steps in results:
         assert steps[-1] == (greedy, True) and not any(final for _, final in steps[:-1])
     assert_still_serves(server, greedy)
+
+
+def test_a_stop_request_cancels_the_stream_it_names_and_the_next_is_served(server, greedy):
+    """The llmapi contract's ``stop`` input with the request id of a stream asking for 1900 tokens: both get
+    'Request cancelled by client', the worker stops decoding it, and the next request is answered within seconds."""
+    import queue
+
+    got: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: got.put((result, error)))
+    try:
+        client.async_stream_infer("tensorrt_llm", [text_input(), _input("streaming", np.array([True])),
+                                                   _input("sampling_param_max_tokens", np.array([1900], dtype=np.int32))],
+                                  request_id="long-1", enable_empty_final_response=True)
+        assert got.get(timeout=60)[1] is None  # decoding, step by step
+        stopper = grpcclient.InferenceServerClient(server.grpc_url)
+        answers: queue.Queue = queue.Queue()
+        stopper.start_stream(callback=lambda result, error: answers.put((result, error)))
+        try:
+            stopper.async_stream_infer("tensorrt_llm", [text_input("w1"), _input("stop", np.array([True]))],
+                                       request_id="long-1")
+            assert "Request cancelled by client" in answers.get(timeout=30)[1].message()
+        finally:
+            stopper.stop_stream()
+            stopper.close()
+        t0 = time.monotonic()
+        while True:  # the long stream ends with the cancellation, not after its 1900 tokens
+            result, error = got.get(timeout=30)
+            if error is not None:
+                assert "Request cancelled by client" in error.message()
+                break
+            assert not result.get_response().parameters["triton_final_response"].bool_param
+        assert time.monotonic() - t0 < 20
+    finally:
+        client.stop_stream()
+        client.close()
+    t0 = time.monotonic()
+    assert_still_serves(server, greedy)
+    assert time.monotonic() - t0 < 20, "the next request waited for the stopped request's 1900 tokens"

@@ -69,7 +69,8 @@ What differs from the GPU node:
   frequency/presence penalties and `return_cumulative_logprob` are refused with an error response;
 - `sampling_param_stop` strings end the text before them (`finish_reason` stop); sampling (temperature, top-k,
   top-p, seed) follows the target's distribution through the reference decoder's rejection sampling, not
-  TensorRT-LLM's random stream; a `stop` request cancels its request id between two responses;
+  TensorRT-LLM's random stream; a `stop` request, or a client that disconnects, cancels the request at its
+  next decoding step;
 - every output has the data type `config.pbtxt` declares (NVIDIA's `model.py` sends the perf outputs as strings:
   Triton 2.51 does not check a python model's output types);
 - on the GPU node `launch_triton.sh` copies NVIDIA's `model.py` over this one and `preview.json` is unused.
