@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from trtllm_spec.cli.common import field_choices, field_default
+from trtllm_spec.core.bundle import PROFILE_FILE
 from trtllm_spec.core.recipe import MeasureConfig as M
 
 
@@ -108,7 +109,7 @@ def budget_option(f):
                         "first either way).")(f)
 
 
-def output_options(what: str = "speculation_profile.json"):
+def output_options(what: str = PROFILE_FILE):
     return stack(
         click.option("--out", type=click.Path(path_type=Path), help=f"Write {what}, report.md and provenance here."),
         click.option("--force", is_flag=True, help="Replace a non-empty --out folder (only one trtllm-spec wrote)."),

@@ -18,6 +18,7 @@ from typing import Literal
 # the bundle's LLM API options files (core/bundle.py names them; stages/bundle.py writes them)
 from trtllm_spec.core.bundle import (
     CALIBRATE_OPTIONS_FILE,
+    DATASET_FILE,
     OPTIONS_FILE,
     PLAIN_OPTIONS_FILE,
     SPECULATIVE_OPTIONS_FILE,
@@ -123,7 +124,7 @@ def bench_dataset_jsonl(prompts: Sequence[str], output_tokens: int | Sequence[in
 
 
 def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None = None,
-             dataset: str = "dataset.jsonl", options_file: str = OPTIONS_FILE, num_requests: int | None = None,
+             dataset: str = DATASET_FILE, options_file: str = OPTIONS_FILE, num_requests: int | None = None,
              warmup: int = 2, streaming: bool = True, report_dir: str = "bench_results",
              purpose: str = "Throughput/latency of {model} with its drafter, one run per concurrency.") -> str:
     """``bench.sh``: ``trtllm-bench --model M [--model_path P] throughput`` once per concurrency, each writing
