@@ -220,11 +220,11 @@ def test_deadline_cuts_a_trickling_body():
 
 def test_fake_stops_by_itself():
     """The fake's own timer stops it (a test that forgets ``with`` leaks no server). Waited for on the condition
-    itself, its serving thread ending when the timer shuts it down, not on a guessed sleep."""
+    itself, the timer's thread ending once its stop() has returned, not on a guessed sleep."""
     t0 = time.perf_counter()
     fake = FakeOpenAI(lifetime_s=0.3)
-    fake._thread.join(timeout=30)  # returns as soon as stop() has shut the server down
-    assert not fake._thread.is_alive() and fake._stopped
+    fake._stopper.join(timeout=30)  # the timer thread runs stop() to its end: shut down, socket closed
+    assert not fake._stopper.is_alive() and not fake._thread.is_alive() and fake._stopped
     assert time.perf_counter() - t0 >= 0.3  # by its timer, not at once
     assert fake._httpd.socket.fileno() == -1  # its listening socket is closed
 
