@@ -204,3 +204,24 @@ def test_draft_model_bundle_of_the_default_release_streams_greedy_through_real_t
         steps = client_snippet()["stream_grpc"](srv.grpc_url, PROMPT, MAX_TOKENS, timeout_s=120)
     assert steps[-1] == (target_greedy, True) and not any(final for _, final in steps[:-1])
     assert len(steps) >= 2
+
+
+def test_a_bundle_whose_drafter_the_reference_decoder_cannot_run_is_refused_naming_why(tmp_path):
+    """MTP runs the target's own MTP layers (a DeepSeek target): a bundle can hold it, the reference decoder cannot
+    run it (the measure stage defers it too), so the preview refuses it in one line before loading any weights."""
+    from tests.bundle_fakes import seal_bundle
+    from trtllm_spec.deploy.triton_worker import load_bundle
+    from trtllm_spec.errors import UserError
+
+    bundle = tmp_path / "mtp"
+    (bundle / "target").mkdir(parents=True)
+    (bundle / "target" / "config.json").write_text(json.dumps({"model_type": "deepseek_v3"}))
+    release = releases.get("1.3")
+    key = release.spelling["mtp_draft_len_key"]
+    (bundle / "llm_api_options.yaml").write_text(f"# TensorRT-LLM {release.name} LLM API options\n" + yaml.safe_dump(
+        {"max_batch_size": 1, "speculative_config": {"decoding_type": "MTP", key: 2}}))
+    seal_bundle(bundle, recipe={"name": "mtp", "target": {"model": "deepseek-v3"}, "drafter": {"type": "mtp"},
+                                "hardware": {"gpu": "h100"}, "engine": {"trtllm_version": release.name}},
+                served="target")
+    with pytest.raises(UserError, match=r"the bundle's mtp drafter has no folder in .*reference decoder does not run"):
+        load_bundle(bundle)
