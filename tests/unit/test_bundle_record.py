@@ -79,6 +79,7 @@ def test_record_reads_the_drafter_model_by_the_release_spelling(preset_bundles):
         assert record.plan()["recommendation"]["max_draft_len"] == 3
         assert record.profile_path == folder / "report/measured/speculation_profile.json"
         assert record.measured_profile() is None  # nothing measured without weights
+        assert record.report_dir == folder / "report" and record.overhead()["recommendation"]["max_draft_len"] == 3
 
 
 def test_verify_compares_the_two_copies_of_the_recipe(cli, preset_bundles, tmp_path):

@@ -128,6 +128,11 @@ class Bundle:
         return recipe_from_dict(self.recipe, str(self.path / RECIPE_FILE))
 
     @property
+    def report_dir(self) -> Path:
+        """``report/``: the plan, the overhead report, the measured profile (the report stage's files)."""
+        return self.path / REPORT_DIR
+
+    @property
     def plan_path(self) -> Path:
         return self.path / PLAN_PATH
 
@@ -143,6 +148,10 @@ class Bundle:
     def measured_profile(self) -> dict | None:
         """``report/measured/speculation_profile.json`` (None where nothing was measured)."""
         return _json_or_none(self.profile_path)
+
+    def overhead(self) -> dict | None:
+        """``report/overhead.json`` (the overhead report; None in a bundle without one)."""
+        return _json_or_none(self.path / OVERHEAD_JSON)
 
     def model_names(self) -> set[str]:
         """The names the bundle's target goes by (what an engine report may call it)."""
