@@ -384,6 +384,7 @@ def assert_still_serves(server, greedy) -> None:
 
 HOSTILE = {
     "prompt_longer_than_the_context": ([text_input("w1 " * 3000)], "exceed the target's 2048 positions"),
+    "prompt_of_no_tokens": ([text_input("   ")], "text_input '   ' tokenizes to no tokens"),
     "text_input_not_utf8": ([_input("text_input", np.array([b"w1 \xff\xfe w2"], dtype=object))],
                             "text_input is not UTF-8 text (invalid start byte at byte 3)"),
     "stop_not_utf8": ([text_input(), _input("sampling_param_stop", np.array([b"\xc3"], dtype=object))],

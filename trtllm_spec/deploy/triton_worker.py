@@ -138,6 +138,8 @@ class Engine:
         if max_tokens < 1:
             raise UserError(f"sampling_param_max_tokens {max_tokens} must be >= 1")
         ids = self.tok(text).input_ids
+        if not ids:
+            raise UserError(f"text_input {text[:40]!r} tokenizes to no tokens: send a prompt with some text")
         if len(ids) + max_tokens + self.info["draft_len"] + 2 > self.max_positions:
             raise UserError(f"prompt ({len(ids)} tokens) + sampling_param_max_tokens {max_tokens} exceed the "
                             f"target's {self.max_positions} positions")
