@@ -223,11 +223,11 @@ def test_the_measure_subcommands_are_the_sources_list():
     engines a speculation profile may record, kept equal."""
     import typing
 
-    from trtllm_spec.cli.measure import measure_group
+    from trtllm_spec.cli.measure import COMMANDS, measure_group
     from trtllm_spec.core.artifacts import SpeculationProfile
     from trtllm_spec.measure.engines import SOURCES
 
-    assert set(measure_group.commands) == {s.name for s in SOURCES}
+    assert set(measure_group.commands) == {s.name for s in SOURCES} == set(COMMANDS)  # built from the list
     help_text = CliRunner().invoke(main, ["measure", "--help"]).output
     for s in SOURCES:
         assert s.name in help_text and s.summary[:30] in " ".join(help_text.split())

@@ -22,7 +22,7 @@ from trtllm_spec.cli.measure_options import (
 )
 from trtllm_spec.cli.request_mode import request_mode_options
 from trtllm_spec.drafters.registry import FOLDERLESS
-from trtllm_spec.measure.engines import help_table
+from trtllm_spec.measure.engines import SOURCES, help_table
 
 # the spellings before measure had subcommands -> the subcommand that measures the same thing
 OLD_ENGINES = {"pytorch": "reference", "trtllm": "trtllm", "openai": "served", "llamacpp": "llamacpp"}
@@ -86,7 +86,7 @@ def measure_group() -> None:
 measure_group.help = measure_group.help.replace("{sources}", help_table())
 
 
-@measure_group.command("reference")
+@click.command("reference")
 @request_mode_options
 @target_option()
 @click.option("--drafter", required=True, help="Exported drafter folder (EAGLE-3, EAGLE-MTP head, DFlash/DSpark), "
@@ -131,7 +131,7 @@ def reference_cmd(target: str, drafter: str, draft_len: int, max_matching_ngram_
         raise CheckFailed(problem)
 
 
-@measure_group.command("llamacpp")
+@click.command("llamacpp")
 @request_mode_options
 @target_option()
 @click.option("--drafter", required=True, help="Exported drafter folder llama.cpp runs (EAGLE-3, DFlash) or a "
@@ -171,7 +171,7 @@ def llamacpp_cmd(target: str, drafter: str, draft_len: int, suite: str, categori
     _comparison(profile, as_json)
 
 
-@measure_group.command("vllm")
+@click.command("vllm")
 @request_mode_options
 @target_option()
 @click.option("--drafter", required=True, help="An exported drafter folder vLLM runs (EAGLE-3, DFlash), a draft model "
@@ -212,7 +212,7 @@ def vllm_cmd(target: str, drafter: str, draft_len: int, max_matching_ngram_size:
     _comparison(profile, as_json)
 
 
-@measure_group.command("served")
+@click.command("served")
 @request_mode_options
 @served_options
 @target_option(required=False, help="The checkpoint folder or fetched asset the server serves (its tokenizer "
@@ -251,7 +251,7 @@ def served_cmd(server_url: str, server_model: str | None, concurrency: str, requ
     click.echo(render_table(data) + (f"\n->  {out}/report.md" if out else ""), err=as_json)
 
 
-@measure_group.command("trtllm")
+@click.command("trtllm")
 @target_option()
 @bundle_option(True, "A 'trtllm-spec build' folder: its llm_api_options.yaml and drafter are what runs.")
 @draft_len_option(False, "The bundle's max_draft_len (a check; default: the bundle's).")
@@ -294,7 +294,7 @@ def engine_report_options(f):
     )(f)
 
 
-@measure_group.command("from-bench")
+@click.command("from-bench")
 @click.argument("bench_report", metavar="REPORT.json", type=click.Path(path_type=Path))
 @engine_report_options
 def from_bench_cmd(bench_report: Path, bundle: Path | None, draft_len: int | None, temperature: float,
@@ -312,7 +312,7 @@ def from_bench_cmd(bench_report: Path, bundle: Path | None, draft_len: int | Non
     _summary(profile, out, as_json)
 
 
-@measure_group.command("from-metrics")
+@click.command("from-metrics")
 @click.argument("metrics", metavar="FILE|URL")
 @engine_report_options
 def from_metrics_cmd(metrics: str, bundle: Path | None, draft_len: int | None, temperature: float,
@@ -329,6 +329,14 @@ def from_metrics_cmd(metrics: str, bundle: Path | None, draft_len: int | None, t
     profile = run_engine_report(bench_report=None, metrics=metrics, bundle=bundle, draft_len=draft_len,
                                 temperature=temperature, out=out, force=force)
     _summary(profile, out, as_json)
+
+
+# the subcommands, in the order and under the names of measure/engines.SOURCES (a source without its command here
+# is an error at import, caught by every test that imports the CLI)
+COMMANDS = {"reference": reference_cmd, "llamacpp": llamacpp_cmd, "vllm": vllm_cmd, "served": served_cmd,
+            "trtllm": trtllm_cmd, "from-bench": from_bench_cmd, "from-metrics": from_metrics_cmd}
+for _source in SOURCES:
+    measure_group.add_command(COMMANDS[_source.name], _source.name)
 
 
 def _summary(profile: dict, out: Path | None, as_json: bool) -> None:

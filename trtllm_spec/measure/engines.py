@@ -1,6 +1,7 @@
-"""What ``trtllm-spec measure`` measures with: one row per source of numbers, the list ``cli/measure.py``'s
-subcommands and help are checked against (``tests/unit/test_vllm.py``). Adding an engine (SGLang, trtllm-serve's
-own launcher) is one row here, its server in ``serve/``, its stage in ``stages/<name>.py`` and its subcommand.
+"""What ``trtllm-spec measure`` measures with: one row per source of numbers. ``cli/measure.py`` registers its
+subcommands from this list (in its order, under its names) and renders its help from it; tests keep the two and
+``SpeculationProfile.engine`` equal (``tests/unit/test_vllm.py``). Adding an engine (SGLang, trtllm-serve's own
+launcher) is one row here, its server in ``serve/``, its stage in ``stages/<name>.py`` and its command function.
 
 ``profile_engine`` is the ``engine`` its speculation profile records (``core/artifacts.SpeculationProfile``), None
 for a source that writes no profile of its own (``served``) or reads the engine's reports (``from-*``: their
