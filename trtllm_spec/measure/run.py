@@ -182,8 +182,10 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     ``drafter_options``: the descriptor's ``runtime_options`` (a folderless drafter's settings, ``sa_enhancer``).
     Prompts run in suite order and each finished one is handed to ``Drafter.end_request`` (the suffix
     automaton's global pool), so a result never depends on batching.
-    ``runs_out``: a list that receives the per-prompt ``PromptRun`` records (their token ids: another engine's
-    outputs are compared with them, measure/engine_compare.py)."""
+    ``runs_out``: a list that receives the per-prompt ``PromptRun`` records as they are measured (their token ids:
+    another engine's outputs are compared with them, measure/engine_compare.py).
+    Steps: inputs checked and prompts built (nothing loaded) -> target and drafter loaded -> ``_Decoding``: warm-up,
+    batched references, then per prompt ``prompt_run`` -> the profile."""
     log = progress or (lambda _m: None)
     mode = resolve_mode(request_mode, temperature)
     temperature = mode.temperature
@@ -201,85 +203,50 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
 
     import torch
 
-    from trtllm_spec.runtime.decoder import speculative_generate
     from trtllm_spec.runtime.device import choose
     from trtllm_spec.runtime.drafters.load import load_runtime_drafter
-    from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.sampling import SamplingParams
 
     where = choose(device, dtype, torch)
-    dev, dtype = where.device, where.dtype
     log(f"loading {target_path} ({where.describe()}) and the {info.kind} drafter")
-    engine, target = load_target(target_path, target_cfg, reference_engine, where.torch_dtype(torch), dev)
+    engine, target = load_target(target_path, target_cfg, reference_engine, where.torch_dtype(torch), where.device)
     max_len = max(len(p) for p in prompts) + max_new_tokens + draft_len + 8
     kind, drafter = load_runtime_drafter(drafter_spec, target, options=drafter_options, max_len=max_len)
     limit = getattr(drafter, "max_draft_len", None)
     if limit is not None and draft_len > limit:
         raise UserError(f"--draft-len {draft_len} exceeds what this {kind} drafter supports ({limit})")
-    params, eos = SamplingParams(temperature=temperature, top_p=mode.top_p), _eos_ids(target, tok)
+    eos = _eos_ids(target, tok)
     grammars: dict[str, object] = {}
     constraints = [grammar(tok, target, item_mode(mode, it), eos, grammars) for it in items]
-    constraint = next((c for c in constraints if c is not None), None)
-    greedy_params = SamplingParams()
-    sweep = sorted(set(block_sweep or ()) - {draft_len}) if acceptance_kind(kind) == "block" else []
-
-    def gen(i: int):
-        return torch.Generator(device=dev).manual_seed(seed * 1_000_003 + i)
-
-    warm = prompts[0][-8:]  # first calls pay one-off costs (allocations, kernels); keep them out of the timing
-    generate(target, warm, WARMUP_TOKENS, eos, params, gen(0))
-    speculative_generate(target, drafter, warm, WARMUP_TOKENS, draft_len, params, eos, gen(0))
-    batched = params.greedy and engine == "ours" and constraint is None
-    first: dict[str, int] = {}
-    for i, it in enumerate(items):
-        first.setdefault(it.category, i)
-    timed = set(first.values()) if batched else set(range(len(items)))  # batched: one prompt per category alone
-    rest = [i for i in range(len(items)) if i not in timed]
-    refs = dict(zip(rest, batched_references(target, [prompts[i] for i in rest], max_new_tokens, eos, log),
-                    strict=True)) if rest else {}
-    runs: list[PromptRun] = []
+    dec = _Decoding(target, drafter, draft_len, max_new_tokens, SamplingParams(temperature=temperature,
+                                                                                 top_p=mode.top_p),
+                    eos, sorted(set(block_sweep or ()) - {draft_len}) if acceptance_kind(kind) == "block" else [],
+                    seed, where.device)
+    dec.warm_up(prompts[0][-8:])
+    batched = dec.params.greedy and engine == "ours" and all(c is None for c in constraints)
+    timed = _timed_prompts(items, batched)
+    refs = dec.batched_references(prompts, timed, log)
+    runs: list[PromptRun] = runs_out if runs_out is not None else []
     greedy_al: list[tuple[str, int, int]] = []
     rechecked = 0
     for i, (item, ids) in enumerate(zip(items, prompts, strict=True)):
         log(f"[{i + 1}/{len(items)}] {item.id} ({len(ids)} prompt tokens)")
-        constraint = constraints[i]
-        if i in timed:
-            ref, t_target = _timed(generate, target, ids, max_new_tokens, eos, params, gen(i), constraint)
-        else:
-            ref, t_target = refs[i], None
-        (out, st), t_spec = _timed(speculative_generate, target, drafter, ids, max_new_tokens, draft_len, params,
-                                   eos, gen(i), constraint)
-        if t_target is None and out != ref:  # a batched reference can differ by rounding: plain decoding decides
-            ref, rechecked = generate(target, ids, max_new_tokens, eos, params, gen(i)), rechecked + 1
-        run = PromptRun(item.id, item.category, len(ids), ref, out, t_target, t_spec, list(st.accepted),
-                        list(st.proposed), requested_drafts(st.accepted, draft_len, max_new_tokens),
-                        st.draft_s, st.verify_s, st.prefill_s, sources=list(st.sources),
-                        enhancer_s=float(getattr(drafter, "sa_s", 0.0)))
-        for d in sweep:
-            _, sd = speculative_generate(target, drafter, ids, max_new_tokens, d, params, eos, gen(i), constraint)
-            run.sweep[d] = (sum(sd.accepted) + sd.iterations, sd.iterations)
-        if not params.greedy:  # the mode samples: greedy AL of the same prompt beside the sampled one
-            _, sg = speculative_generate(target, drafter, ids, max_new_tokens, draft_len, greedy_params, eos, gen(i),
-                                         constraint)
-            greedy_al.append((item.category, sum(sg.accepted) + sg.iterations, sg.iterations))
+        run, again = dec.prompt_run(i, item, ids, refs.get(i), constraints[i], greedy_al)
         runs.append(run)
-        end_request = getattr(drafter, "end_request", None)  # the suffix automaton's pool takes the finished text
-        if end_request is not None:
-            end_request(ids, out)  # after the sweep: a prompt never matches its own finished text
-    if runs_out is not None:
-        runs_out.extend(runs)
+        rechecked += again
     profile = build_profile(
         runs, engine="pytorch",
         drafter={"type": kind, "path": str(info.path.resolve()) if info.path else None, "draft_len": draft_len,
                  "max_draft_len": limit if limit is not None else info.max_draft_len,
                  **({"options": drafter_options} if drafter_options else {}),
-                 **({"block_sweep": [*sweep, draft_len]} if acceptance_kind(kind) == "block" else {})},
+                 **({"block_sweep": [*dec.sweep, draft_len]} if acceptance_kind(kind) == "block" else {})},
         target=target_summary(target_dir, target_path, target_cfg),
         suite={**suite_prov, "seed": seed, "num_prompts_per_category": num_prompts,
                "item_ids": [it.id for it in items], **({"overlap": overlap} if overlap else {})},
-        settings={"dtype": dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
+        settings={"dtype": where.dtype, "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed,
                   "eos_token_ids": list(eos), "chat_template": str(chat_template) if chat_template else "checkpoint",
-                  "machine": machine_info(torch, dev), "placement": where.as_dict(), "reference_engine": engine,
+                  "machine": machine_info(torch, where.device), "placement": where.as_dict(),
+                  "reference_engine": engine,
                   "reference": {"outputs": "batched" if batched else "per_prompt", "timed_prompts": len(timed),
                                 "rechecked_at_batch_1": rechecked},
                   "request_mode": mode.as_dict()},
@@ -289,6 +256,89 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
     if any(c is not None for c in constraints):
         profile["structured_output"] = check_outputs(tok, runs, [item_mode(mode, it) for it in items])
     return profile
+
+
+def _timed_prompts(items: Sequence, batched: bool) -> set[int]:
+    """The prompts whose target-only decode is timed alone: with batched references one per category (the first),
+    else every prompt."""
+    if not batched:
+        return set(range(len(items)))
+    first: dict[str, int] = {}
+    for i, it in enumerate(items):
+        first.setdefault(it.category, i)
+    return set(first.values())
+
+
+@dataclass
+class _Decoding:
+    """What every prompt of one measurement decodes with, and the decodes ``measure`` runs per prompt."""
+
+    target: object
+    drafter: object
+    draft_len: int
+    max_new_tokens: int
+    params: object  # runtime.sampling.SamplingParams of the request mode
+    eos: tuple[int, ...]
+    sweep: list[int]  # block drafters: further draft lengths decoded per prompt
+    seed: int
+    device: object
+
+    def gen(self, i: int):
+        import torch
+
+        return torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + i)
+
+    def warm_up(self, ids: list[int]) -> None:
+        """First calls pay one-off costs (allocations, kernels); keep them out of the timing."""
+        from trtllm_spec.runtime.decoder import speculative_generate
+        from trtllm_spec.runtime.generate import generate
+
+        generate(self.target, ids, WARMUP_TOKENS, self.eos, self.params, self.gen(0))
+        speculative_generate(self.target, self.drafter, ids, WARMUP_TOKENS, self.draft_len, self.params, self.eos,
+                             self.gen(0))
+
+    def batched_references(self, prompts: list[list[int]], timed: set[int], log) -> dict[int, list[int]]:
+        """Target-only greedy outputs of the prompts not timed alone, decoded in batches."""
+        rest = [i for i in range(len(prompts)) if i not in timed]
+        if not rest:
+            return {}
+        outs = batched_references(self.target, [prompts[i] for i in rest], self.max_new_tokens, self.eos, log)
+        return dict(zip(rest, outs, strict=True))
+
+    def prompt_run(self, i: int, item, ids: list[int], ref: list[int] | None, constraint,
+                   greedy_al: list) -> tuple[PromptRun, int]:
+        """One prompt: target alone (timed, unless ``ref`` came from the batched pass), speculative (timed), the
+        block sweep, the greedy AL beside a sampled mode (appended to ``greedy_al``), then the drafter's
+        ``end_request``. Returns the run and 1 where a batched reference was decoded again at batch 1."""
+        from trtllm_spec.runtime.decoder import speculative_generate
+        from trtllm_spec.runtime.generate import generate
+        from trtllm_spec.runtime.sampling import SamplingParams
+
+        t_target = None
+        if ref is None:
+            ref, t_target = _timed(generate, self.target, ids, self.max_new_tokens, self.eos, self.params,
+                                   self.gen(i), constraint)
+        (out, st), t_spec = _timed(speculative_generate, self.target, self.drafter, ids, self.max_new_tokens,
+                                   self.draft_len, self.params, self.eos, self.gen(i), constraint)
+        rechecked = 0
+        if t_target is None and out != ref:  # a batched reference can differ by rounding: plain decoding decides
+            ref, rechecked = generate(self.target, ids, self.max_new_tokens, self.eos, self.params, self.gen(i)), 1
+        run = PromptRun(item.id, item.category, len(ids), ref, out, t_target, t_spec, list(st.accepted),
+                        list(st.proposed), requested_drafts(st.accepted, self.draft_len, self.max_new_tokens),
+                        st.draft_s, st.verify_s, st.prefill_s, sources=list(st.sources),
+                        enhancer_s=float(getattr(self.drafter, "sa_s", 0.0)))
+        for d in self.sweep:
+            _, sd = speculative_generate(self.target, self.drafter, ids, self.max_new_tokens, d, self.params,
+                                         self.eos, self.gen(i), constraint)
+            run.sweep[d] = (sum(sd.accepted) + sd.iterations, sd.iterations)
+        if not self.params.greedy:  # the mode samples: greedy AL of the same prompt beside the sampled one
+            _, sg = speculative_generate(self.target, self.drafter, ids, self.max_new_tokens, self.draft_len,
+                                         SamplingParams(), self.eos, self.gen(i), constraint)
+            greedy_al.append((item.category, sum(sg.accepted) + sg.iterations, sg.iterations))
+        end_request = getattr(self.drafter, "end_request", None)  # the suffix automaton's pool takes the finished text
+        if end_request is not None:
+            end_request(ids, out)  # after the sweep: a prompt never matches its own finished text
+        return run, rechecked
 
 
 def item_mode(mode, item):
