@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.profile import PromptRun, requested_drafts
 
@@ -76,7 +77,7 @@ def iterations_from_counts(c: SpecCounts, generated: int, draft_len: int) -> lis
 
 
 def measure_llamacpp(server_binary: Path, target_gguf: Path, draft_gguf: Path, spec_type: str, target_dir: Path,
-                     draft_len: int, *, drafter: dict, target: dict, llamacpp: dict, suite: str = "speed-lite",
+                     draft_len: int, *, drafter: dict, target: dict, llamacpp: dict, suite: str = SUITE_NAME,
                      categories: Sequence[str] | None = None, num_prompts: int = 10, max_new_tokens: int = 128,
                      temperature: float = 0.0, seed: int = 0, chat_template: str | Path | None = None,
                      dtype: str = "fp32", threads: int = 2, port: int = 8091,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.profile import PromptRun, acceptance_kind, build_profile, requested_drafts
 
@@ -167,7 +168,7 @@ def mode_items(items: list, tok, categories, suite_prov: dict) -> tuple[list, di
     return items, suite_prov
 
 
-def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite: str = "speed-lite",
+def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite: str = SUITE_NAME,
             categories: Sequence[str] | None = None, num_prompts: int = 10, max_new_tokens: int = 128,
             temperature: float = 0.0, dtype: str = "fp32", seed: int = 0, chat_template: str | Path | None = None,
             progress: Callable[[str], None] | None = None, block_sweep: Sequence[int] | None = None,

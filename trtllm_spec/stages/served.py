@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from trtllm_spec.core.recipe import DEFAULT_DRAFTER, Recipe
+from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.errors import UserError
 
 SERVED_FILE = "served_measurement.json"
@@ -135,7 +136,7 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
         server={"url": url, "model": model, "checks": checked.checks, "serves_target_checked": checked.token_checked,
                 **({"unchecked": checked.note} if checked.note else {})},
         target={"spec": recipe.target.model, "path": str(folder)},
-        suite={**suite_prov, "name": suite if suite == "speed-lite" else Path(suite).name, "seed": seed,
+        suite={**suite_prov, "name": suite if suite == SUITE_NAME else Path(suite).name, "seed": seed,
                "num_prompts_per_category": num_prompts, "item_ids": [it.id for it in items],
                **({"overlap": overlap} if overlap else {})},
         settings={"max_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
