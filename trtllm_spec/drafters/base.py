@@ -127,7 +127,9 @@ class Mechanism:
         model) for the drafter stage's outcome ``kind`` (``core.artifacts.DrafterKind``): a trained, reused or
         converted folder goes into ``drafter/``; a hub checkpoint is named by its id; nothing else has a model."""
         if kind in ("trained", "reused", "converted", "deferred"):
-            return ("drafter" if drafter_dir is not None else None), "drafter"
+            from trtllm_spec.core.bundle import DRAFTER_DIR
+
+            return (DRAFTER_DIR if drafter_dir is not None else None), DRAFTER_DIR
         if kind == "hub":
             return None, cfg.checkpoint
         return None, None

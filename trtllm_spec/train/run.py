@@ -18,6 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trtllm_spec.core.artifacts import DrafterResult
+from trtllm_spec.core.bundle import (
+    DRAFTER_DIR,  # the exported drafter's folder: one name for training and bundle
+)
 from trtllm_spec.core.files import atomic_dir, write_json_atomic
 from trtllm_spec.core.provenance import provenance
 from trtllm_spec.core.recipe import Recipe
@@ -26,8 +29,6 @@ from trtllm_spec.core.targets import ResolvedTarget
 from trtllm_spec.drafters.registry import get
 from trtllm_spec.errors import OutputExistsError, UserError
 from trtllm_spec.train.distributed import Dist
-
-DRAFTER_DIR = "drafter"
 
 
 def require_checkpoint(target: ResolvedTarget, what: str) -> Path:
