@@ -81,6 +81,8 @@ def test_vllm_spec_maps_our_options_and_refuses_what_vllm_cannot_run(tmp_path):
         vllm_spec(str(tmp_path), 3, kind="mtp")
     with pytest.raises(UserError, match="--draft-len 0"):
         vllm_spec("ngram", 0)
+    with pytest.raises(UserError, match="has no vLLM counterpart"):  # never accepted and ignored
+        vllm_spec(str(tmp_path), 3, {"sa_enhancer": {"threshold": 4}}, kind="eagle3")
 
 
 def test_iterations_from_steps():

@@ -119,8 +119,8 @@ def server_command(install: VllmInstall, target: Path, *, spec: VllmSpec | None 
 
 
 class VllmServer(ServerProcess):
-    """``with VllmServer(target, spec=...) as s:`` starts vLLM on 127.0.0.1, waits for ``/health`` and a listed
-    model, and stops it (and its engine core, worker and shared memory) on exit."""
+    """``with VllmServer(target, spec=...) as s:`` starts vLLM (through its keeper) on 127.0.0.1, waits for
+    ``/health``, and stops it (and its engine core, worker and shared memory) on exit."""
 
     title = "vLLM"
     ready_path = "/health"

@@ -31,6 +31,10 @@ def vllm_spec(drafter: str, draft_len: int, drafter_options: dict | None = None,
                         f"types: {', '.join(runs)}")
     if draft_len < 1:
         raise UserError(f"--draft-len {draft_len}: vLLM needs D >= 1 drafts per step")
+    if drafter_options and not mech.folderless:  # an exported folder's only flag is TensorRT-LLM's SA enhancer
+        raise UserError(f"--sa-enhancer-threshold / --global-pool: TensorRT-LLM's suffix-automaton enhancer "
+                        f"(sa_config) has no vLLM counterpart; measure the {kind} drafter on vLLM without them, or "
+                        "with them on 'measure reference'")
     options = drafter_options
     if options is None and mech.folderless:
         options = mech.runtime_options(mech.default_config()) or {}
