@@ -9,13 +9,11 @@ answers 200 once the model is loaded.
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_spec.errors import UserError
-from trtllm_spec.serve.process import ServerProcess
+from trtllm_spec.serve.process import ServerProcess, http_get
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ class NativeServer(ServerProcess):
         self.spec_type = draft.spec_type if draft is not None else None
 
     def ready(self) -> bool:
-        return _get(f"{self.url}/health") is not None
+        return http_get(f"{self.url}/health") is not None
 
     def start(self, timeout_s: float = 300.0) -> NativeServer:
         return super().start(timeout_s)
@@ -73,7 +71,7 @@ class NativeServer(ServerProcess):
         return self.post_json("/completion", body, timeout_s)
 
     def metrics(self) -> dict[str, float]:
-        text = _get(f"{self.url}/metrics")
+        text = http_get(f"{self.url}/metrics")
         if text is None:
             raise UserError(f"{self.url}/metrics did not answer (llama-server runs with --metrics here)")
         return parse_prometheus(text)
@@ -100,11 +98,3 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def _get(url: str, timeout: float = 2.0) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.read().decode()
-    except (urllib.error.URLError, OSError, ValueError):
-        return None

@@ -139,3 +139,15 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def http_get(url: str, timeout: float = 2.0) -> str | None:
+    """The body of ``GET url`` as text, or None where nothing answers it (a server not up yet, a refused port)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.read().decode()
+    except (urllib.error.URLError, OSError, ValueError):
+        return None

