@@ -94,6 +94,22 @@ def stats(rows: list[dict], trend_rows: list[dict]) -> dict:
             "median_interval_width": round(statistics.median(widths), 4)}
 
 
+PICK_KINDS = ("draft length", "speculate or not")
+
+
+def pick_stats(results: list[dict]) -> dict:
+    """Per split and kind of decision (planner_validation.picks): settings with a pick, how many of those picks are
+    within the tolerance of the measured best, and the settings where no candidate fits in memory (model)."""
+    out = {}
+    for split in SPLITS:
+        rows = [k for res in results if res["split"] == split for k in res.get("picks", [])]
+        out[split] = {kind: {"settings": sum(k["kind"] == kind and k["right"] is not None for k in rows),
+                             "right": sum(k["kind"] == kind and k["right"] is True for k in rows),
+                             "no_pick": sum(k["kind"] == kind and k["right"] is None for k in rows)}
+                      for kind in PICK_KINDS}
+    return out
+
+
 def all_stats(results: list[dict]) -> dict:
     tr = [t for res in results for t in trends(res)] + cross_point_trends(results)
     out: dict = {"trends": tr}
@@ -108,6 +124,8 @@ def all_stats(results: list[dict]) -> dict:
                                       [t for t in tr if t["split"] == split and t["point"] in
                                        {res["point"] for res in sub}])
         out[split] = block
+    for split, v in pick_stats(results).items():
+        out[split]["picks"] = v
     return out
 
 
@@ -126,6 +144,33 @@ def render_stats(st: dict, level: float) -> list[str]:
                          f"{s['mean_signed_error']:+.1%} | {s['max_abs_error']:.1%} | {s['pessimistic']}/{s['points']} "
                          f"| {s['trend_signs_right']}/{s['trends']} | {s['inside_interval']:.0%} | "
                          f"{s['median_interval_width']:.1%} |")
+    return lines
+
+
+def render_picks(results: list[dict], st: dict) -> list[str]:
+    """The count per split and kind, then every draft-length setting (the speculate-or-not ones only where wrong)."""
+    lines = ["| split | draft length: picks within 3% of the best | speculate or not: within 3% | no candidate fits |",
+             "|---|---|---|---|"]
+    for split in SPLITS:
+        pk = st[split]["picks"]
+        lines.append(f"| {split} | {pk['draft length']['right']}/{pk['draft length']['settings']} | "
+                     f"{pk['speculate or not']['right']}/{pk['speculate or not']['settings']} | "
+                     f"{sum(v['no_pick'] for v in pk.values())} |")
+    lines += ["", "| split | sweep | batch | D measured | best measured | planner's D (predicted) | its measured | of "
+              "the best | right |", "|---|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        for k in res.get("picks", []):
+            if k["kind"] != "draft length" and k["right"] is not False:
+                continue
+            d = ", ".join(map(str, k["measured_d"]))
+            if k["right"] is None:
+                lines.append(f"| {res['split']} | {res['point']} | {k['batch']} | {d} | D={k['measured_best_d']} "
+                             f"{k['measured_best']:.2f}x | - | - | - | {k['note']} |")
+                continue
+            lines.append(f"| {res['split']} | {res['point']} | {k['batch']} | {d} | D={k['measured_best_d']} "
+                         f"{k['measured_best']:.2f}x | D={k['planner_d']} ({k['planner_predicted']:.2f}x) | "
+                         f"{k['planner_measured']:.2f}x | {k['of_best']:.1%} | "
+                         f"{'yes' if k['right'] else '**no**'} |")
     return lines
 
 
@@ -172,19 +217,22 @@ def commit() -> str:
 
 
 def benchmark_json(results: list[dict], st: dict, level: float, command: str, excluded: list[dict],
-                   terms: dict) -> dict:
-    """The benchmark record; ``terms``: the interval's model terms (out of sample and in sample, the LOSO summary)."""
+                   terms: dict, split_rule: dict | None = None) -> dict:
+    """The benchmark record; ``terms``: the interval's model terms (out of sample and in sample, the LOSO summary);
+    ``split_rule``: the split as assigned beside the split after the rule (planner_validation.split_rule_record)."""
     held, cal = st["validation"]["all"], st["calibration"]["all"]
+    hp, cp = st["validation"]["picks"]["draft length"], st["calibration"]["picks"]["draft length"]
     row = (f"held-out {held['points']} points: median |error| {held['median_abs_error']:.1%}, mean signed "
            f"{held['mean_signed_error']:+.1%}, trend signs {held['trend_signs_right']}/{held['trends']}, "
            f"{held['inside_interval']:.0%} inside the {level:.0%} interval (median width "
            f"{held['median_interval_width']:.0%}); calibration {cal['points']} points: "
-           f"{cal['median_abs_error']:.1%}")
+           f"{cal['median_abs_error']:.1%}; planner's D within 3% of the measured best: held-out {hp['right']}/"
+           f"{hp['settings']}, calibration {cp['right']}/{cp['settings']}")
     return {"benchmark": "planner_validation", "date": datetime.date.today().isoformat(), "commit": commit(),
             "command": command, "machine": machine(),
             "result": {"level": level, "model_log_sd": round(terms["model_log_sd"], 4),
                        "model_log_sd_in_sample": round(terms["model_log_sd_in_sample"], 4), "loso": terms["loso"],
                        "stats": {k: st[k] for k in SPLITS},
-                       "trends": st["trends"], "points": results, "excluded": excluded},
+                       "trends": st["trends"], "points": results, "excluded": excluded, "split_rule": split_rule},
             "readme": [{"what": "Planner: predicted vs published speculative-decoding speedups (pure math, no GPU)",
                         "result": row, "where": "benchmarks/planner_validation.md"}]}

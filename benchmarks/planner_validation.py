@@ -8,6 +8,10 @@ Run:  .venv/bin/python benchmarks/planner_validation.py            # tables of b
       .venv/bin/python benchmarks/planner_validation.py --moe-sensitivity  # MoE costs vs calibration loss and trend
       .venv/bin/python benchmarks/planner_validation.py --framework vLLM [--release 0.9.2]  # one framework / release
 
+The full run (no selection) writes benchmarks/planner_validation.json (the benchmark JSON convention; its ``readme``
+row is README's planner row: scripts/render_readme_table.py); the Markdown it prints goes into
+benchmarks/planner_validation.md by hand, beside the notes there.
+
 The points were split into a calibration set and a validation set by source *before* any fitting (the split is
 the ``split`` field below and never changes with the fit); ``--fit`` searches the free parameters on calibration
 points only, per framework *release* (host costs change between releases), and prints the values that are then
@@ -16,16 +20,28 @@ default for every trtllm_version until a release has its own measurements) and t
 (core/hardware.py). A point whose release has no calibration points uses the newest earlier release's profile
 (said in the output). Each point feeds its source's measured acceptance length to the planner, so what is compared
 is the cost model: step times and the speedup they imply.
+
+Decisions, not only errors (issue 44 item 5): at every batch where a source measured two or more draft lengths
+(``picks``), the planner's D (the candidate among D = 0 and the measured D's with the highest predicted speedup that
+fits in memory) is right when its measured speedup is within ``PICK_TOLERANCE`` (3%) of the best measured one; a
+count per split. Batches with one measured D give the same count for the speculate-or-not decision (D vs 0).
+
+The split rule (planner_points.SPLIT_RULE, applied to every source): a source that reports its own numbers as a
+performance bug is held out, never fitted. A release profile fitted on a source the rule moved is not used (its
+points are priced by the release rule, ``rule_fits``); the record keeps the statistics of the split as assigned
+(with the recorded profiles) beside the split after the rule (``split_rule``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
 import statistics
 import sys
 
+from trtllm_spec.core import host_costs
 from trtllm_spec.core.hardware import Hardware, load_hardware
 from trtllm_spec.core.host_costs import published_host_profile, release_host_profile
 from trtllm_spec.core.targets import resolve_shape
@@ -57,12 +73,53 @@ OVERLAP_GRID = [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
 import planner_loso  # noqa: E402
-from planner_points import EAGLE3_32K, EXCLUDED, POINTS, VLLM_20780_AL, Point  # noqa: E402
-from planner_stats import all_stats, benchmark_json, model_log_sd, render_stats, render_trends  # noqa: E402
+from planner_points import (  # noqa: E402
+    EAGLE3_32K,
+    EXCLUDED,
+    POINTS,
+    POINTS_AS_ASSIGNED,
+    SPLIT_RULE,
+    VLLM_20780_AL,
+    Point,
+)
+from planner_stats import (  # noqa: E402
+    all_stats,
+    benchmark_json,
+    model_log_sd,
+    render_picks,
+    render_stats,
+    render_trends,
+)
 from planner_terms import decompose, step_terms  # noqa: E402
 
 from trtllm_spec.errors import UserError  # noqa: E402
 from trtllm_spec.planner import interval as iv  # noqa: E402
+
+
+def voided_profiles(points: list[Point]) -> list[tuple[str, str]]:
+    """The recorded release profiles (core/host_costs.PUBLISHED_HOST_PROFILES ``fitted_on``) fitted on a source the
+    split rule moved out of the calibration split: under the rule they price nothing (their release's points are
+    priced by the release rule, as an unfitted release is). A release that keeps calibration points would need a
+    re-fit, not the rule: refused."""
+    moved = {p.source_id for p in points if p.moved}
+    out = []
+    for key, prof in host_costs.PUBLISHED_HOST_PROFILES.items():
+        if not any(f.startswith(src) for f in prof.fitted_on for src in moved):
+            continue
+        if any((q.framework, q.release) == key and q.split == "calibration" for q in points):
+            sys.exit(f"{key[0]} {key[1]}: its profile was fitted on a source the split rule holds out and the "
+                     "release keeps calibration points: re-fit it (--fit) and record it in core/host_costs.py")
+        out.append(key)
+    return out
+
+
+@contextlib.contextmanager
+def rule_fits(points: list[Point]):
+    """Inside the block only the profiles the split allows price anything (voided_profiles removed)."""
+    with contextlib.ExitStack() as stack:
+        for key in voided_profiles(points):
+            stack.enter_context(planner_loso.without_fit(*key))
+        yield
 
 
 def hardware_for(p: Point, overlap: float, profile: dict[str, float]) -> Hardware:
@@ -96,6 +153,32 @@ def profile_of(p: Point) -> tuple[dict[str, float], str]:
     """(the Overheads fields of the point's release profile, which profile and how it was chosen)."""
     prof, how = published_host_profile(p.framework, p.release)
     return prof.overhead_fields(), f"{prof.name} ({how})"
+
+
+PICK_TOLERANCE = 0.03  # a pick is right when its measured speedup is >= (1 - 0.03) x the best measured (issue 44)
+
+
+def picks(p: Point, cand: dict[tuple[int, int], dict]) -> list[dict]:
+    """The planner's D against the measured best at each batch of the source. Candidates: D = 0 (the plain run every
+    speedup is relative to: 1.0x measured and predicted) and every D the source measured there; the planner's D is
+    the one with the highest predicted speedup among those that fit in memory (model). ``kind``: "draft length" where
+    the source measured >= 2 D at the batch, "speculate or not" where it measured one. No candidate fits: no pick."""
+    out = []
+    for b in sorted({b for b, _d in p.speedup}):
+        measured = {0: 1.0} | {d: s for (bb, d), s in p.speedup.items() if bb == b}
+        fits = [d for d in measured if cand[(b, d)]["feasible"]]
+        best = max(measured, key=measured.get)
+        row = {"batch": b, "kind": "draft length" if len(measured) > 2 else "speculate or not",
+               "measured_d": sorted(measured), "measured_best_d": best, "measured_best": measured[best]}
+        if not fits:
+            out.append(row | {"planner_d": None, "right": None, "note": "no candidate fits in memory (model)"})
+            continue
+        pick = max(fits, key=lambda d: cand[(b, d)]["speedup"])
+        ratio = measured[pick] / measured[best]
+        out.append(row | {"planner_d": pick, "planner_predicted": round(cand[(b, pick)]["speedup"], 3),
+                          "planner_measured": measured[pick], "of_best": round(ratio, 4),
+                          "right": ratio >= 1 - PICK_TOLERANCE})
+    return out
 
 
 def interval(p: Point, hw: Hardware, batch: int, draft_len: int, predicted: float, host_sd: dict[str, float],
@@ -135,7 +218,8 @@ def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] |
                      "high": round(hi, 3), "host_log_sd": round(host, 4)})
     shape = resolve_shape(p.target)
     out = {"point": p.name, "framework": p.framework, "release": p.release, "profile": profile_of(p)[1],
-           "split": p.split, "source": p.source, "source_id": p.source.split(" (")[0].split(":")[0], "rows": rows,
+           "split": p.split, "moved": p.moved, "source": p.source, "source_id": p.source_id, "rows": rows,
+           "picks": picks(p, cand),
            "drafter": p.drafter.type, "tp": p.par.tp, "target_params": shape.total_params(),
            "base_step_ms": {b: {"measured": round(t * 1e3, 2), "predicted": round(cand[(b, 0)]["step_time_s"] * 1e3, 2)}
                             for b, t in p.base_step_s.items()}}
@@ -222,8 +306,43 @@ def render_by_release(results: list[dict]) -> list[str]:
     return lines + [""]
 
 
-def render(results: list[dict], st: dict, level: float) -> str:
+def split_rule_record(before: list[dict], after: list[dict]) -> dict:
+    """The split as assigned (recorded profiles) beside the split after the rule (profiles fitted on moved sources
+    voided): which sweeps moved, which profiles stopped pricing, per split the error and the pick counts."""
+    def per_split(results: list[dict]) -> dict:
+        st = all_stats(results)
+        return {split: {k: st[split]["all"].get(k) for k in ("points", "median_abs_error", "mean_signed_error",
+                                                              "max_abs_error", "inside_interval")}
+                | {"picks": st[split]["picks"]} for split in ("calibration", "validation")}
+
+    return {"rule": SPLIT_RULE, "moved": [{"point": r["point"], "source": r["source_id"], "moved": r["moved"]}
+                                          for r in after if r["moved"]],
+            "voided_profiles": [f"{f} {r}" for f, r in voided_profiles(POINTS)],
+            "before": per_split(before), "after": per_split(after)}
+
+
+def render_split_rule(rec: dict) -> list[str]:
+    lines = [f"Rule: {rec['rule']}.", ""] + [f"- moved: {m['point']} ({m['moved']})" for m in rec["moved"]]
+    lines += [f"- profile fitted on a moved source, not used (its points priced by the release rule): {v}"
+              for v in rec["voided_profiles"]]
+    lines += ["", "| split | | points | median abs error | mean signed error | max abs error | inside the interval | "
+              "draft-length picks within 3% | speculate-or-not picks within 3% |", "|---|---|---|---|---|---|---|---|---|"]
+    for split in ("calibration", "validation"):
+        for when in ("before", "after"):
+            s = rec[when][split]
+            pk = s["picks"]
+            lines.append(f"| {split} | {'as assigned' if when == 'before' else 'after the rule'} | {s['points']} | "
+                         + (f"{s['median_abs_error']:.1%} | {s['mean_signed_error']:+.1%} | {s['max_abs_error']:.1%} | "
+                            f"{s['inside_interval']:.0%}" if s["points"] else "- | - | - | -")
+                         + f" | {pk['draft length']['right']}/{pk['draft length']['settings']} | "
+                         f"{pk['speculate or not']['right']}/{pk['speculate or not']['settings']} |")
+    return lines
+
+
+def render(results: list[dict], st: dict, level: float, rule: dict | None = None) -> str:
     lines = ["### Statistics per split, framework and source", ""] + render_stats(st, level) + [""]
+    if rule:
+        lines += ["### The split rule, applied to every source (issue 44 item 5)", ""] + render_split_rule(rule) + [""]
     lines += render_by_release(results)
     for split in ("calibration", "validation"):
         lines += [f"### {split.capitalize()} set", "", f"| sweep | framework release | batch | D | AL | measured | "
@@ -234,7 +353,8 @@ def render(results: list[dict], st: dict, level: float) -> str:
                              f"| {r['al']:.2f} | {r['measured']:.2f}x | {r['predicted']:.2f}x | {r['low']:.2f}-"
                              f"{r['high']:.2f}x | {r['error']:+.0%} | {'yes' if r['fits'] else 'no'} |")
         lines.append("")
-    lines += ["### Trend signs (within a source: batch, D, model size, TP)", ""] + render_trends(st) + [""]
+    lines += ["### Decisions: the planner's D against the measured best (within 3%)", ""] + render_picks(results, st)
+    lines += ["", "### Trend signs (within a source: batch, D, model size, TP)", ""] + render_trends(st) + [""]
     lines += ["### Best D and base steps", ""]
     for res in results:
         bits = []
@@ -312,6 +432,8 @@ def moe_sensitivity(framework: str = "SGLang", release: str = "0.5") -> str:
     points next to the batch trend that gives on each validation MoE sweep of that framework (never used to
     choose anything)."""
     cal = [p for p in POINTS if p.split == "calibration" and (p.framework, p.release) == (framework, release)]
+    if not cal:
+        sys.exit(f"{framework} {release} has no calibration points (split rule: planner_points.SPLIT_RULE)")
     val = [p for p in POINTS if p.split == "validation" and (p.framework, p.release) == (framework, release)
            and "trend" in predict(p) and resolve_shape(p.target).moe is not None]
     rows = []
@@ -349,11 +471,15 @@ def out_of_sample() -> list[dict]:
 
 
 def main() -> None:
+    if "--help" in sys.argv or "-h" in sys.argv:  # the module docstring: the flags and what the full run writes
+        print(__doc__)
+        return
     if "--moe-sensitivity" in sys.argv:
         print(moe_sensitivity())
         return
     if "--terms" in sys.argv:  # issue 36: each point's residual by term of the step model
-        print(render_terms(terms_rows(selected(POINTS, sys.argv))))
+        with rule_fits(POINTS):
+            print(render_terms(terms_rows(selected(POINTS, sys.argv))))
         return
     if "--loso" in sys.argv:  # the interval's model term: calibration residuals out of sample
         calib = [predict(p) for p in POINTS if p.split == "calibration"]
@@ -371,17 +497,20 @@ def main() -> None:
         print(f"error: {msg}", file=sys.stderr)
         sys.exit(2)
     points = selected(POINTS, sys.argv)
-    results = [predict(p, level=level) for p in points]
+    with rule_fits(POINTS):
+        results = [predict(p, level=level) for p in points]
+    before = [predict(p, level=level) for p in selected(POINTS_AS_ASSIGNED, sys.argv)]  # recorded profiles
+    rule = split_rule_record(before, results)
     st = all_stats(results)
     sd = model_log_sd(results) if any(r["split"] == "calibration" for r in results) else float("nan")
-    loso = out_of_sample()
+    loso = out_of_sample()  # with the recorded profiles (those the planner ships), as an unseen source is priced
     out_sd = planner_loso.calibrated_sd(loso, iv.DEFAULT_LEVEL)
     terms = {"model_log_sd": out_sd, "model_log_sd_in_sample": sd, "loso": planner_loso.summary(loso)}
     if "--json" in sys.argv:
-        print(json.dumps({"results": results, "stats": st, **terms, "by_release": by_release(results)},
-                         indent=2, default=str))
+        print(json.dumps({"results": results, "stats": st, **terms, "by_release": by_release(results),
+                          "split_rule": rule}, indent=2, default=str))
         return
-    print(render(results, st, level))
+    print(render(results, st, level, rule))
     print("\n### The interval's model term, out of sample (--loso)\n")
     print(planner_loso.render(loso, sd, iv.DEFAULT_LEVEL))
     print(f"\nplanner/interval.MODEL_LOG_SD = {iv.MODEL_LOG_SD} (out of sample), MODEL_LOG_SD_CALIBRATED = "
@@ -394,7 +523,7 @@ def main() -> None:
         command = "PYTHONPATH=$PWD .venv/bin/python benchmarks/planner_validation.py" + \
             (f" --level {level}" if level != iv.DEFAULT_LEVEL else "")
         out = Path(__file__).with_suffix(".json")
-        out.write_text(json.dumps(benchmark_json(results, st, level, command, EXCLUDED, terms), indent=1,
+        out.write_text(json.dumps(benchmark_json(results, st, level, command, EXCLUDED, terms, rule), indent=1,
                                   default=str) + "\n", encoding="utf-8")
 
 

@@ -104,7 +104,7 @@ def _calibrated(cli, tmp_path):
     r = cli("plan", "--recipe", recipe, "--out", out, "--calibrate", F / fakes.FILES[0], F / fakes.FILES[3],
             F / fakes.FILES[2])
     assert r.exit_code == 0, r.output
-    assert "speedup intervals narrowed from 58% to 12% of the prediction" in r.output
+    assert "speedup intervals narrowed from 63% to 12% of the prediction" in r.output
     return recipe, out
 
 

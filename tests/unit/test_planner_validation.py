@@ -1,9 +1,12 @@
 """benchmarks/planner_validation.py (issue 36): the split is fixed before fitting, every within-source trend is
 checked, statistics per split / framework / source with interval coverage, the benchmark JSON convention, and the
-interval's model term is the calibration split's residual (never the held-out one's)."""
+interval's model term is the calibration split's residual (never the held-out one's). Issue 44 item 5: the
+planner's D against the measured best (within 3%) counted per split, and the split rule (a source that reports its
+own numbers as a performance bug is held out, never fitted) applied to every source as data."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +24,8 @@ from trtllm_spec.planner import interval as iv  # noqa: E402
 
 @pytest.fixture(scope="module")
 def results():
-    return [pv.predict(p) for p in pv.POINTS]
+    with pv.rule_fits(pv.POINTS):
+        return [pv.predict(p) for p in pv.POINTS]
 
 
 def test_new_sources_are_held_out_whole_and_unfitted_releases_use_the_rule(results):
@@ -99,6 +103,8 @@ def test_benchmark_json_follows_the_convention(results):
     assert set(row) == {"what", "result", "where"} and row["where"] == "benchmarks/planner_validation.md"
     held = st["validation"]["all"]
     assert f"median |error| {held['median_abs_error']:.1%}" in row["result"]
+    pk = st["validation"]["picks"]["draft length"]
+    assert f"within 3% of the measured best: held-out {pk['right']}/{pk['settings']}" in row["result"]
 
 
 def test_terms_close_the_residual_exactly():
@@ -116,3 +122,74 @@ def test_a_bad_level_is_one_line_and_exit_2():
                          capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert out.returncode == 2 and "--level 1.5 is outside (0, 1)" in out.stderr
     assert out.stderr.strip().count("\n") == 0
+
+
+def _cand(pred: dict[tuple[int, int], float], no_fit: frozenset = frozenset()) -> dict:
+    return {k: {"speedup": v, "feasible": k not in no_fit} for k, v in pred.items()}
+
+
+def test_pick_count_on_a_hand_made_set():
+    """Known answers: a pick is right when its measured speedup is >= 97% of the best measured one (D = 0, the plain
+    run, is a candidate at 1.0x); a batch with one measured D counts as a speculate-or-not decision."""
+    from types import SimpleNamespace
+
+    a = SimpleNamespace(speedup={(1, 2): 1.50, (1, 3): 1.60, (1, 4): 1.56, (8, 2): 1.20, (8, 3): 1.00})
+    a_pred = {(1, 0): 1.0, (1, 2): 1.4, (1, 3): 1.5, (1, 4): 1.7,  # picks D=4: 1.56 / 1.60 = 97.5%: right
+              (8, 0): 1.0, (8, 2): 1.1, (8, 3): 1.3}                # picks D=3: 1.00 / 1.20 = 83%: wrong
+    b = SimpleNamespace(speedup={(1, 2): 1.40, (1, 5): 1.45, (4, 3): 0.90, (16, 3): 1.2})
+    b_pred = {(1, 0): 1.0, (1, 2): 1.6, (1, 5): 1.5,   # picks D=2: 1.40 / 1.45 = 96.6%: wrong (under 97%)
+              (4, 0): 1.0, (4, 3): 1.05,               # speculate or not: picks D=3 where plain is best: wrong
+              (16, 0): 1.0, (16, 3): 1.3}              # nothing fits in memory: no pick
+    ka, kb = pv.picks(a, _cand(a_pred)), pv.picks(b, _cand(b_pred, frozenset({(16, 0), (16, 3)})))
+    assert [(k["batch"], k["kind"], k["planner_d"], k["right"]) for k in ka + kb] == [
+        (1, "draft length", 4, True), (8, "draft length", 3, False),
+        (1, "draft length", 2, False), (4, "speculate or not", 3, False), (16, "speculate or not", None, None)]
+    assert ka[0]["of_best"] == pytest.approx(0.975) and ka[0]["measured_best_d"] == 3
+    # a candidate that does not fit is never the pick: D=4 out, the planner's next best (D=3) is the best measured
+    (k, _k8) = pv.picks(a, _cand(a_pred, frozenset({(1, 4)})))
+    assert (k["planner_d"], k["right"]) == (3, True)
+    counts = ps.pick_stats([{"split": "calibration", "picks": ka}, {"split": "validation", "picks": kb}])
+    assert counts["calibration"]["draft length"] == {"settings": 2, "right": 1, "no_pick": 0}
+    assert counts["validation"]["draft length"] == {"settings": 1, "right": 0, "no_pick": 0}
+    assert counts["validation"]["speculate or not"] == {"settings": 1, "right": 0, "no_pick": 1}
+
+
+def test_recorded_pick_counts_match_the_points(results):
+    """Every source that measured several D at one batch has its pick counted in its split."""
+    st = ps.all_stats(results)
+    several = {(r["point"], k["batch"]) for r in results for k in r["picks"] if k["kind"] == "draft length"}
+    assert several == {(p.name, b) for p in pv.POINTS for b in {b for b, _d in p.speedup}
+                       if len({d for bb, d in p.speedup if bb == b}) > 1}
+    total = sum(st[s]["picks"]["draft length"]["settings"] for s in ps.SPLITS)
+    assert total == len(several) == 5
+
+
+def test_the_split_rule_is_data_and_applies_to_every_source():
+    import planner_points as pp
+
+    # every priced source is classified, with the source's words
+    assert {p.source_id for p in pp.POINTS_AS_ASSIGNED} <= set(pp.REPORTS_PERFORMANCE_BUG)
+    flagged = {s for s, (bug, why) in pp.REPORTS_PERFORMANCE_BUG.items() if bug and why}
+    assert all(p.split == "validation" for p in pv.POINTS if p.source_id in flagged)  # never fitted
+    moved = {p.name for p in pv.POINTS if p.moved}
+    assert moved == {"Llama-3.1-8B EAGLE-3 K-sweep, bs1", "Qwen3-30B-A3B EAGLE-3 tree (4, 4, 16), bs 1-64"}
+    assert [p.split for p in pv.POINTS if not p.moved] == [p.split for p in pp.POINTS_AS_ASSIGNED if p.name not in moved]
+    # the profiles fitted on a moved source price nothing under the rule: their points use the release rule
+    assert sorted(pv.voided_profiles(pv.POINTS)) == [("SGLang", "0.5"), ("vLLM", "0.9.2")]
+    with pv.rule_fits(pv.POINTS):
+        moved_res = [pv.predict(p) for p in pv.POINTS if p.moved]
+    assert all("rule: nearest fitted" in r["profile"] for r in moved_res)
+    assert ("vLLM", "0.9.2") in pv.host_costs.PUBLISHED_HOST_PROFILES  # restored after the block
+    # a source not classified is refused, not defaulted
+    with pytest.raises(KeyError, match="not classified"):
+        pp.apply_split_rule([dataclasses.replace(pp.POINTS_AS_ASSIGNED[0], source="somebody's blog (2026)")])
+
+
+def test_the_record_keeps_both_splits(results):
+    before = [pv.predict(p) for p in pv.POINTS_AS_ASSIGNED]
+    rec = pv.split_rule_record(before, results)
+    assert [m["source"] for m in rec["moved"]] == ["vllm-project/vllm issue #20780", "Tencent/AngelSlim issue #163"]
+    assert rec["before"]["calibration"]["points"] == 30 and rec["after"]["calibration"]["points"] == 19
+    assert rec["before"]["validation"]["points"] + 11 == rec["after"]["validation"]["points"] == 31
+    assert rec["before"]["calibration"]["picks"]["draft length"] == {"settings": 3, "right": 3, "no_pick": 0}
+    assert rec["after"]["validation"]["picks"]["draft length"] == {"settings": 3, "right": 2, "no_pick": 0}

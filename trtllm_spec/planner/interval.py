@@ -31,8 +31,9 @@ from trtllm_spec.planner.search import Candidate, CostContext, MechanismPlan
 TERMS = ("iteration_s", "spec_iteration_s", "draft_step_s")
 DEFAULT_LEVEL = 0.8
 # benchmarks/planner_validation.py (--loso): "model_log_sd" (out of sample) and "model_log_sd_in_sample", the
-# calibration split only, recorded 2026-12-03
-MODEL_LOG_SD = 0.19
+# calibration split only, recorded 2026-12-03; MODEL_LOG_SD re-derived (0.19 -> 0.21) after the split rule held
+# out the sources that report their own numbers as a performance bug (issue 44 item 5: 19 calibration points)
+MODEL_LOG_SD = 0.21
 MODEL_LOG_SD_CALIBRATED = 0.045
 CALIBRATED_FLOOR_LOG_SD = 0.05  # a calibrated term is known no better than 5%: reports are averages over a run
 
