@@ -102,6 +102,7 @@ def toy_mechanism():
     class Toy(NGram):
         name, title = "toy", "toy lookup"
         config_class = ToyDrafter
+        decoding_types = ("Toy",)
         new_decoding_tags = (DecodingTag("Toy", "toy", "1.3"),)
         trtllm_mirror_fields = _NGramFields
 

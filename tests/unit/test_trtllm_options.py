@@ -130,11 +130,28 @@ def test_golden_yaml(name):
 
 
 def test_every_drafter_and_profile_is_covered():
-    covered = {(c["drafter_type"], c["profile"]) for c in CASES.values() if c["max_draft_len"]}
+    """Every registered mechanism x release, none exempt (a mechanism that shares its decoding tag with another, or
+    writes none, included): a golden whose decoding_type is one of the tags the descriptor declares and the release
+    knows, or a one-line refusal: the recipe's (the release predates the mechanism's decoding config) or the
+    descriptor's (``trtllm_refusal``: TensorRT-LLM cannot serve it, e.g. eagle_mtp)."""
+    from trtllm_spec.core.recipe_load import recipe_from_dict
+    from trtllm_spec.errors import RecipeError
+
+    covered = {(c["drafter_type"], c["profile"]): n for n, c in CASES.items() if c["max_draft_len"]}
     for name, mechanism in MECHANISMS.items():
-        for profile in DECODING_TAGS:
-            if releases.order(profile) >= releases.order(mechanism.min_trtllm) and mechanism.decoding_types:  # eagle_mtp: no decoding config
-                assert (name, profile) in covered, f"no golden for {name} on TensorRT-LLM {profile}"
+        for profile in releases.names():
+            if releases.order(profile) < releases.order(mechanism.min_trtllm):
+                with pytest.raises(RecipeError, match=rf"drafter {name} needs TensorRT-LLM {mechanism.min_trtllm}\+"):
+                    recipe_from_dict({"name": "c", "target": {"model": "llama-3.1-8b-instruct"},
+                                      "drafter": {"type": name}, "engine": {"trtllm_version": profile}})
+                continue
+            why = mechanism.trtllm_refusal(mechanism.default_config(), profile)
+            if why is not None:
+                assert why and "\n" not in why and (name, profile) not in covered, (name, profile, why)
+                continue
+            assert (name, profile) in covered, f"no golden for {name} on TensorRT-LLM {profile}"
+            tag = build(covered[name, profile])["speculative_config"]["decoding_type"]
+            assert tag in mechanism.decoding_types and tag in DECODING_TAGS[profile], (name, profile, tag)
 
 
 def test_the_mirror_is_generated_from_the_field_table():

@@ -3,7 +3,9 @@ drafter, options files, recipe, dataset) that ``replan``, ``measure --bundle``, 
 
 The manifest is the bundle's own record of what it was built as (``trtllm_profile``, ``drafter.type``); the
 record's facts come from it, and the files must agree: the resolved recipe must resolve to the same release
-and drafter, and the options' ``decoding_type`` must be a tag of that drafter that the release knows. A bundle
+and drafter, and the options' ``decoding_type`` must be a tag of that drafter that the release knows (a tag
+several mechanisms share, such as DFlash's, is matched to the manifest's drafter type: ``tag in
+descriptor.decoding_types``, never the other way round). A bundle
 whose manifest and files disagree is refused in one line (never re-derived from one of them: that is how an
 EAGLE-3 bundle raised to 1.3 by ``sa_enhancer`` was once re-planned as 1.2).
 
@@ -360,8 +362,8 @@ def _check_agreement(b: Bundle) -> None:
         if not isinstance(spec, dict):
             continue
         tag = spec.get("decoding_type")
-        kind = releases.tag_type(tag) if isinstance(tag, str) else None
-        if kind != b.drafter:
+        # the manifest's drafter type tells apart the mechanisms that share a tag (DFlash's is DFlash2's too)
+        if not isinstance(tag, str) or b.drafter not in releases.tag_types(tag):
             raise disagree("drafter.type", b.drafter, f"decoding_type {tag!r}", name)
         known = releases.DECODING_TAGS.get(tag)
         if known is None or not releases.knows(b.profile, known):

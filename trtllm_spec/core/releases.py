@@ -26,7 +26,7 @@ Adding a release: one :func:`register` call with a :class:`Release` (tests/unit/
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trtllm_spec.errors import UserError
 
@@ -42,24 +42,39 @@ def order(name: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class DecodingTag:
-    """A ``speculative_config.decoding_type`` value: the drafter type it runs, the first release whose LLM API
-    accepts it and the first that no longer does (None: still accepted)."""
+    """A ``speculative_config.decoding_type`` value: the drafter types that write it, the first release whose LLM
+    API accepts it and the first that no longer does (None: still accepted).
+
+    A tag may be shared: TensorRT-LLM can run several mechanisms under one ``decoding_type`` and tell them apart
+    by the drafter checkpoint's architecture (issue 45 reports that PR #18155 runs DFlash2 as ``decoding_type:
+    DFlash``; not checked against TensorRT-LLM's source here). ``drafters`` lists
+    every mechanism that writes the tag (each descriptor declares its tags: ``Mechanism.decoding_types``;
+    ``drafters/registry.py`` checks that both say the same); a reader that maps a tag to a drafter type matches
+    ``type in tag_types(tag)`` and takes what tells sharers apart (a bundle's record of its drafter type, the
+    checkpoint's architecture) from elsewhere: a shared tag alone is never resolved to one of them (``tag_type``).
+    One name is accepted for ``drafters`` and read as a tuple of one."""
 
     tag: str
-    drafter: str
+    drafters: tuple[str, ...]
     since: str
     removed: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.drafters, str):
+            object.__setattr__(self, "drafters", (self.drafters,))
+        else:
+            object.__setattr__(self, "drafters", tuple(self.drafters))
 
 
 # the tags the LLM API accepts (the first listed for a drafter is not necessarily the one written: the
 # descriptor's trtllm_speculative_config chooses per release). "Eagle": EAGLE-3 on the PyTorch backend, the only
 # spelling of the 1.2-era parsers; deprecated by PR #10124 (main, Dec 2025) but still accepted by the 1.4 pages.
 DECODING_TAGS: dict[str, DecodingTag] = {t.tag: t for t in (
-    DecodingTag("Eagle", "eagle3", "1.2"), DecodingTag("Eagle3", "eagle3", "1.2"),
-    DecodingTag("MTP", "mtp", "1.2"), DecodingTag("NGram", "ngram", "1.2"),
-    DecodingTag("Draft_Target", "draft_model", "1.2"),
-    DecodingTag("DFlash", "dflash", "1.3"), DecodingTag("DSpark", "dspark", "1.3"),
-    DecodingTag("SA", "suffix", "1.3"),
+    DecodingTag("Eagle", ("eagle3",), "1.2"), DecodingTag("Eagle3", ("eagle3",), "1.2"),
+    DecodingTag("MTP", ("mtp",), "1.2"), DecodingTag("NGram", ("ngram",), "1.2"),
+    DecodingTag("Draft_Target", ("draft_model",), "1.2"),
+    DecodingTag("DFlash", ("dflash",), "1.3"), DecodingTag("DSpark", ("dspark",), "1.3"),
+    DecodingTag("SA", ("suffix",), "1.3"),
 )}
 # spellings seen in TensorRT-LLM's docs and reports that are not the pydantic Literal
 # (docs/source/features/speculative-decoding.md; trtllm-bench decoding_stats.mode): read as the tag, refused in an
@@ -226,10 +241,30 @@ def default_release() -> str:
     return auto_release(names()[0])
 
 
-def tag_type(tag: str) -> str | None:
-    """Our drafter type for a decoding tag, one of its aliases or a reported mode (None: unknown)."""
+def tag_types(tag: str) -> tuple[str, ...]:
+    """Every drafter type that writes a decoding tag (one of its aliases, or a reported mode): one for most tags,
+    several where mechanisms share it; () where the tag is unknown."""
     t = DECODING_TAGS.get(TAG_ALIASES.get(tag, tag))
-    return t.drafter if t else REPORT_MODES.get(tag)
+    if t is not None:
+        return t.drafters
+    return (REPORT_MODES[tag],) if tag in REPORT_MODES else ()
+
+
+def shared_tag_error(where: str, tag: str, fix: str) -> UserError:
+    """The one line for a decoding tag that several mechanisms write, read where nothing tells them apart."""
+    kinds = tag_types(tag)
+    return UserError(f"{where} {tag!r}: {len(kinds)} drafter types share this TensorRT-LLM decoding tag "
+                     f"({', '.join(kinds)}) and nothing here says which ran; {fix}")
+
+
+def tag_type(tag: str, where: str = "decoding_type", fix: str = "name the drafter type") -> str | None:
+    """Our drafter type for a decoding tag, one of its aliases or a reported mode (None: unknown). A tag several
+    mechanisms share is not resolved here (never guessed): UserError naming ``where``, the tag, the sharers and
+    ``fix``; a reader that knows the drafter (a bundle's record) matches ``drafter in tag_types(tag)``."""
+    kinds = tag_types(tag)
+    if len(kinds) > 1:
+        raise shared_tag_error(where, tag, fix)
+    return kinds[0] if kinds else None
 
 
 def tag_since(tag: str) -> str | None:
@@ -245,3 +280,17 @@ def register_tag(tag: DecodingTag) -> None:
 
 def unregister_tag(tag: str) -> None:
     DECODING_TAGS.pop(tag, None)
+
+
+def share_tag(tag: str, drafter: str) -> None:
+    """Add ``drafter`` to the mechanisms that write an existing tag (a registered mechanism that shares it)."""
+    t = DECODING_TAGS[tag]
+    if drafter not in t.drafters:
+        DECODING_TAGS[tag] = replace(t, drafters=(*t.drafters, drafter))
+
+
+def unshare_tag(tag: str, drafter: str) -> None:
+    """Remove ``drafter`` from a shared tag's mechanisms (tests; ``drafters/registry.unregister``)."""
+    t = DECODING_TAGS.get(tag)
+    if t is not None and drafter in t.drafters:
+        DECODING_TAGS[tag] = replace(t, drafters=tuple(d for d in t.drafters if d != drafter))

@@ -343,7 +343,8 @@ def _tag_rows(tag: str) -> dict[str, tuple[type, ...]] | None:
         return TAG_FIELDS[tag]
     from trtllm_spec.drafters.registry import MECHANISMS
 
-    mech = next((m for m in MECHANISMS.values() if tag in m.decoding_types), None)
+    # the fields of a registered tag are those of the mechanism that introduced it (others may share the tag)
+    mech = next((m for m in MECHANISMS.values() if tag in (t.tag for t in m.new_decoding_tags)), None)
     if mech is None:
         return None
     since = releases.tag_since(tag) or releases.names()[0]

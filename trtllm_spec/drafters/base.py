@@ -42,9 +42,15 @@ class Mechanism:
     # plain model or nothing to check) and whether it runs the train/serve parity check against the target
     doctor_layout: ClassVar[str | None] = None
     doctor_parity: ClassVar[bool] = False
-    # for a mechanism added after import (``registry.register``): its recipe section class, its decoding tags
-    # (core.releases.DecodingTag) and the pydantic class of its decoding config's own fields (the options mirror
-    # builds one class per release from it: deploy/trtllm_schema.py)
+    # the ``speculative_config.decoding_type`` tags it writes (every spelling TensorRT-LLM's LLM API accepts for
+    # it; () = none: TensorRT-LLM cannot serve it). A tag may be shared with other mechanisms (core.releases.
+    # DecodingTag.drafters): TensorRT-LLM tells them apart by the checkpoint's architecture, we by the bundle's
+    # record of its drafter type; drafters/registry.py checks that the tag table and the descriptors agree
+    decoding_types: ClassVar[tuple[str, ...]] = ()
+    # for a mechanism added after import (``registry.register``): its recipe section class, the decoding tags it
+    # introduces (core.releases.DecodingTag; each also in ``decoding_types``; a tag it shares with a registered
+    # mechanism is in ``decoding_types`` only) and the pydantic class of its decoding config's own fields (the
+    # options mirror builds one class per release from it: deploy/trtllm_schema.py)
     config_class: ClassVar[type | None] = None
     new_decoding_tags: ClassVar[tuple] = ()
     trtllm_mirror_fields: ClassVar[type | None] = None
@@ -60,13 +66,6 @@ class Mechanism:
     # 'assets serve --engine vllm' refuse it)
     vllm_method: ClassVar[str | None] = None
     vllm_refusal: ClassVar[str] = "vLLM has no speculative method for it"
-
-    @property
-    def decoding_types(self) -> tuple[str, ...]:
-        """The decoding_type tags TensorRT-LLM's LLM API accepts for it (core.releases.DECODING_TAGS)."""
-        from trtllm_spec.core.releases import DECODING_TAGS
-
-        return tuple(t.tag for t in DECODING_TAGS.values() if t.drafter == self.name)
 
     def llamacpp_convert(self, converter: Path, drafter_dir: Path, target_dir: Path, out_file: Path, dtype: str,
                          log) -> dict:
@@ -154,6 +153,12 @@ class Mechanism:
     def recognises(self, cfg: dict) -> bool:
         """Whether an exported folder's config.json holds this mechanism's drafter (torch-free)."""
         return False
+
+    def folder_refusal(self, cfg: dict, where: str) -> str | None:
+        """Why an exported folder whose config.json is ``cfg`` must not run as this mechanism although it looks
+        like one (another mechanism's layout, such as DFlash2's under DFlash), as one line naming ``where``, what
+        was seen and the fix; None: nothing to refuse (``recognises`` still decides what the folder is)."""
+        return None
 
     def draft_limit(self, cfg: dict, where: str) -> tuple[int, str] | None:
         """(the largest D an exported drafter can propose, how it follows from its config.json); None: no limit

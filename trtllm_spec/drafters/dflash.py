@@ -15,9 +15,31 @@ DFLASH_RATES = [0.822 * 0.97**i for i in range(64)]
 DFLASH_SOURCE = ("assumption: 0.822 first-position acceptance for a Qwen3-8B DFlash speculator (Red Hat AI, "
                  "third-hand), conditional rates decaying 0.97x per position")
 
+# z-lab's DFlash2 (``architectures: ["DFlash2DraftModel"]``, z-lab's dflash/model.py): DFlash's config.json plus a
+# grouped dynamic causal convolution and a top-K candidate selector over the target's logits, four integers in
+# ``dflash_config`` (the contract as issue 45 summarises it; it reports that llama.cpp's conversion/qwen.py tells
+# DFlash2 from DFlash by ``selector_top_k > 0``). It is another mechanism: the DFlash runtime and options would
+# ignore its conv and selector weights, so a DFlash2 folder is neither recognised as DFlash nor accepted as one
+# (``Mechanism.folder_refusal``); this version has no dflash2 type.
+DFLASH2_FIELDS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
+
+
+def dflash2_signs(cfg: dict) -> list[str]:
+    """What in a config.json says DFlash2 rather than DFlash: a DFlash2 architecture, or a conv / selector field
+    (non-zero) in ``dflash_config`` or at the top level; [] where there is none."""
+    archs = cfg.get("architectures") or []
+    archs = [archs] if isinstance(archs, str) else archs
+    dc = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
+    signs = [f"architectures {[a for a in archs if isinstance(a, str)]}"] if any(
+        isinstance(a, str) and "DFlash2" in a for a in archs) else []
+    signs += [f"dflash_config.{k} = {dc[k]!r}" for k in DFLASH2_FIELDS if dc.get(k) not in (None, 0, False)]
+    signs += [f"{k} = {cfg[k]!r}" for k in DFLASH2_FIELDS if cfg.get(k) not in (None, 0, False)]
+    return signs
+
 
 class DFlash(Mechanism):
     name = "dflash"
+    decoding_types = ("DFlash",)
     llamacpp_spec_type = "draft-dflash"
     vllm_method = "dflash"  # vllm/v1/spec_decode/dflash.py
     title = "DFlash"
@@ -49,10 +71,22 @@ class DFlash(Mechanism):
         return cfg.max_draft_len  # core.recipe.block_drafts
 
     def recognises(self, cfg: dict) -> bool:
+        if dflash2_signs(cfg):  # DFlash2 has a dflash_config too, and more that this runtime would ignore
+            return False
         arch = (cfg.get("architectures") or [""])[0]
         dc = cfg.get("dflash_config") or {}
         return (arch == "DFlashDraftModel" or "dflash_config" in cfg) and (
             (dc.get("projector_type") == "dspark") == (self.name == "dspark"))
+
+    def folder_refusal(self, cfg: dict, where: str) -> str | None:
+        signs = dflash2_signs(cfg)
+        if not signs:
+            return None
+        return (f"{where}: a DFlash2 drafter ({'; '.join(signs)}), not {self.title}: DFlash2 is another mechanism "
+                f"(a grouped causal convolution and a top-K selector over the target's logits, which {self.title}'s "
+                f"runtime and TensorRT-LLM options would ignore), and this version of trtllm-spec does not support it "
+                f"yet; give a {self.title} checkpoint (architectures ['DFlashDraftModel'], no conv_* / selector_* "
+                "fields in dflash_config)")
 
     def draft_limit(self, cfg: dict, where: str) -> tuple[int, str] | None:
         from trtllm_spec.errors import UserError
@@ -117,6 +151,7 @@ class DFlash(Mechanism):
 
 class DSpark(DFlash):
     name = "dspark"
+    decoding_types = ("DSpark",)
     llamacpp_spec_type = None
     vllm_method = None
     vllm_refusal = ("vLLM's 'dspark' method runs DSpark heads with adaptive verification, which our DSpark export "

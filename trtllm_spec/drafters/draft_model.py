@@ -18,6 +18,7 @@ DRAFT_MODEL_SOURCE = "assumption: 0.75 flat conditional acceptance for a same-fa
 
 class DraftModel(Mechanism):
     name = "draft_model"
+    decoding_types = ("Draft_Target",)
     llamacpp_spec_type = "draft-simple"
     vllm_method = "draft_model"  # vllm/v1/spec_decode/draft_model.py: a smaller model of the same vocabulary
     title = "draft model"

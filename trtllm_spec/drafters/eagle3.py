@@ -39,6 +39,7 @@ def is_eagle_layout(cfg: dict) -> bool:
 
 class Eagle3(Mechanism):
     name = "eagle3"
+    decoding_types = ("Eagle", "Eagle3")  # "Eagle": the 1.2-era spelling (core.releases)
     llamacpp_spec_type = "draft-eagle3"
     vllm_method = "eagle3"  # LlamaForCausalLMEagle3 (vllm/model_executor/models/llama_eagle3.py) reads our export
     title = "EAGLE-3"

@@ -17,6 +17,7 @@ HEAD_WHY = ("'train' fits ModelOpt's EAGLE-MTP head and 'measure'/'plan' use it,
 
 class EagleMTP(Mechanism):
     name = "eagle_mtp"
+    decoding_types = ()  # no decoding config: TensorRT-LLM cannot serve it (HEAD_WHY)
     llamacpp_refusal = ("llama.cpp's draft-mtp runs a target's own next-token layers (nextn, e.g. DeepSeek, "
                         "GLM, Qwen3.5), not ModelOpt's separately exported EAGLE-MTP head")
     title = "EAGLE-MTP"

@@ -23,6 +23,7 @@ NATIVE_WHY = ("drafter.type mtp runs a target's own MTP layers (num_nextn_predic
 
 class MTP(Mechanism):
     name = "mtp"
+    decoding_types = ("MTP",)
     llamacpp_refusal = ("llama.cpp's draft-mtp runs a target's own next-token layers (nextn, e.g. DeepSeek, GLM, "
                         "Qwen3.5) from the target's GGUF, not a drafter folder")
     title = "MTP"

@@ -17,6 +17,7 @@ NGRAM_SOURCE = "TensorRT-LLM blog 7: n-gram AL ~1.3-1.4 on generic chat (Magpie 
 
 class NGram(Mechanism):
     name = "ngram"
+    decoding_types = ("NGram",)
     llamacpp_refusal = ("llama.cpp's ngram types (ngram-simple, ngram-map-*, ngram-mod) are other algorithms "
                         "than TensorRT-LLM's NGram drafter, so they are no second opinion on it")
     title = "n-gram"

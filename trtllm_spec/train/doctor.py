@@ -65,8 +65,11 @@ def run_doctor(drafter_dir: Path, target_dir: Path | None, target_cfg: dict, hel
         if mech.doctor_parity and target_dir is not None and not any(x.level == "error" for x in f):
             f.append(_eagle3_parity(drafter_dir, target_dir, heldout, parity_tolerance, placement))
     else:
-        f.append(Finding("error", "type", f"config.json is neither EAGLE-3 (draft_vocab_size) nor DFlash "
-                                          f"(dflash_config): architectures {cfg.get('architectures')}"))
+        from trtllm_spec.drafters.registry import folder_refusal
+
+        f.append(Finding("error", "type", folder_refusal(cfg, "config.json") or
+                         f"config.json is neither EAGLE-3 (draft_vocab_size) nor DFlash (dflash_config): "
+                         f"architectures {cfg.get('architectures')}"))
     f += _common(cfg, tensors)
     return kind, f
 

@@ -16,11 +16,15 @@ def folder_kind(folder: Path) -> str:
     cfg_path = folder / "config.json"
     if not cfg_path.is_file():
         raise UserError(f"drafter folder {folder} has no config.json")
-    from trtllm_spec.drafters.registry import exported_type
+    from trtllm_spec.drafters.registry import exported_type, folder_refusal
 
-    kind = exported_type(json.loads(cfg_path.read_text()))
+    cfg = json.loads(cfg_path.read_text())
+    kind = exported_type(cfg)
     if kind is not None:
         return kind
+    why = folder_refusal(cfg, str(cfg_path))  # a layout that resembles one of ours (DFlash2's: not DFlash)
+    if why is not None:
+        raise UserError(why)
     raise UserError(f"{folder}: config.json is not an EAGLE-3, EAGLE-MTP, DFlash/DSpark drafter or a Llama-family "
                     "draft model")
 
@@ -42,6 +46,13 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
     if not folder.is_dir():
         raise UserError(f"drafter {spec!r} is neither {' nor '.join(repr(n) for n in FOLDERLESS)} nor an "
                         "existing folder")
+    if expect:
+        from trtllm_spec.drafters.registry import folder_refusal
+
+        cfg_path = folder / "config.json"
+        why = folder_refusal(json.loads(cfg_path.read_text()), str(cfg_path), expect) if cfg_path.is_file() else None
+        if why is not None:
+            raise UserError(why)
     kind = folder_kind(folder)
     if expect and expect != kind:
         raise UserError(f"drafter folder {folder} holds a {kind} drafter, not {expect}")
