@@ -234,7 +234,8 @@ def check_calibrate_args(command: str, reports, calibrate: bool, example: str) -
         raise UserError(f"{command} takes reports only with --calibrate (got {' '.join(map(str, reports))}); add "
                         "--calibrate or drop them")
     if calibrate and not reports:
-        raise UserError(f"--calibrate needs trtllm-bench reports after the options: {example}")
+        raise UserError(f"--calibrate needs trtllm-bench reports (or 'measure served' folders) after the options: "
+                        f"{example}")
 
 
 def echo_narrowing(plan: dict, err: bool) -> None:

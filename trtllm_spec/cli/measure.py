@@ -225,7 +225,8 @@ def served_cmd(server_url: str, server_model: str | None, concurrency: str, requ
                recipe_file: Path | None, gpu: str | None, target: str | None, suite: str, categories: str | None,
                num_prompts: int, seed: int, training_data: Path | None, allow_overlap: bool,
                chat_template: Path | None, max_new_tokens: int, temperature: float, out: Path | None, force: bool,
-               as_json: bool, allow_long: bool, request_mode=None) -> None:
+               as_json: bool, allow_long: bool, serves_drafter: str | None, serves_draft_len: int | None,
+               request_mode=None) -> None:
     """A running OpenAI-compatible server (trtllm-serve, vLLM, SGLang, llama.cpp), measured from streamed
     responses at each concurrency: TTFT, TPOT, tokens/s per user and per server, beside the planner's prediction.
     The server decodes with its own drafter and settings.
@@ -245,7 +246,7 @@ def served_cmd(server_url: str, server_model: str | None, concurrency: str, requ
                       num_prompts=num_prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                       chat_template=chat_template, training_data=training_data, allow_overlap=allow_overlap,
                       timeout_s=request_timeout, out=out, force=force, progress=_log, allow_long=allow_long,
-                      request_mode=request_mode)
+                      request_mode=request_mode, serves=(serves_drafter, serves_draft_len))
     if as_json:
         echo_json(data)
     click.echo(render_table(data) + (f"\n->  {out}/report.md" if out else ""), err=as_json)

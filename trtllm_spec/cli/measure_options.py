@@ -134,4 +134,10 @@ def served_options(f):
                      "unless --target is given."),
         click.option("--gpu", metavar="NAME|FILE", help="The hardware of the prediction (a catalogue name, or a "
                      "'hw probe' file of the server's machine) instead of the recipe's."),
+        click.option("--serves-drafter", metavar="TYPE", help="What the server drafts with (a drafter type, e.g. "
+                     "ngram, eagle3), as you started it: recorded, checked against the engine's own counters where "
+                     "it reports them, and what 'plan --calibrate' reads the file as. Give it with "
+                     "--serves-draft-len."),
+        click.option("--serves-draft-len", type=int, metavar="D", help="The draft length the server runs (0: the "
+                     "target alone, no --serves-drafter); needed for 'plan --calibrate' to read the file."),
     )(f)

@@ -113,8 +113,10 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
 @click.option("--host-costs", type=click.Path(path_type=Path),
               help="A host_costs.json from an earlier --calibrate / replan.sh (planner.host_costs).")
-@click.option("--calibrate", is_flag=True, help="Fit the host costs to the trtllm-bench REPORTS given after the "
-              "options (a plain and a speculative run of the same bundle), then plan with them.")
+@click.option("--calibrate", is_flag=True, help="Fit the host costs to the REPORTS given after the options, then "
+              "plan with them: trtllm-bench reports (a plain and a speculative run of the same bundle), or 'measure "
+              "served' folders of any engine measured with --serves-draft-len (0 and a D > 0: the plan then "
+              "predicts that engine).")
 @click.argument("reports", nargs=-1, type=click.Path(path_type=Path), metavar="[REPORT ...]")
 @click.option("--interval-level", type=float, default=None, help="Coverage of the predicted-speedup intervals, a "
               "fraction in (0, 1) (default 0.8).")

@@ -31,7 +31,10 @@ from trtllm_spec.errors import UserError
 
 HOST_TERMS = ("iteration_s", "spec_iteration_s", "draft_step_s")
 HOST_COSTS_SCHEMA = "trtllm-spec/host_costs/v1"
-Framework = Literal["TensorRT-LLM", "vLLM", "SGLang"]
+Framework = Literal["TensorRT-LLM", "vLLM", "SGLang", "llama.cpp", "an OpenAI-compatible server"]
+# a profile fitted on served runs of another engine than TensorRT-LLM (plan --calibrate with 'measure served' files):
+# its release is this marker, and a plan with it predicts that engine's step times
+SERVED_RELEASE = "served"
 
 
 class HostProfile(StrictModel):

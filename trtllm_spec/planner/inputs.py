@@ -63,6 +63,10 @@ def host_profile_for(recipe: Recipe, hw: Hardware, calibrated: HostProfile | Non
         calibrated = load_host_profile(path)
         files.append(path)
     if calibrated is not None:
+        from trtllm_spec.core.host_costs import SERVED_RELEASE
+
+        if calibrated.release == SERVED_RELEASE:  # fitted on another engine's served runs: that engine's costs
+            return calibrated
         if calibrated.framework != "TensorRT-LLM" or calibrated.release != recipe.trtllm_profile:
             raise UserError(f"host costs {calibrated.name!r} were fitted on {calibrated.framework} "
                             f"{calibrated.release}; this recipe plans for TensorRT-LLM {recipe.trtllm_profile} "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import get_args
 
 from trtllm_spec.core.bundle import (
     CALIBRATE_OPTIONS_FILE,
@@ -18,7 +19,7 @@ from trtllm_spec.core.bundle import (
     TARGET_DIR,
     Bundle,
 )
-from trtllm_spec.core.host_costs import HostProfile
+from trtllm_spec.core.host_costs import SERVED_RELEASE, Framework, HostProfile
 from trtllm_spec.core.recipe import Recipe
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.calibration import RunExpectation, RunOptions, options_of, read_measurements
@@ -70,6 +71,7 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Bundle | N
     else to the recipe); the result, with provenance."""
     from trtllm_spec import __version__
     from trtllm_spec.drafters.registry import MECHANISMS
+    from trtllm_spec.measure.served_calibration import read_served_measurements, served_file
     from trtllm_spec.planner.calibrate import TERMS, fit_host_costs
     from trtllm_spec.planner.inputs import plan_inputs
     from trtllm_spec.planner.search import CostContext
@@ -77,17 +79,33 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Bundle | N
     req = plan_inputs(recipe, mechanisms=MECHANISMS).request  # the prior: the release's profile
     exp = (bundle_expectation(bundle, recipe, req.target_id) if bundle is not None else
            recipe_expectation(recipe, req.target_id, f"recipe {recipe.name!r}"))
-    measurements, files = read_measurements(reports, exp)
+    served = [served_file(p) is not None for p in reports]
+    engine, release = "TensorRT-LLM", recipe.trtllm_profile
+    if any(served):
+        if not all(served):
+            bad = next(p for p, s in zip(reports, served, strict=True) if not s)
+            raise UserError(f"--calibrate {bad}: not a served measurement, beside served measurements; give one "
+                            "kind: 'measure served' files of one engine, or trtllm-bench reports")
+        measurements, files, engine = read_served_measurements(reports, exp.model_ids, exp.drafter_type, exp.where)
+        release = SERVED_RELEASE
+    else:
+        measurements, files = read_measurements(reports, exp)
     ctx = CostContext(req.target, req.hardware, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
     cost = req.mechanism(req.drafter.type).cost(req.target, req.drafter)
     prior = {k: getattr(req.hardware.overheads, k) for k in TERMS}
     fit = fit_host_costs(ctx, cost, measurements, prior)
-    versions = sorted({str(f["trtllm_version"]) for f in files})
-    machines = sorted({str(f["machine"]) for f in files if f["machine"]}) or ["an unnamed GPU"]
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if release == SERVED_RELEASE:
+        versions = [f"served runs ({len(files)} files)"]
+        name = (f"calibrated: {engine} served runs on {req.hardware.name} (the plan predicts {engine}'s step "
+                "times, not TensorRT-LLM's)")
+    else:
+        versions = sorted({str(f["trtllm_version"]) for f in files})
+        machines = sorted({str(f["machine"]) for f in files if f["machine"]}) or ["an unnamed GPU"]
+        name = f"calibrated: TensorRT-LLM {', '.join(versions)} on {', '.join(machines)}"
     return HostProfile(
-        name=f"calibrated: TensorRT-LLM {', '.join(versions)} on {', '.join(machines)}", framework="TensorRT-LLM",
-        release=recipe.trtllm_profile, **fit.terms, moe_layer_units=req.hardware.overheads.moe_layer_units,
+        name=name, framework=engine if engine in get_args(Framework) else "an OpenAI-compatible server",
+        release=release, **fit.terms, moe_layer_units=req.hardware.overheads.moe_layer_units,
         per_expert_s=req.hardware.overheads.per_expert_s, overlap_hides=req.hardware.overheads.overlap_hides,
         overlap_with_speculation=req.hardware.overheads.overlap_with_speculation,
         measured_release=", ".join(versions),
@@ -103,8 +121,9 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Bundle | N
 def speculative_report(reports: list[Path]) -> Path | None:
     """The first report of a speculative run (it has decoding_stats): the acceptance source when none is given."""
     from trtllm_spec.measure.calibration import read_run_report
+    from trtllm_spec.measure.served_calibration import served_file
 
-    return next((p for p in reports if "decoding_stats" in read_run_report(p)), None)
+    return next((p for p in reports if served_file(p) is None and "decoding_stats" in read_run_report(p)), None)
 
 
 def fit_markdown(profile: HostProfile) -> list[str]:

@@ -81,7 +81,8 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
                recipe_file: Path | None, gpu: str | None, suite: str, categories: Sequence[str] | None,
                num_prompts: int, max_new_tokens: int, temperature: float, seed: int, chat_template: Path | None,
                training_data: Path | None, allow_overlap: bool, timeout_s: float, out: Path | None, force: bool,
-               progress: Callable[[str], None] | None = None, allow_long: bool = False, request_mode=None) -> dict:
+               progress: Callable[[str], None] | None = None, allow_long: bool = False, request_mode=None,
+               serves: tuple[str | None, int | None] = (None, None)) -> dict:
     from trtllm_spec.core.artifacts import ServedMeasurement
     from trtllm_spec.core.files import check_output_dir
     from trtllm_spec.data.openai_http import base_url, check_server
@@ -90,6 +91,7 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     from trtllm_spec.measure.served import check_served_model, measure_served, parse_concurrency
 
     levels = parse_concurrency(concurrency)
+    declared = check_serves(*serves)
     url = base_url(server_url)
     check_settings(1, max_new_tokens, temperature, "fp32")
     if not timeout_s > 0:
@@ -119,9 +121,9 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     from trtllm_spec.measure.run import item_mode, mode_items
 
     items, suite_prov = mode_items(items, tok, categories, suite_prov)
-    check_context(items, [prompt_ids(tok, it.messages, item_mode(mode, it).chat_template_kwargs) for it in items],
-                  max_new_tokens,
-                  cfg.get("max_position_embeddings"))
+    prompts = [prompt_ids(tok, it.messages, item_mode(mode, it).chat_template_kwargs) for it in items]
+    check_context(items, prompts, max_new_tokens, cfg.get("max_position_embeddings"))
+    prompt_lens = [len(p) for p in prompts]
     checked = check_server(url, tok, server_model, timeout_s, "--server-model")
     model = checked.model
     check_served_model(url, model, checked.token_checked, server_model is not None,
@@ -131,13 +133,18 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
     measured = measure_served(url, model, items, levels, max_tokens=max_new_tokens, temperature=temperature,
                               seed=seed, timeout=timeout_s, progress=progress, request_mode=mode,
                               count_tokens=lambda text: len(tok(text, add_special_tokens=False).input_ids))
+    if declared is not None:
+        declared["checked"] = check_serves_counters(declared, measured, url)
     data = ServedMeasurement.build(
         engine="openai",
         server={"url": url, "model": model, "checks": checked.checks, "serves_target_checked": checked.token_checked,
-                **({"unchecked": checked.note} if checked.note else {})},
+                **({"unchecked": checked.note} if checked.note else {}),
+                **({"owned_by": owner} if (owner := served_by(url, model, timeout_s)) else {}),
+                **({"serves": declared} if declared is not None else {})},
         target={"spec": recipe.target.model, "path": str(folder)},
         suite={**suite_prov, "name": suite if suite == SUITE_NAME else Path(suite).name, "seed": seed,
                "num_prompts_per_category": num_prompts, "item_ids": [it.id for it in items],
+               "prompt_tokens_mean": round(sum(prompt_lens) / len(prompt_lens), 2) if prompt_lens else None,
                **({"overlap": overlap} if overlap else {})},
         settings={"max_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
                   "concurrency": levels, "request_timeout_s": timeout_s, "stream": True,
@@ -151,8 +158,71 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
             "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
             "chat_template": str(chat_template) if chat_template else None, "request_timeout_s": timeout_s,
             "training_data": str(training_data) if training_data else None, "allow_overlap": allow_overlap,
-            "request_mode": mode.as_dict()})
+            "request_mode": mode.as_dict(), "serves_drafter": serves[0], "serves_draft_len": serves[1]})
     return data
+
+
+def check_serves(drafter: str | None, draft_len: int | None) -> dict | None:
+    """``--serves-drafter`` / ``--serves-draft-len``: what the server was started with, as a record (None: not
+    said); a contradiction is refused before anything is sent."""
+    if drafter is None and draft_len is None:
+        return None
+    if draft_len is None:
+        raise UserError(f"--serves-drafter {drafter}: give --serves-draft-len D too (the draft length the server "
+                        "runs)")
+    if draft_len < 0:
+        raise UserError(f"--serves-draft-len {draft_len}: a draft length is >= 0 (0: the target alone)")
+    if draft_len == 0 and drafter is not None:
+        raise UserError(f"--serves-drafter {drafter} with --serves-draft-len 0: a server that runs the target alone "
+                        "drafts with nothing; drop --serves-drafter")
+    if draft_len > 0:
+        from trtllm_spec.drafters.registry import MECHANISMS
+
+        if drafter is None:
+            raise UserError(f"--serves-draft-len {draft_len}: name what the server drafts with (--serves-drafter "
+                            f"TYPE: {', '.join(MECHANISMS)})")
+        if drafter not in MECHANISMS:
+            raise UserError(f"--serves-drafter {drafter!r} is not a drafter type; valid: {', '.join(MECHANISMS)}")
+    return {"drafter": drafter, "draft_len": draft_len}
+
+
+def check_serves_counters(declared: dict, levels: Sequence[dict], url: str) -> str:
+    """What the engine's own counters say about the declared D: a server that drafted while said to run the target
+    alone, or drafted more than D per step, is refused (the file would calibrate the wrong thing)."""
+    d, seen = declared["draft_len"], False
+    for lv in levels:
+        acc = lv.get("server_acceptance") or {}
+        drafts, tokens = acc.get("num_drafts"), acc.get("num_draft_tokens")
+        if not acc.get("reported") or not drafts:
+            continue
+        seen = True
+        if d == 0:
+            raise UserError(f"server {url} drafted ({drafts} drafts at concurrency {lv['concurrency']}, "
+                            f"{acc.get('source')}) but --serves-draft-len 0 says it runs the target alone; give the "
+                            "draft length it was started with")
+        if tokens is not None and tokens > d * drafts:
+            raise UserError(f"server {url} drafted {tokens / drafts:.2f} tokens per draft at concurrency "
+                            f"{lv['concurrency']} ({acc.get('source')}), more than --serves-draft-len {d}; give the "
+                            "draft length it was started with")
+    if d == 0:
+        return "the engine reported no drafts" if any((lv.get("server_acceptance") or {}).get("reported") is False
+                                                      for lv in levels) else "unchecked"
+    return "checked against the engine's counters (drafts per step <= D)" if seen else \
+        "unchecked: the engine reports no draft counters"
+
+
+def served_by(url: str, model: str, timeout_s: float) -> str | None:
+    """``owned_by`` of the served model in ``/v1/models`` (vLLM: "vllm"; trtllm-serve: "tensorrt_llm"), if any."""
+    from trtllm_spec.data.openai_http import RequestFailed, http_json
+
+    try:
+        listing = http_json("GET", f"{url}/v1/models", None, min(timeout_s, 30))
+    except RequestFailed:
+        return None
+    for m in (listing or {}).get("data") or []:
+        if isinstance(m, dict) and m.get("id") == model and isinstance(m.get("owned_by"), str):
+            return m["owned_by"][:80]
+    return None
 
 
 def _write(data: dict, out: Path, force: bool, folder: Path, recipe_file: Path | None, args: dict) -> None:
