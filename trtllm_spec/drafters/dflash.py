@@ -17,8 +17,9 @@ DFLASH_SOURCE = ("assumption: 0.822 first-position acceptance for a Qwen3-8B DFl
 
 # z-lab's DFlash2 (``architectures: ["DFlash2DraftModel"]``, z-lab's dflash/model.py): DFlash's config.json plus a
 # grouped dynamic causal convolution and a top-K candidate selector over the target's logits, four integers in
-# ``dflash_config`` (the contract as issue 45 summarises it; it reports that llama.cpp's conversion/qwen.py tells
-# DFlash2 from DFlash by ``selector_top_k > 0``). It is another mechanism: the DFlash runtime and options would
+# ``dflash_config`` (docs/dflash2.md, read from the sources: llama.cpp's converter tells DFlash2 by
+# ``conv_kernel_size`` in ``dflash_config``, its loader by the ``selector_hidden.weight`` tensor, and only its runtime
+# by ``selector_top_k > 0``). It is another mechanism: the DFlash runtime and options would
 # ignore its conv and selector weights, so a DFlash2 folder is neither recognised as DFlash nor accepted as one
 # (``Mechanism.folder_refusal``); this version has no dflash2 type.
 DFLASH2_FIELDS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
