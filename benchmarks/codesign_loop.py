@@ -141,7 +141,7 @@ def _counter(tok):
     return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
 
 
-def serve_and_measure(servers: dict, items: list, args, label: str, out_file: Path, chunk: int = 0) -> dict:
+def serve_and_measure(servers: dict, items: list, args, label: str, out_file: Path, chunk: int | str = 0) -> dict:
     """Start ``servers`` ({key: VllmServer}; one already running is used as it is) side by side, measure every c
     in rotated order per round; the runs are appended to ``out_file`` as they finish (a rerun resumes after the
     last complete run)."""
@@ -205,10 +205,11 @@ def sweep_group(group: str, args) -> dict:
     log(f"{group}: starting the plain vLLM server (free memory {_free_gib():.1f} GiB)")
     plain.start()
     try:
-        for i, ds in enumerate(chunks):
+        for ds in chunks:
             spec = {d: server(d) for d in ds}
             configs |= {d: s.spec.config() for d, s in spec.items()}
-            state = serve_and_measure({0: plain, **spec}, items, args, f"{group} D={ds}", work / "runs.json", i)
+            label = "d" + "-".join(map(str, ds))  # a rerun with other D is another chunk, with its own plain runs
+            state = serve_and_measure({0: plain, **spec}, items, args, f"{group} D={ds}", work / "runs.json", label)
     finally:
         if plain.proc is not None:
             plain.stop()
@@ -228,7 +229,7 @@ def cells(state: dict, keys: list) -> dict:
         by.setdefault((r.get("chunk", 0), r["round"], r["concurrency"]), {})[str(r["key"])] = r
     plain = str(keys[0])
     out: dict = {}
-    for (_chunk, _rnd, c), rs in sorted(by.items()):
+    for (_chunk, _rnd, c), rs in by.items():  # chunks are ints (older runs) or labels: no sort
         if plain not in rs:
             continue
         for key, r in rs.items():
