@@ -199,7 +199,10 @@ def sweep_group(group: str, args) -> dict:
                           served_name="smollm2-135m", log_file=work / f"vllm-d{d}.log", kv_cache_gib=1)
 
     plain = server(0)
-    configs = {0: None}
+    old = work / "sweep.json"  # a rerun with other D keeps the configs of the D measured before
+    configs = {int(k): v for k, v in (json.loads(old.read_text()).get("speculative_config") or {}).items()} \
+        if old.is_file() else {}
+    configs[0] = None
     chunks = [args.draft_lens[i:i + args.side_by_side] for i in range(0, len(args.draft_lens), args.side_by_side)]
     state: dict = {}
     log(f"{group}: starting the plain vLLM server (free memory {_free_gib():.1f} GiB)")
@@ -213,7 +216,8 @@ def sweep_group(group: str, args) -> dict:
     finally:
         if plain.proc is not None:
             plain.stop()
-    return {"group": group, "items": len(items), "speculative_config": {str(d): c for d, c in configs.items()},
+    return {"group": group, "items": len(items),
+            "speculative_config": {str(d): c for d, c in sorted(configs.items())},
             **state}
 
 
