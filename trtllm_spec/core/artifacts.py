@@ -136,6 +136,7 @@ class SpeculationProfile(_Artifact):
 
 
 SERVED_SCHEMA = "trtllm-spec/served_measurement/v1"
+SERVED_FILE = "served_measurement.json"  # what 'measure served' writes in its --out folder
 
 
 class ServedMeasurement(_Artifact):

@@ -261,6 +261,7 @@ class ServerCheck:
     model: str
     checks: list[str]
     token_checked: bool
+    owned_by: str | None = None  # the model's ``owned_by`` in /v1/models: names the engine
 
     @property
     def note(self) -> str | None:
@@ -319,4 +320,6 @@ def check_server(url: str, tok, model: str | None, timeout: float, model_hint: s
                         "the target (same tokenizer and template)")
     if got_n is not None:
         checks.append("probe prompt token count equals the target's")
-    return ServerCheck(chosen, checks, token_checked=len(checks) > 1)
+    owner = next((m.owned_by for m in listing.data if m.id == chosen), None)
+    return ServerCheck(chosen, checks, token_checked=len(checks) > 1,
+                       owned_by=owner[:80] if isinstance(owner, str) and owner else None)

@@ -22,6 +22,7 @@ class _Reply(BaseModel):
 
 class ModelEntry(_Reply):
     id: str
+    owned_by: object = None  # vLLM "vllm", trtllm-serve "tensorrt_llm", SGLang "sglang"; read only when a string
 
 
 class ModelsList(_Reply):

@@ -21,11 +21,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from trtllm_spec.core.artifacts import SERVED_FILE, SERVED_SCHEMA
 from trtllm_spec.errors import UserError
 from trtllm_spec.planner.calibrate import StepMeasurement
 
-SERVED_FILE = "served_measurement.json"
-SERVED_SCHEMA = "trtllm-spec/served_measurement/v1"
 REACHED = 0.8  # achieved / asked concurrency below this: the level did not run that batch
 
 

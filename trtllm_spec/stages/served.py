@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trtllm_spec.core.artifacts import SERVED_FILE
 from trtllm_spec.core.recipe import DEFAULT_DRAFTER, Recipe
 from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.errors import UserError
-
-SERVED_FILE = "served_measurement.json"
 
 
 def served_recipe(recipe_file: Path | None, target: str | None, gpu: str | None, levels: Sequence[int]) -> Recipe:
@@ -139,7 +138,7 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
         engine="openai",
         server={"url": url, "model": model, "checks": checked.checks, "serves_target_checked": checked.token_checked,
                 **({"unchecked": checked.note} if checked.note else {}),
-                **({"owned_by": owner} if (owner := served_by(url, model, timeout_s)) else {}),
+                **({"owned_by": checked.owned_by} if checked.owned_by else {}),
                 **({"serves": declared} if declared is not None else {})},
         target={"spec": recipe.target.model, "path": str(folder)},
         suite={**suite_prov, "name": suite if suite == SUITE_NAME else Path(suite).name, "seed": seed,
@@ -209,20 +208,6 @@ def check_serves_counters(declared: dict, levels: Sequence[dict], url: str) -> s
                                                       for lv in levels) else "unchecked"
     return "checked against the engine's counters (drafts per step <= D)" if seen else \
         "unchecked: the engine reports no draft counters"
-
-
-def served_by(url: str, model: str, timeout_s: float) -> str | None:
-    """``owned_by`` of the served model in ``/v1/models`` (vLLM: "vllm"; trtllm-serve: "tensorrt_llm"), if any."""
-    from trtllm_spec.data.openai_http import RequestFailed, http_json
-
-    try:
-        listing = http_json("GET", f"{url}/v1/models", None, min(timeout_s, 30))
-    except RequestFailed:
-        return None
-    for m in (listing or {}).get("data") or []:
-        if isinstance(m, dict) and m.get("id") == model and isinstance(m.get("owned_by"), str):
-            return m["owned_by"][:80]
-    return None
 
 
 def _write(data: dict, out: Path, force: bool, folder: Path, recipe_file: Path | None, args: dict) -> None:
