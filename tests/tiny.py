@@ -93,3 +93,62 @@ def write_conversations(path: Path, n: int, seed: int = 0) -> Path:
             msgs = [{"role": "user", "content": sentence(rng, 3)}, {"role": "assistant", "content": sentence(rng, 8)}]
             f.write(json.dumps({"id": f"c{i}", "messages": msgs}) + "\n")
     return path
+
+
+def write_dflash2(folder: Path, target: Path, *, layers: int = 1, block: int = 4, kernel: int = 2, group: int = 8,
+                  rank: int = 8, top_k: int = 4, seed: int = 0, scale: float = 0.2, identity: bool = False,
+                  sliding_window: int | None = None) -> Path:
+    """A random DFlash2 drafter for the tiny ``target`` in z-lab's layout (docs/dflash2.md, "Checkpoint layout"):
+    ``architectures: ["DFlash2DraftModel"]``, block / layers / mask and the four conv and selector integers nested in
+    ``dflash_config``, the two codebooks and each ``base_kernel`` without a ``.weight`` suffix, no embedding or
+    lm_head (the target's). ``identity``: the trainers' fresh start (SpecForge: base_kernel tap 0 = 1, others and
+    the projections 0, successor codebook 0), which drafts exactly what its DFlash backbone does."""
+    import torch
+    from safetensors.torch import save_file
+
+    t = json.loads((target / "config.json").read_text())
+    h, inter, vocab, n_t = t["hidden_size"], t["intermediate_size"], t["vocab_size"], t["num_hidden_layers"]
+    heads, kv = t["num_attention_heads"], t["num_key_value_heads"]
+    d = h // heads
+    ids = sorted({0, n_t // 2, n_t - 1})
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g) * scale
+
+    w = {"fc.weight": rnd(h, len(ids) * h), "hidden_norm.weight": torch.ones(h), "norm.weight": torch.ones(h),
+         "candidate_selector.hidden_projection.weight": rnd(rank, h),
+         "candidate_selector.predecessor_codebook": rnd(vocab, rank) * 5,
+         "candidate_selector.successor_codebook": torch.zeros(vocab, rank) if identity else rnd(vocab, rank) * 5}
+    for i in range(layers):
+        p = f"layers.{i}."
+        w |= {p + "input_layernorm.weight": torch.ones(h), p + "post_attention_layernorm.weight": torch.ones(h),
+              p + "self_attn.q_proj.weight": rnd(heads * d, h), p + "self_attn.k_proj.weight": rnd(kv * d, h),
+              p + "self_attn.v_proj.weight": rnd(kv * d, h), p + "self_attn.o_proj.weight": rnd(h, heads * d),
+              p + "self_attn.q_norm.weight": torch.ones(d), p + "self_attn.k_norm.weight": torch.ones(d),
+              p + "mlp.gate_proj.weight": rnd(inter, h), p + "mlp.up_proj.weight": rnd(inter, h),
+              p + "mlp.down_proj.weight": rnd(h, inter)}
+        for conv in ("attention_conv", "mlp_conv"):
+            base = torch.zeros(2, kernel, h)
+            base[:, 0] = 1.0
+            if not identity:
+                base += rnd(2, kernel, h)
+            w[p + conv + ".base_kernel"] = base
+            w[p + conv + ".kernel_projection.weight"] = (torch.zeros(2 * kernel * (h // group), h) if identity
+                                                         else rnd(2 * kernel * (h // group), h))
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in w.items()}, str(folder / "model.safetensors"))
+    cfg = {"architectures": ["DFlash2DraftModel"], "model_type": "qwen3", "hidden_size": h,
+           "intermediate_size": inter, "num_hidden_layers": layers, "num_attention_heads": heads,
+           "num_key_value_heads": kv, "head_dim": d, "vocab_size": vocab, "rms_norm_eps": 1e-6,
+           "rope_theta": t.get("rope_theta", 10000.0), "max_position_embeddings": 2048, "tie_word_embeddings": False,
+           "hidden_act": "silu", "attention_bias": False, "is_causal": False, "num_target_layers": n_t,
+           "torch_dtype": "float32",
+           "dflash_config": {"block_size": block, "target_layer_ids": ids, "mask_token_id": vocab - 1,
+                             "conv_kernel_size": kernel, "conv_group_size": group, "selector_rank": rank,
+                             "selector_top_k": top_k}}
+    if sliding_window is not None:
+        cfg |= {"use_sliding_window": True, "sliding_window": sliding_window,
+                "layer_types": ["sliding_attention"] * layers}
+    (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+    return folder

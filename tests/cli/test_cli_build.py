@@ -182,7 +182,8 @@ def test_needed_acceptance_is_the_break_even_of_the_planners_speedup():
 
 
 def test_guideline_5_ranks_measured_acceptance_above_assumed(cli, tmp_path):
-    """An assumed AL (dspark's published 4.20) is named after the measured winner and marked, never ranked above it."""
+    """An assumed AL (the fastest assumed mechanism's: DFlash2's, from 1.4) is named after the measured winner with
+    the release it needs and marked, never ranked above it."""
     acc = tmp_path / "acc.json"
     acc.write_text(json.dumps({"acceptance_length": {"1": 1.5, "2": 1.8, "3": 2.0}}))
     r = cli("plan", "--target", "llama-3.1-8b-instruct", "--gpu", "h100-sxm", "--drafter", "eagle3", "--acceptance",
@@ -191,4 +192,5 @@ def test_guideline_5_ranks_measured_acceptance_above_assumed(cli, tmp_path):
     g5 = json.loads(r.stdout)["guidelines"][4]
     assert g5["details"]["best_mechanism"] == "eagle3"
     assert g5["reason"].startswith("at B=1 the fastest with measured acceptance is eagle3")
-    assert "with assumed acceptance (not measured here) dspark" in g5["reason"] and "assumed)" in g5["reason"]
+    assert "with assumed acceptance (not measured here) dflash2 (TensorRT-LLM 1.4+) at D=" in g5["reason"]
+    assert "assumed)" in g5["reason"]

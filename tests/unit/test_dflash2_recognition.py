@@ -1,8 +1,8 @@
-"""z-lab's DFlash2 checkpoints are not DFlash: a ``config.json`` with ``architectures: ["DFlash2DraftModel"]`` and
+"""z-lab's DFlash2 checkpoints are not DFlash: a ``config.json`` with ``architectures: ["DFlash2DraftModel"]`` or
 the conv / selector integers in ``dflash_config`` (``conv_kernel_size``, ``conv_group_size``, ``selector_rank``,
-``selector_top_k``) is recognised as no mechanism of this version, and given as ``dflash`` it is refused in one
-line naming the folder, what marks it as DFlash2 and the fix (DFlash2 is not supported yet: there is no dflash2
-type). DFlash v1 configs are recognised as before.
+``selector_top_k``) is recognised as ``dflash2`` (drafters/dflash2) and by no other mechanism, and given as
+``dflash`` it is refused in one line naming the folder, what marks it as DFlash2 and the fix (drafter.type:
+dflash2). DFlash v1 configs are recognised as before. (The DFlash2 runtime, doctor and bundle: test_dflash2.py.)
 
 The config below is small and written by hand after the layout of z-lab's published DFlash2 config.json as issue
 45 describes it (block 8, kernel 2, group 16, rank 256, top-K 16, five target layers, nested in ``dflash_config``;
@@ -45,16 +45,16 @@ def folder(tmp_path) -> Path:
     return d
 
 
-def test_dflash2_is_not_recognised_as_dflash():
+def test_dflash2_is_recognised_as_dflash2_only():
     from trtllm_spec.drafters.registry import MECHANISMS, exported_type
 
-    assert exported_type(DFLASH2) is None
-    assert not any(m.recognises(DFLASH2) for m in MECHANISMS.values())
+    assert exported_type(DFLASH2) == "dflash2"
+    assert [n for n, m in MECHANISMS.items() if m.recognises(DFLASH2)] == ["dflash2"]
     # each sign alone is enough: the architecture, or a selector field (llama.cpp: selector_top_k > 0)
     only_arch = {**dflash_v1(), "architectures": ["DFlash2DraftModel"]}
     only_top_k = {**dflash_v1(), "dflash_config": {**dflash_v1()["dflash_config"], "selector_top_k": 16}}
     flat = {**dflash_v1(), "conv_kernel_size": 2}
-    assert exported_type(only_arch) is exported_type(only_top_k) is exported_type(flat) is None
+    assert exported_type(only_arch) == exported_type(only_top_k) == exported_type(flat) == "dflash2"
 
 
 def test_dflash_v1_is_recognised_as_before():
@@ -74,7 +74,7 @@ def _check_message(msg: str, where: str) -> None:
     assert "architectures ['DFlash2DraftModel']" in msg
     for k in SELECTOR:
         assert f"dflash_config.{k} = {DFLASH2['dflash_config'][k]}" in msg
-    assert "not DFlash" in msg and "does not support it yet" in msg and "give a DFlash checkpoint" in msg
+    assert "not DFlash" in msg and "drafter.type: dflash2" in msg and "give a DFlash checkpoint" in msg
 
 
 def test_given_as_dflash_it_is_refused_in_one_line(folder):
@@ -86,9 +86,7 @@ def test_given_as_dflash_it_is_refused_in_one_line(folder):
     with pytest.raises(UserError) as exc:  # refused before any target or weight is read
         load_runtime_drafter(str(folder), None, expect="dflash")
     _check_message(str(exc.value), where)
-    with pytest.raises(UserError) as exc:  # a folder given without a type: the same line, not a generic one
-        folder_kind(folder)
-    _check_message(str(exc.value), where)
+    assert folder_kind(folder) == "dflash2"  # a folder given without a type is what it is
 
 
 def test_a_recipe_reusing_it_as_dflash_is_refused(folder):
@@ -107,16 +105,13 @@ def test_a_recipe_reusing_it_as_dflash_is_refused(folder):
     assert res.kind == "reused" and res.drafter_dir == folder
 
 
-def test_measure_and_llamacpp_name_it(folder):
+def test_measure_and_llamacpp_recognise_it(folder):
     from trtllm_spec.measure.run import inspect_drafter
     from trtllm_spec.stages.llamacpp import drafter_type_of
 
-    with pytest.raises(UserError) as exc:
-        inspect_drafter(str(folder), {"hidden_size": 64, "vocab_size": 256}, 3)
-    _check_message(str(exc.value), str(folder / "config.json"))
-    with pytest.raises(UserError) as exc:
-        drafter_type_of(folder)
-    _check_message(str(exc.value), f"--drafter {folder / 'config.json'}")
+    info = inspect_drafter(str(folder), {"hidden_size": 64, "vocab_size": 256}, 3)
+    assert info.kind == "dflash2" and info.max_draft_len == 7  # dflash_config.block_size 8 - 1, nested
+    assert drafter_type_of(folder) == "dflash2"
 
 
 def test_doctor_names_it(folder):
@@ -126,8 +121,7 @@ def test_doctor_names_it(folder):
     from trtllm_spec.train.doctor import drafter_type, run_doctor
 
     save_file({"fc.weight": torch.zeros(64, 320, dtype=torch.bfloat16)}, str(folder / "model.safetensors"))
-    assert drafter_type(DFLASH2) == "unknown"
-    kind, findings = run_doctor(folder, None, {"hidden_size": 64, "vocab_size": 256})
-    errors = [f.message for f in findings if f.level == "error" and f.check == "type"]
-    assert kind == "unknown" and len(errors) == 1
-    _check_message(errors[0], "config.json")
+    assert drafter_type(DFLASH2) == "dflash2"
+    kind, findings = run_doctor(folder, None, {"hidden_size": 64, "vocab_size": 256, "num_hidden_layers": 12})
+    errors = [f.message for f in findings if f.level == "error" and f.check == "layout"]
+    assert kind == "dflash2" and any("DFlash2 tensors" in e for e in errors)

@@ -274,6 +274,7 @@ def test_each_descriptor_runs_its_own_llamacpp_converter(monkeypatch, tmp_path):
     d, t, o = tmp_path / "d", tmp_path / "t", tmp_path / "o.gguf"
     want = {"eagle3": ("convert_eagle3", ("conv", d, t, o, "f32", print)),
             "dflash": ("convert_dflash", ("conv", d, t, o, "f32", print)),
+            "dflash2": ("convert_dflash", ("conv", d, t, o, "f32", print)),  # one converter for both (qwen.py)
             "draft_model": ("convert_target", ("conv", d, o, "f32", print))}
     for name, mech in MECHANISMS.items():
         if mech.llamacpp_spec_type is None:

@@ -99,7 +99,7 @@ def test_the_release_columns_of_trtllm_compat_are_the_records():
         assert [c for c in t[0] if re.fullmatch(r"\d+\.\d+", c)] == names, t[0]
     sched = next(t for t in with_releases if t[0][0] == "mechanism")
     rows = {"EAGLE-3": ("eagle3",), "MTP, DFlash, draft-target, SA": ("mtp", "dflash", "draft_model", "suffix"),
-            "NGram, DSpark": ("ngram", "dspark")}
+            "NGram, DSpark": ("ngram", "dspark"), "DFlash2": ("dflash2",)}
     covered = set()
     for row in sched[2:]:
         kinds = next(v for k, v in rows.items() if row[0].startswith(k))

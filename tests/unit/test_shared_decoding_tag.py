@@ -74,11 +74,11 @@ def bundle(tmp_path: Path, drafter: str, spec: dict = SPEC, name: str | None = N
 def test_one_registration_shares_the_tag(toyflash):
     from trtllm_spec.drafters import registry
 
-    assert releases.DECODING_TAGS["DFlash"].drafters == ("dflash", "toyflash")
-    assert releases.tag_types("DFlash") == registry.decoding_types("DFlash") == ("dflash", "toyflash")
+    assert releases.DECODING_TAGS["DFlash"].drafters == ("dflash", "dflash2", "toyflash")
+    assert releases.tag_types("DFlash") == registry.decoding_types("DFlash") == ("dflash", "dflash2", "toyflash")
     assert releases.DECODING_TAGS["DFlash"].since == "1.3"  # the tag's own record is unchanged
     assert "DFlash" in releases.get("1.3").tags and "DFlash" not in releases.get("1.2").tags
-    with pytest.raises(UserError, match=r"'DFlash': 2 drafter types share .*\(dflash, toyflash\).*name the "
+    with pytest.raises(UserError, match=r"'DFlash': 3 drafter types share .*\(dflash, dflash2, toyflash\).*name the "
                                         r"drafter type") as exc:
         releases.tag_type("DFlash")  # never guessed
     assert "\n" not in str(exc.value)
@@ -97,8 +97,8 @@ def test_unregister_leaves_one_mechanism_per_tag():
 
     registry.register(_toy_class()())
     registry.unregister("toyflash")
-    assert releases.DECODING_TAGS["DFlash"].drafters == ("dflash",) == registry.decoding_types("DFlash")
-    assert releases.tag_type("DFlash") == "dflash" and "toyflash" not in registry.MECHANISMS
+    assert releases.DECODING_TAGS["DFlash"].drafters == ("dflash", "dflash2") == registry.decoding_types("DFlash")
+    assert "toyflash" not in registry.MECHANISMS
 
 
 def test_a_bundle_is_matched_by_its_record(toyflash, tmp_path):
@@ -132,10 +132,10 @@ def test_a_shared_tag_without_a_bundle_is_one_line(toyflash, tmp_path, cli):
     with pytest.raises(UserError) as exc:
         profile_from_bench_report(report)
     msg = str(exc.value)
-    assert "\n" not in msg and str(report) in msg and "'DFlash'" in msg and "dflash, toyflash" in msg
+    assert "\n" not in msg and str(report) in msg and "'DFlash'" in msg and "dflash, dflash2, toyflash" in msg
     assert "give --bundle DIR" in msg
     res = cli("measure", "from-bench", report, "--out", tmp_path / "out")
-    assert res.exit_code == 2 and "dflash, toyflash" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "dflash, dflash2, toyflash" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "out").exists()
 
 
@@ -156,15 +156,20 @@ def test_calibration_matches_the_expected_drafter_among_the_sharers(toyflash, tm
         measurement(rep, exp("eagle3"), path)
 
 
-def test_with_one_mechanism_per_tag_nothing_changes(tmp_path):
+def test_a_tag_of_one_mechanism_needs_no_bundle_and_dflash_asks(tmp_path):
+    """Every tag but DFlash (DFlash and DFlash2 share it) has one mechanism and reads without a bundle; a DFlash
+    report without one asks which ran."""
     from trtllm_spec.measure.engine_reports import profile_from_bench_report
 
-    assert all(len(t.drafters) == 1 for t in releases.DECODING_TAGS.values())
-    assert releases.tag_type("DFlash") == "dflash" and releases.tag_type("Eagle") == "eagle3"
+    assert {tag for tag, t in releases.DECODING_TAGS.items() if len(t.drafters) > 1} == {"DFlash"}
+    assert releases.tag_types("DFlash") == ("dflash", "dflash2")
+    assert releases.tag_type("Eagle") == "eagle3" and releases.tag_type("DSpark") == "dspark"
     assert releases.tag_type("DraftTarget") == "draft_model" and releases.tag_type("PARD") == "draft_model"
     assert releases.tag_type("nope") is None and releases.tag_types("nope") == ()
-    prof = profile_from_bench_report(bench_report(tmp_path))  # no bundle: the one mechanism of the tag
-    assert prof["drafter"]["type"] == "dflash"
+    prof = profile_from_bench_report(bench_report(tmp_path, "Eagle3"))  # no bundle: the one mechanism of the tag
+    assert prof["drafter"]["type"] == "eagle3"
+    with pytest.raises(UserError, match=r"'DFlash': 2 drafter types share .*\(dflash, dflash2\).*give --bundle"):
+        profile_from_bench_report(bench_report(tmp_path))
 
 
 def test_registrations_whose_tags_do_not_add_up_are_one_line():
@@ -186,9 +191,11 @@ def test_registrations_whose_tags_do_not_add_up_are_one_line():
     for cls, match in ((Unknown, r"decoding tag 'DFlash3' is not registered; introduce it in new_decoding_tags"),
                        (NotDeclared, r"new_decoding_tags has 'ToyFlash', which its decoding_types \('DFlash',\) "
                                      "lack"),
-                       (Taken, r"decoding tag 'DFlash' is registered already \(written by dflash\); to share it")):
+                       (Taken, r"decoding tag 'DFlash' is registered already \(written by dflash, dflash2\); to "
+                               "share it")):
         with pytest.raises(UserError, match=match) as exc:
             registry.register(cls())
         assert "\n" not in str(exc.value)
         assert "toyflash" not in registry.MECHANISMS and "toyflash" not in DRAFTER_CLASS
-        assert releases.DECODING_TAGS["DFlash"].drafters == ("dflash",) and "ToyFlash" not in releases.DECODING_TAGS
+        assert releases.DECODING_TAGS["DFlash"].drafters == ("dflash", "dflash2")
+        assert "ToyFlash" not in releases.DECODING_TAGS

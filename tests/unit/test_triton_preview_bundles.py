@@ -38,7 +38,17 @@ def _section(name: str, data: Path, draft: Path) -> dict:
     cls = next(c for c in DRAFTER_CLASSES if c.model_fields["type"].default == name)
     fields = cls.model_fields
     section: dict = {"type": name}
-    trained = MECHANISMS[name].needs_training
+    mech = MECHANISMS[name]
+    # a trained mechanism ModelOpt has no mode for (DFlash2) is reused from a checkpoint: the z-lab layout written by
+    # tests/tiny for the tiny target (the recipe's fields below describe the same head)
+    reused = mech.needs_training and mech.modelopt_mode is None
+    trained = mech.needs_training and not reused
+    if reused:
+        from tests.tiny import write_dflash2
+
+        assert name == "dflash2", f"{name}: a checkpoint-only mechanism needs its own tiny head here"
+
+        section["checkpoint"] = str(write_dflash2(data.parent / f"{name}-head", data.parent / "target", block=4))
     if trained:
         section["training"] = {"max_steps": 2, "batch_size": 2, "seq_len": 64, "precision": "fp32",
                                "checkpoint_every": 2, "data": {"path": str(data), "eval_fraction": 0.25}}

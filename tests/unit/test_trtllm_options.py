@@ -15,6 +15,7 @@ import yaml
 
 from trtllm_spec.core import releases
 from trtllm_spec.core.recipe import (
+    DFlash2Drafter,
     DFlashDrafter,
     DraftModelDrafter,
     DSparkDrafter,
@@ -86,6 +87,10 @@ CASES = {
     "dspark_1.4": dict(profile="1.4", drafter_type="dspark",  # one D: no schedule, no max_concurrency (ignored)
                        drafter_config=DSparkDrafter(block_size=8, target_layer_ids=[2, 18, 34]),
                        speculative_model="drafter", max_draft_len=8, drafter_extras={"dflash_mask_token_id": 151669}),
+    "dflash2_1.4": dict(profile="1.4", drafter_type="dflash2", drafter_config=DFlash2Drafter(block_size=8),
+                        speculative_model="drafter", max_draft_len=7,
+                        drafter_extras={"dflash_mask_token_id": 151669, "dflash_target_layer_ids": [1, 17, 33]},
+                        draft_len_schedule={8: 7, 32: 3}),
     "suffix_1.3": dict(profile="1.3", drafter_type="suffix", drafter_config=SuffixDrafter(), speculative_model=None,
                        max_draft_len=4, draft_len_schedule={8: 4, 64: 2}),
     "suffix_1.4": dict(profile="1.4", drafter_type="suffix",  # the pool, sized explicitly

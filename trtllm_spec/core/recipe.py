@@ -294,6 +294,29 @@ class DSparkDrafter(DFlashDrafter):
         super().check(recipe)
 
 
+class DFlash2Drafter(DFlashDrafter):
+    """DFlash2 (z-lab's ``DFlash2DraftModel``, docs/dflash2.md): DFlash plus a grouped dynamic causal convolution
+    around each sublayer and a top-K candidate selector over the target's logits. TensorRT-LLM runs it under the
+    DFlash decoding config from 1.4 (drafters/dflash2). ModelOpt 0.47 has no DFlash2 mode, so a DFlash2 drafter
+    is reused from ``checkpoint`` (a z-lab-format folder), never trained here."""
+
+    min_trtllm: ClassVar[str] = "1.4"
+
+    type: Literal["dflash2"] = "dflash2"
+    conv_kernel_size: int = Field(2, ge=1, le=64, description="taps of each block convolution (<= block_size)")
+    conv_group_size: int = Field(16, ge=1, description="channels sharing one dynamic coefficient (divides the "
+                                 "target's hidden size)")
+    selector_rank: int = Field(64, ge=1, le=4096, description="rank of the selector's bilinear transition score")
+    selector_top_k: int = Field(16, ge=1, le=4096, description="candidates per drafted position (llama.cpp needs "
+                                "hidden_size >= K * (K + 1))")
+
+    def check(self, recipe: Recipe) -> None:
+        if self.conv_kernel_size > self.block_size:
+            raise ValueError(f"drafter.conv_kernel_size = {self.conv_kernel_size} exceeds drafter.block_size = "
+                             f"{self.block_size} (a tap reaches before the block); lower it")
+        super().check(recipe)
+
+
 class DraftModelDrafter(_Drafter):
     tensorrt_backend: ClassVar[bool] = True
 
@@ -358,7 +381,7 @@ class SuffixDrafter(_Drafter):
 
 
 DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter,
-                   SuffixDrafter, EagleMTPDrafter)
+                   SuffixDrafter, EagleMTPDrafter, DFlash2Drafter)
 # the recipe's tagged union over DRAFTER_CLASSES, written once (a registered mechanism rebuilds it)
 DrafterConfig = Annotated[Union[DRAFTER_CLASSES], Field(discriminator="type")]  # noqa: UP007 (a runtime tuple)
 # the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)

@@ -73,7 +73,7 @@ DECODING_TAGS: dict[str, DecodingTag] = {t.tag: t for t in (
     DecodingTag("Eagle", ("eagle3",), "1.2"), DecodingTag("Eagle3", ("eagle3",), "1.2"),
     DecodingTag("MTP", ("mtp",), "1.2"), DecodingTag("NGram", ("ngram",), "1.2"),
     DecodingTag("Draft_Target", ("draft_model",), "1.2"),
-    DecodingTag("DFlash", ("dflash",), "1.3"), DecodingTag("DSpark", ("dspark",), "1.3"),
+    DecodingTag("DFlash", ("dflash", "dflash2"), "1.3"), DecodingTag("DSpark", ("dspark",), "1.3"),
     DecodingTag("SA", ("suffix",), "1.3"),
 )}
 # spellings seen in TensorRT-LLM's docs and reports that are not the pydantic Literal

@@ -18,10 +18,10 @@ DFLASH_SOURCE = ("assumption: 0.822 first-position acceptance for a Qwen3-8B DFl
 # z-lab's DFlash2 (``architectures: ["DFlash2DraftModel"]``, z-lab's dflash/model.py): DFlash's config.json plus a
 # grouped dynamic causal convolution and a top-K candidate selector over the target's logits, four integers in
 # ``dflash_config`` (docs/dflash2.md, read from the sources: llama.cpp's converter tells DFlash2 by
-# ``conv_kernel_size`` in ``dflash_config``, its loader by the ``selector_hidden.weight`` tensor, and only its runtime
-# by ``selector_top_k > 0``). It is another mechanism: the DFlash runtime and options would
-# ignore its conv and selector weights, so a DFlash2 folder is neither recognised as DFlash nor accepted as one
-# (``Mechanism.folder_refusal``); this version has no dflash2 type.
+# ``conv_kernel_size`` in ``dflash_config``, its loader by the ``selector_hidden.weight`` tensor, and its runtime
+# (common/speculative.cpp) by ``selector_top_k > 0``). It is another mechanism (drafters/dflash2): the DFlash runtime
+# would ignore its conv and selector weights, so a DFlash2 folder is neither recognised as DFlash nor accepted as
+# one (``Mechanism.folder_refusal``).
 DFLASH2_FIELDS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
 
 
@@ -85,9 +85,9 @@ class DFlash(Mechanism):
             return None
         return (f"{where}: a DFlash2 drafter ({'; '.join(signs)}), not {self.title}: DFlash2 is another mechanism "
                 f"(a grouped causal convolution and a top-K selector over the target's logits, which {self.title}'s "
-                f"runtime and TensorRT-LLM options would ignore), and this version of trtllm-spec does not support it "
-                f"yet; give a {self.title} checkpoint (architectures ['DFlashDraftModel'], no conv_* / selector_* "
-                "fields in dflash_config)")
+                f"runtime would ignore); give it as drafter.type: dflash2 (a folder given alone is recognised as "
+                f"DFlash2), or give a {self.title} checkpoint (architectures ['DFlashDraftModel'], no conv_* / "
+                "selector_* fields in dflash_config)")
 
     def draft_limit(self, cfg: dict, where: str) -> tuple[int, str] | None:
         from trtllm_spec.errors import UserError

@@ -8,6 +8,7 @@ from trtllm_spec.core.recipe import DRAFTER_TYPES
 from trtllm_spec.core.releases import DECODING_TAGS
 from trtllm_spec.drafters.base import Mechanism
 from trtllm_spec.drafters.dflash import DFlash, DSpark
+from trtllm_spec.drafters.dflash2 import DFlash2
 from trtllm_spec.drafters.draft_model import DraftModel
 from trtllm_spec.drafters.eagle3 import Eagle3
 from trtllm_spec.drafters.eagle_mtp import EagleMTP
@@ -16,7 +17,7 @@ from trtllm_spec.drafters.ngram import NGram
 from trtllm_spec.drafters.suffix import Suffix
 
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (Eagle3(), MTP(), DFlash(), DSpark(), DraftModel(), NGram(),
-                                                        Suffix(), EagleMTP())}
+                                                        Suffix(), EagleMTP(), DFlash2())}
 assert tuple(MECHANISMS) == DRAFTER_TYPES, "recipe drafter types and the registry must list the same names"
 
 
@@ -115,6 +116,8 @@ def exported_type(cfg: dict) -> str | None:
 def folder_refusal(cfg: dict, where: str, expect: str | None = None) -> str | None:
     """Why a folder's config.json cannot run as drafter type ``expect`` (with none: as any mechanism whose layout
     it resembles, for a folder none recognises): the descriptors' ``folder_refusal``; None: nothing to refuse."""
+    if expect is None and exported_type(cfg) is not None:
+        return None  # a folder a mechanism recognises is that mechanism's
     mechs = (get(expect),) if expect is not None else tuple(MECHANISMS.values())
     return next((why for m in mechs if (why := m.folder_refusal(cfg, where))), None)
 

@@ -157,7 +157,8 @@ def g5_mechanism(ctx: CostContext, plans: list[MechanismPlan], cands: list[Candi
     kind = "measured" if measured else "assumed"
     reason = (f"at B={b0} the fastest with {kind} acceptance is {winner['mechanism']} at D={winner['draft_len']} "
               f"({winner['speedup']:.2f}x, AL {winner['acceptance_length']:.2f} {kind})"
-              + (f"; with assumed acceptance (not measured here) {guess['mechanism']} at D={guess['draft_len']} "
+              + (f"; with assumed acceptance (not measured here) {guess['mechanism']} (TensorRT-LLM "
+                 f"{guess['min_trtllm']}+) at D={guess['draft_len']} "
                  f"would reach {guess['speedup']:.2f}x (AL {guess['acceptance_length']:.2f} assumed)"
                  if measured and guess and guess["speedup"] > winner["speedup"] else "")
               + (f"; the recipe's {main}: {mine['speedup']:.2f}x at D={mine['draft_len']}"

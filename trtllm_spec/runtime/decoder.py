@@ -48,6 +48,10 @@ class Drafter:
         """Up to ``n`` draft tokens, and the drafter's distributions if it sampled them (None: deterministic)."""
         raise NotImplementedError
 
+    def use_sampling(self, params: SamplingParams, generator: torch.Generator | None) -> None:
+        """The request's sampling parameters and generator, before ``reset``: a drafter that samples its drafts
+        (DFlash2's walk) draws with them and returns its distributions from ``propose``; the others ignore it."""
+
     def commit(self, verified: list[int], next_token: int, aux: list[torch.Tensor]) -> None:
         """``verified`` tokens (the previous last token + accepted drafts) were checked by the target, whose
         captured layer outputs at their positions are ``aux``; ``next_token`` is the target's own token."""
@@ -75,6 +79,9 @@ def speculative_generate(target: LlamaModel, drafter: Drafter, prompt: list[int]
     out = [sample(first, params, generator)]
     if matcher is not None:
         matcher.accept(out[0])
+    use_sampling = getattr(drafter, "use_sampling", None)  # duck-typed drafters (tests, wrappers) may lack it
+    if use_sampling is not None:
+        use_sampling(params, generator)
     drafter.reset(prompt, out[0], aux)
     stats.prefill_s = time.perf_counter() - t0
     kv_len = len(prompt)  # target KV holds every token before out[-1]

@@ -277,5 +277,37 @@ def _dflash_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
     return out
 
 
+# ---- DFlash2 ----------------------------------------------------------------------------------------------------
+
+def _dflash2_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
+    """DFlash's checks (block_size read from dflash_config, where z-lab's layout nests it), the DFlash2 fields, and
+    the convolution and selector tensors with their shapes (docs/dflash2.md, "Tensors")."""
+    from trtllm_spec.drafters.dflash2.layout import layout_refusal
+
+    dc = cfg.get("dflash_config") or {}
+    out = _dflash_static({**cfg, "block_size": dc.get("block_size", cfg.get("block_size"))}, tensors, target)
+    why = layout_refusal(cfg, "config.json")
+    if why is not None:
+        return [*out, Finding("error", "config", why)]
+    h, vocab = cfg.get("hidden_size") or 0, cfg.get("vocab_size") or 0
+    k, g, r = dc["conv_kernel_size"], dc["conv_group_size"], dc["selector_rank"]
+    want = {"candidate_selector.hidden_projection.weight": (r, h),
+            "candidate_selector.predecessor_codebook": (vocab, r),
+            "candidate_selector.successor_codebook": (vocab, r)}
+    for i in range(cfg.get("num_hidden_layers", 0)):
+        for conv in ("attention_conv", "mlp_conv"):
+            want[f"layers.{i}.{conv}.base_kernel"] = (2, k, h)
+            want[f"layers.{i}.{conv}.kernel_projection.weight"] = (2 * k * (h // g), h)
+    bad = [f"{n} {'missing' if n not in tensors else list(tensors[n].shape)} (expected {list(s)})"
+           for n, s in want.items() if n not in tensors or tuple(tensors[n].shape) != s]
+    if bad:
+        out.append(Finding("error", "layout", f"DFlash2 tensors: {'; '.join(bad[:3])}"))
+    else:
+        out.append(Finding("ok", "layout", f"DFlash2 convolutions (kernel {k}, group {g}) and selector (rank {r}, "
+                                           f"top-{dc['selector_top_k']})"))
+    return out
+
+
 # the static checks of each exported layout (Mechanism.doctor_layout names one)
-LAYOUT_CHECKS = {"eagle3": _eagle3_static, "eagle_mtp": _eagle_mtp_static, "dflash": _dflash_static}
+LAYOUT_CHECKS = {"eagle3": _eagle3_static, "eagle_mtp": _eagle_mtp_static, "dflash": _dflash_static,
+                 "dflash2": _dflash2_static}

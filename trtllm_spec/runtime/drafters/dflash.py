@@ -46,9 +46,13 @@ class DFlashDrafter(Drafter):
         folder = Path(folder)
         raw = json.loads((folder / "config.json").read_text())
         dc = raw.get("dflash_config") or {}
-        for key in ("block_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
+        for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
             if key not in raw:
                 raise UserError(f"{folder}/config.json lacks {key!r}; not a DFlash export")
+        block = raw.get("block_size", dc.get("block_size"))  # z-lab's layout nests it in dflash_config
+        if not isinstance(block, int) or isinstance(block, bool) or block < 2:
+            raise UserError(f"{folder}/config.json: block_size {block!r} (top level or dflash_config) must be an "
+                            "integer >= 2; not a DFlash export")
         if raw["hidden_size"] != target.cfg.hidden_size or raw.get("vocab_size", target.cfg.vocab_size) != \
                 target.cfg.vocab_size:
             raise UserError(f"drafter {folder} (hidden {raw['hidden_size']}, vocab {raw.get('vocab_size')}) does not "
@@ -61,12 +65,13 @@ class DFlashDrafter(Drafter):
             rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
             rope_theta=float(raw.get("rope_theta") or target.cfg.rope_theta), tied_embeddings=False,
         )
-        self.block_size = int(raw["block_size"])
+        self.block_size = block
+        self.raw, self.folder = raw, folder
         # DSpark: next-token alignment (position 0 predicts the first draft); ModelOpt's exporter defaults it on
         self.shift = bool(dc.get("shift_label", dc.get("projector_type") == "dspark"))
         self.max_draft_len = block_drafts(self.block_size, self.shift)[0]
         self.mask_token = int(dc.get("mask_token_id"))
-        self.causal = bool(dc.get("causal", False))
+        self.causal = bool(dc.get("causal", raw.get("is_causal", False)))
         self.capture = tuple(dc.get("target_layer_ids") or ())
         if not self.capture:
             raise UserError(f"{folder}/config.json: dflash_config.target_layer_ids is missing")
@@ -95,6 +100,10 @@ class DFlashDrafter(Drafter):
                                 "vanilla head only")
             self.markov = (get("markov_w1.weight"), get("markov_w2.weight"))
         self.rope = Rope(self.cfg.head_dim, self.cfg.rope_theta, None, dev)
+        self._more_tensors(get)
+
+    def _more_tensors(self, get) -> None:
+        """A subclass's own tensors (DFlash2's convolutions and selector), read with ``get(name)``."""
 
     def _heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
         b, t, _ = x.shape

@@ -41,6 +41,9 @@ class SAEnhancedDrafter(Drafter):
     def end_request(self, prompt: list[int], output: list[int]) -> None:
         self.sa.end_request(prompt, output)
 
+    def use_sampling(self, params, generator) -> None:
+        self.neural.use_sampling(params, generator)
+
     def reset(self, prompt: list[int], first_token: int, aux: list[torch.Tensor]) -> None:
         self.neural.reset(prompt, first_token, aux)
         t0 = time.perf_counter()
