@@ -52,12 +52,21 @@ def parity(name: str, drafter: str, draft_len: int, args) -> dict:
         return {k: r[k] for k in ("num_prompts", "acceptance_length_vllm", "acceptance_length_reference",
                                   "relative_difference", "identical_to_vllm_target_greedy",
                                   "identical_to_reference_target_greedy", "same_output_both_engines")}
-    return {"mechanism": name, "drafter": drafter if name != "eagle3" and name != "dflash" else Path(drafter).name,
+    label = describe(name, drafter)
+    spec = {k: (label if k == "model" else v) for k, v in prof["settings"]["vllm"]["speculative_config"].items()}
+    return {"mechanism": name, "drafter": label,
             "draft_len": draft_len, "within_3pct": c["within_tolerance"], "overall": row(c["overall"]),
             "categories": {k: row(v) for k, v in sorted(c["categories"].items())},
             "prompts": [p for p in c["prompts"]],
-            "speculative_config": prof["settings"]["vllm"]["speculative_config"],
+            "speculative_config": spec,  # the model path as a label: a record names no machine's folders
             "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def describe(name: str, drafter: str) -> str:
+    """The drafter as the record names it: a mechanism, an asset, or a head's folder name (never a machine path)."""
+    if name == "draft_model":
+        return "smollm2-135m (the target drafting for itself)"
+    return drafter if drafter in ("ngram", "suffix") else f"<{name} head>/{Path(drafter).name}"
 
 
 def served(drafter: str, draft_len: int, args) -> dict:
