@@ -258,9 +258,11 @@ def test_doctor_checks_the_dflash2_layout(tiny, tmp_path):
 
 # ---- recipe, bundle, releases -----------------------------------------------------------------------------------
 
-def _recipe(tmp_path, folder, **extra) -> object:
-    r = {"name": "d2", "target": {"model": "llama-3.1-8b-instruct"},
-         "drafter": {"type": "dflash2", "checkpoint": str(folder), "block_size": 4},
+def _recipe(tmp_path, folder, drafter: dict | None = None, **extra) -> object:
+    # the section describes the head it reuses (write_dflash2's defaults)
+    section = {"type": "dflash2", "checkpoint": str(folder), "block_size": 4, "num_layers": 1, "conv_group_size": 8,
+               "selector_rank": 8, "selector_top_k": 4, **(drafter or {})}
+    r = {"name": "d2", "target": {"model": "llama-3.1-8b-instruct"}, "drafter": section,
          "hardware": {"gpu": "h100"}, "workload": {"batch_sizes": [1, 8], "isl": 1024, "osl": 256}, **extra}
     p = tmp_path / "r.yaml"
     p.write_text(yaml.safe_dump(r))
@@ -304,6 +306,16 @@ def test_bundle_writes_the_dflash_tag_from_14_and_refuses_13(tiny, tmp_path, cli
     r = cli("build", _recipe(tmp_path, d, engine={"trtllm_version": "1.3"}), "--out", tmp_path / "b13")
     assert r.exit_code == 2 and "1.4" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "b13").exists()
+
+
+def test_a_section_that_does_not_describe_its_checkpoint_is_refused(tiny, tmp_path, cli):
+    d = write_dflash2(tmp_path / "head", tiny[0])
+    r = cli("build", _recipe(tmp_path, d, {"selector_top_k": 16, "conv_group_size": 16}), "--out", tmp_path / "b")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    line = next(x for x in r.output.splitlines() if "drafter.checkpoint" in x)
+    assert "conv_group_size = 16" in line and "has 8" in line and "2 field(s) differ" in line
+    assert "--set drafter.conv_group_size=8 --set drafter.selector_top_k=4" in line
+    assert not (tmp_path / "b").exists()
 
 
 def test_no_checkpoint_is_refused_naming_the_trainer(tmp_path):

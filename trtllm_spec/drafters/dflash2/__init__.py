@@ -83,6 +83,39 @@ class DFlash2(DFlash):
                         "z-lab-format DFlash2 folder (architectures ['DFlash2DraftModel'], e.g. exported by SpecForge "
                         "'specforge export --to hf'), or train a DFlash drafter (drafter.type: dflash)")
 
+    def obtain(self, cfg: DFlash2Drafter, recipe, target):
+        """The generic reuse of ``drafter.checkpoint`` (None), after checking that the recipe section describes the
+        checkpoint: the planner prices the section's sizes, so a section that disagrees with the folder it reuses is
+        refused (one line, the values to set), never planned with the wrong head."""
+        import json
+
+        from trtllm_spec.errors import UserError
+
+        p = recipe.resolve_path(cfg.checkpoint) if cfg.checkpoint else None
+        if p is None or not (p / "config.json").is_file():
+            return None  # the generic reuse path names what is missing
+        try:
+            raw = json.loads((p / "config.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        if not isinstance(raw, dict) or not dflash2_signs(raw) or layout_refusal(raw, "x") is not None:
+            return None  # not DFlash2, or a broken one: the reuse path's folder_refusal says which
+        dc = raw["dflash_config"]
+        have = {"block_size": dc.get("block_size", raw.get("block_size")), "num_layers": raw.get("num_hidden_layers"),
+                **{k: dc[k] for k in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")}}
+        if cfg.target_layer_ids is not None:
+            have["target_layer_ids"] = list(dc.get("target_layer_ids") or [])
+        if isinstance(cfg.mask_token, int) and not isinstance(cfg.mask_token, bool):
+            have["mask_token"] = dc.get("mask_token_id")
+        bad = {k: v for k, v in have.items() if getattr(cfg, k) != v}
+        if bad:
+            first = next(iter(bad))
+            sets = " ".join(f"--set drafter.{k}={json.dumps(v, separators=(',', ':'))}" for k, v in bad.items())
+            raise UserError(f"drafter.{first} = {getattr(cfg, first)!r} but drafter.checkpoint {p} has {bad[first]!r} "
+                            f"({len(bad)} field(s) differ: {', '.join(bad)}); the section must describe the head it "
+                            f"reuses (the planner prices its sizes): {sets}")
+        return None
+
     def default_acceptance(self, target: ModelShape, cfg: DFlash2Drafter) -> AcceptanceModel:
         chained = chain(DFLASH2_RATES, DFLASH2_SOURCE)
         return table({d: chained.acceptance_length(d) for d in range(1, self.max_draft_len(target, cfg) + 1)},
