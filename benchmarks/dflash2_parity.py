@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from _record import write_record
-from engine_parity import machine
+from engine_parity import comparison_table, machine
 
 
 def grow(dflash: Path, out: Path, *, kernel: int = 2, group: int = 16, rank: int = 32, top_k: int = 16,
@@ -81,15 +81,7 @@ def main() -> None:
                                 max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0, dtype="fp32",
                                 device="cpu", progress=lambda m: print(f"  {m}", file=sys.stderr))
     c = prof["comparison"]
-    rows = []
-    print("| category | prompts | AL ours | AL llama.cpp | llama.cpp / ours | = llama.cpp greedy | = our greedy |")
-    print("|---|---|---|---|---|---|---|")
-    for name, r in [*sorted(c["categories"].items()), ("overall", c["overall"])]:
-        print(f"| {name} | {r['num_prompts']} | {r['acceptance_length_reference']:.3f} | "
-              f"{r['acceptance_length_llamacpp']:.3f} | {1 + r['relative_difference']:.3f} | "
-              f"{r['identical_to_llamacpp_target_greedy']}/{r['num_prompts']} | "
-              f"{r['identical_to_reference_target_greedy']}/{r['num_prompts']} |")
-        rows.append(name)
+    print("\n".join(comparison_table(c)))
     same = [p for p in c["prompts"] if p["same_output_both_engines"]]
     equal = sum(p["acceptance_length_llamacpp"] == p["acceptance_length_reference"] for p in same)
     print(f"same AL to 4 decimals on {equal} of {len(same)} prompts with the same output on both engines")

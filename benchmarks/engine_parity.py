@@ -46,6 +46,18 @@ def readme_rows(results: list[dict], draft_len: int) -> list[dict]:
              "result": result, "where": "`benchmarks/engine_parity.md`"}]
 
 
+def comparison_table(c: dict) -> list[str]:
+    """``measure llamacpp``'s comparison per category and overall, as markdown rows."""
+    out = ["| category | prompts | AL ours | AL llama.cpp | llama.cpp / ours | = llama.cpp greedy | = our greedy |",
+           "|---|---|---|---|---|---|---|"]
+    for name, r in [*sorted(c["categories"].items()), ("overall", c["overall"])]:
+        out.append(f"| {name} | {r['num_prompts']} | {r['acceptance_length_reference']:.3f} | "
+                   f"{r['acceptance_length_llamacpp']:.3f} | {1 + r['relative_difference']:.3f} | "
+                   f"{r['identical_to_llamacpp_target_greedy']}/{r['num_prompts']} | "
+                   f"{r['identical_to_reference_target_greedy']}/{r['num_prompts']} |")
+    return out
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -94,13 +106,7 @@ def main() -> None:
         c = prof["comparison"]
         print(f"\n### {kind} ({folder}), D={args.draft_len}, {time.perf_counter() - t0:.0f} s, "
               f"{prof['settings']['llamacpp']['version']}, spec type {prof['settings']['llamacpp']['spec_type']}\n")
-        print("| category | prompts | AL ours | AL llama.cpp | llama.cpp / ours | = llama.cpp greedy | = our greedy |")
-        print("|---|---|---|---|---|---|---|")
-        for name, r in [*sorted(c["categories"].items()), ("overall", c["overall"])]:
-            print(f"| {name} | {r['num_prompts']} | {r['acceptance_length_reference']:.3f} | "
-                  f"{r['acceptance_length_llamacpp']:.3f} | {1 + r['relative_difference']:.3f} | "
-                  f"{r['identical_to_llamacpp_target_greedy']}/{r['num_prompts']} | "
-                  f"{r['identical_to_reference_target_greedy']}/{r['num_prompts']} |")
+        print("\n".join(comparison_table(c)))
         results.append({"type": kind, "comparison": {k: c[k] for k in ("overall", "categories", "prompts")},
                         "llamacpp": prof["settings"]["llamacpp"]["version"],
                         "spec_type": prof["settings"]["llamacpp"]["spec_type"],
