@@ -282,15 +282,14 @@ def _dflash_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
 def _dflash2_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
     """DFlash's checks (block_size read from dflash_config, where z-lab's layout nests it), the DFlash2 fields, and
     the convolution and selector tensors with their shapes (docs/dflash2.md, "Tensors")."""
-    from trtllm_spec.drafters.dflash2.layout import layout_refusal
+    from trtllm_spec.drafters.dflash2.layout import field, layout_refusal
 
-    dc = cfg.get("dflash_config") or {}
-    out = _dflash_static({**cfg, "block_size": dc.get("block_size", cfg.get("block_size"))}, tensors, target)
+    out = _dflash_static({**cfg, "block_size": field(cfg, "block_size")}, tensors, target)
     why = layout_refusal(cfg, "config.json")
     if why is not None:
         return [*out, Finding("error", "config", why)]
     h, vocab = cfg.get("hidden_size") or 0, cfg.get("vocab_size") or 0
-    k, g, r = dc["conv_kernel_size"], dc["conv_group_size"], dc["selector_rank"]
+    k, g, r = (field(cfg, x) for x in ("conv_kernel_size", "conv_group_size", "selector_rank"))
     want = {"candidate_selector.hidden_projection.weight": (r, h),
             "candidate_selector.predecessor_codebook": (vocab, r),
             "candidate_selector.successor_codebook": (vocab, r)}
@@ -304,7 +303,7 @@ def _dflash2_static(cfg: dict, tensors: dict, target: dict) -> list[Finding]:
         out.append(Finding("error", "layout", f"DFlash2 tensors: {'; '.join(bad[:3])}"))
     else:
         out.append(Finding("ok", "layout", f"DFlash2 convolutions (kernel {k}, group {g}) and selector (rank {r}, "
-                                           f"top-{dc['selector_top_k']})"))
+                                           f"top-{field(cfg, 'selector_top_k')})"))
     return out
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from trtllm_spec.core.recipe import DFlash2Drafter
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.drafters.base import DraftCost, DraftPass, dense_layer_shape
-from trtllm_spec.drafters.dflash import DFLASH_RATES, DFlash, dflash2_signs
-from trtllm_spec.drafters.dflash2.layout import layout_refusal
+from trtllm_spec.drafters.dflash import DFLASH2_FIELDS, DFLASH_RATES, DFlash, dflash2_signs
+from trtllm_spec.drafters.dflash2.layout import field, layout_refusal
 from trtllm_spec.planner.acceptance import AcceptanceModel, chain, table
 
 # The release that runs DFlash2 under decoding_type DFlash is its recipe section's min_trtllm
@@ -100,13 +100,12 @@ class DFlash2(DFlash):
             return None
         if not isinstance(raw, dict) or not dflash2_signs(raw) or layout_refusal(raw, "x") is not None:
             return None  # not DFlash2, or a broken one: the reuse path's folder_refusal says which
-        dc = raw["dflash_config"]
-        have = {"block_size": dc.get("block_size", raw.get("block_size")), "num_layers": raw.get("num_hidden_layers"),
-                **{k: dc[k] for k in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")}}
+        have = {"block_size": field(raw, "block_size"), "num_layers": raw.get("num_hidden_layers"),
+                **{k: field(raw, k) for k in DFLASH2_FIELDS}}
         if cfg.target_layer_ids is not None:
-            have["target_layer_ids"] = list(dc.get("target_layer_ids") or [])
+            have["target_layer_ids"] = list(field(raw, "target_layer_ids"))
         if isinstance(cfg.mask_token, int) and not isinstance(cfg.mask_token, bool):
-            have["mask_token"] = dc.get("mask_token_id")
+            have["mask_token"] = field(raw, "mask_token_id")
         bad = {k: v for k, v in have.items() if getattr(cfg, k) != v}
         if bad:
             first = next(iter(bad))
@@ -146,8 +145,7 @@ class DFlash2(DFlash):
         why = layout_refusal(cfg, where)
         if why is not None:
             raise UserError(why)
-        block = (cfg.get("dflash_config") or {}).get("block_size", cfg.get("block_size"))
-        return block - 1, "dflash_config.block_size - 1"
+        return field(cfg, "block_size") - 1, "dflash_config.block_size - 1"
 
     def load_runtime(self, folder, target, max_len: int):
         from trtllm_spec.drafters.dflash2.runtime import DFlash2Runtime

@@ -6,11 +6,16 @@ from __future__ import annotations
 from trtllm_spec.drafters.dflash import DFLASH2_FIELDS
 
 
-def missing_fields(cfg: dict) -> list[str]:
-    """The DFlash2 fields a z-lab-format config.json lacks (nested in ``dflash_config``; every reader needs them)."""
+def field(cfg: dict, key: str):
+    """A DFlash2 field of a config.json: ``dflash_config``'s (z-lab's layout nests them), else the top level's (the
+    readers' fallback); None when neither has it."""
     dc = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
-    need = (*DFLASH2_FIELDS, "block_size", "target_layer_ids", "mask_token_id")
-    return [k for k in need if dc.get(k, cfg.get(k)) is None]
+    return dc.get(key, cfg.get(key))
+
+
+def missing_fields(cfg: dict) -> list[str]:
+    """The DFlash2 fields a z-lab-format config.json lacks (every reader needs them)."""
+    return [k for k in (*DFLASH2_FIELDS, "block_size", "target_layer_ids", "mask_token_id") if field(cfg, k) is None]
 
 
 def layout_refusal(cfg: dict, where: str) -> str | None:
@@ -21,8 +26,7 @@ def layout_refusal(cfg: dict, where: str) -> str | None:
         return (f"{where}: a DFlash2 drafter lacks dflash_config.{miss[0]} (it needs "
                 f"{', '.join(DFLASH2_FIELDS)}, block_size, target_layer_ids and mask_token_id in dflash_config, as "
                 "z-lab's DFlash2DraftModel writes them); re-export it in the z-lab layout")
-    dc = cfg.get("dflash_config") or {}
-    val = {k: dc.get(k, cfg.get(k)) for k in (*DFLASH2_FIELDS, "block_size")}
+    val = {k: field(cfg, k) for k in (*DFLASH2_FIELDS, "block_size")}
     bad = [k for k, v in val.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1]
     if bad:
         return f"{where}: dflash_config.{bad[0]} = {val[bad[0]]!r} must be a positive integer"

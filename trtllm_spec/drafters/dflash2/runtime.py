@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from trtllm_spec.drafters.dflash2.layout import layout_refusal
+from trtllm_spec.drafters.dflash2.layout import field, layout_refusal
 from trtllm_spec.errors import UserError
 from trtllm_spec.runtime.drafters.dflash import DFlashDrafter
 from trtllm_spec.runtime.llama import LlamaModel, apply_rope, attend, rms_norm
@@ -37,18 +37,16 @@ class DFlash2Runtime(DFlashDrafter):
         why = layout_refusal(raw_cfg, f"{folder}/config.json")
         if why is not None:
             raise UserError(why)
-        self.dc = raw_cfg["dflash_config"]
-        self.k, self.g = int(self.dc["conv_kernel_size"]), int(self.dc["conv_group_size"])
-        self.top_k, self.rank = int(self.dc["selector_top_k"]), int(self.dc["selector_rank"])
+        self.k, self.g = field(raw_cfg, "conv_kernel_size"), field(raw_cfg, "conv_group_size")
+        self.top_k, self.rank = field(raw_cfg, "selector_top_k"), field(raw_cfg, "selector_rank")
         self.groups = raw_cfg["hidden_size"] // self.g
         super().__init__(folder, target, max_len=max_len)  # calls _more_tensors
-        dc = self.dc
         if self.shift:
             raise UserError(f"{folder}/config.json: dflash_config.shift_label is set; DFlash2 drafts block rows "
                             "1..D (z-lab, vLLM, llama.cpp), not next-token aligned")
-        self.embed_scale = float(dc.get("input_embedding_scale", self.raw.get("input_embedding_scale", 1.0)))
-        self.logit_scale = float(dc.get("output_multiplier", 1.0))
-        cap = dc.get("final_logit_softcapping")
+        self.embed_scale = float(field(self.raw, "input_embedding_scale") or 1.0)
+        self.logit_scale = float(field(self.raw, "output_multiplier") or 1.0)
+        cap = field(self.raw, "final_logit_softcapping")
         self.softcap = float(cap) if cap else 0.0  # vLLM / llama.cpp: absent or <= 0 is off
         # non-causal sliding window on the layers the config marks (z-lab: |query - key| < window both ways)
         window = self.raw.get("sliding_window") if self.raw.get("use_sliding_window", True) else None
