@@ -318,15 +318,17 @@ def test_a_section_that_does_not_describe_its_checkpoint_is_refused(tiny, tmp_pa
     assert not (tmp_path / "b").exists()
 
 
-def test_no_checkpoint_is_refused_naming_the_trainer(tmp_path):
+def test_without_a_checkpoint_it_is_trained():
+    """No checkpoint: the drafter stage trains it (ModelOpt's DFlash mode plus the plugin: test_dflash2_train.py)."""
     from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.core.targets import resolve_target
-    from trtllm_spec.stages.drafter import obtain_drafter
+    from trtllm_spec.drafters.registry import get
 
     recipe = recipe_from_dict({"name": "z", "target": {"model": "llama-3.1-8b-instruct"},
                                "drafter": {"type": "dflash2"}})
-    with pytest.raises(UserError, match="ModelOpt 0.47 .* has no DFlash2 mode. Give drafter.checkpoint"):
-        obtain_drafter(recipe, resolve_target("llama-3.1-8b-instruct"), tmp_path / "out")
+    mech = get("dflash2")
+    assert mech.source(recipe.drafter, resolve_target("llama-3.1-8b-instruct").shape) == "train"
+    assert mech.modelopt_mode == "dflash"
 
 
 def test_recipe_rules(tiny):

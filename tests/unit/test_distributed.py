@@ -253,3 +253,22 @@ def test_error_with_a_process_group_up_skips_interpreter_teardown(tmp_path):
     assert "teardown ran" not in runs["up", True].stderr
     assert "teardown ran" in runs["down", True].stderr  # no group: the ordinary exit
     assert "teardown ran" in runs["up", False].stderr  # not a launched rank: never cut short
+
+
+def test_dflash2_plugin_trains_under_ddp_and_fsdp(tiny_target, convs, tmp_path):
+    """DFlash2's plugin on ModelOpt's DFlash mode (drafters/dflash2/train.py) under both strategies: the
+    convolutions and the selector are trainable tensors of the draft module, so DDP all-reduces and FSDP shards
+    them like the rest; the same data and steps end on the same tensors (within the FSDP tolerance above)."""
+    head = {"type": "dflash2", "num_layers": 1, "block_size": 4, "mask_token": 3, "conv_group_size": 8,
+            "selector_rank": 8, "selector_top_k": 6}
+    outs = {}
+    for name, strategy in (("ddp", {"strategy": "ddp", "nproc_per_node": 2}), ("fsdp", FSDP)):
+        outs[name] = tmp_path / name
+        _torchrun(_recipe(tmp_path, tiny_target, convs, head, max_steps=2, distributed=strategy), outs[name])
+    a, b = (_weights(outs[x] / "checkpoints" / "step-0000002" / "trainable.safetensors") for x in ("ddp", "fsdp"))
+    plugin = [k for k in a if "_conv." in k or "candidate_selector." in k]
+    assert len(plugin) == 7 and a.keys() == b.keys()  # 2 convs x 2 tensors + 3 selector tensors
+    assert all(torch.allclose(a[k], b[k], rtol=0, atol=WEIGHT_ATOL) for k in a)
+    assert any(not torch.equal(a[k], torch.zeros_like(a[k])) for k in plugin if "successor" in k)
+    assert [x["loss"] for x in _log(outs["ddp"])] == pytest.approx([x["loss"] for x in _log(outs["fsdp"])],
+                                                                   rel=LOSS_RTOL)

@@ -38,22 +38,7 @@ def _section(name: str, data: Path, draft: Path) -> dict:
     cls = next(c for c in DRAFTER_CLASSES if c.model_fields["type"].default == name)
     fields = cls.model_fields
     section: dict = {"type": name}
-    mech = MECHANISMS[name]
-    # a trained mechanism ModelOpt has no mode for (DFlash2) is reused from a checkpoint: the z-lab layout written by
-    # tests/tiny for the tiny target (the recipe's fields below describe the same head)
-    reused = mech.needs_training and mech.modelopt_mode is None
-    trained = mech.needs_training and not reused
-    if reused:
-        from tests.tiny import write_dflash2
-
-        assert name == "dflash2", f"{name}: a checkpoint-only mechanism needs its own tiny head here"
-
-        head = write_dflash2(data.parent / f"{name}-head", data.parent / "target", block=4)
-        cfg = json.loads((head / "config.json").read_text())
-        dc = cfg["dflash_config"]
-        section.update(checkpoint=str(head), num_layers=cfg["num_hidden_layers"],
-                       **{k: dc[k] for k in ("conv_kernel_size", "conv_group_size", "selector_rank",
-                                             "selector_top_k")})
+    trained = MECHANISMS[name].needs_training
     if trained:
         section["training"] = {"max_steps": 2, "batch_size": 2, "seq_len": 64, "precision": "fp32",
                                "checkpoint_every": 2, "data": {"path": str(data), "eval_fraction": 0.25}}
@@ -62,7 +47,7 @@ def _section(name: str, data: Path, draft: Path) -> dict:
     if "num_layers" in fields and trained:
         section["num_layers"] = 1
     if "block_size" in fields:
-        section.update(block_size=4, mask_token=3 if not reused else dc["mask_token_id"])
+        section.update(block_size=4, mask_token=3)
     if "model" in fields:
         section["model"] = str(draft)
     return section

@@ -253,12 +253,23 @@ class DFlashDrafter(_Trained):
     block_size: int = Field(16, ge=2, le=64)
     mask_token: str | int | None = Field(None, description="token (or id) the block is filled with")
     target_layer_ids: list[int] | None = None
+    num_anchors: int = Field(512, ge=1, le=4096, description="blocks drawn per training sequence, each at a random "
+                             "anchor (ModelOpt's dflash_num_anchors; its default 512): every block adds block_size "
+                             "rows to the drafter's forward and LM head, so fewer train faster on a CPU")
+    # fields only training reads: refused beside a checkpoint, which is reused as it is
+    training_only: ClassVar[tuple[str, ...]] = ("num_anchors",)
 
     @property
     def max_draft_len(self) -> int:
         return block_drafts(self.block_size, self.shift_label)[0]
 
     def check(self, recipe: Recipe) -> None:
+        if self.checkpoint:
+            fields = type(self).model_fields
+            for name in self.training_only:
+                if getattr(self, name) != fields[name].default:
+                    raise ValueError(f"drafter.{name} = {getattr(self, name)} only changes training, but "
+                                     "drafter.checkpoint reuses a trained head; drop one of them")
         most, formula = block_drafts(self.block_size, self.shift_label)
         if isinstance(recipe.draft_len, int) and recipe.draft_len > most:
             raise ValueError(f"draft_len = {recipe.draft_len} exceeds what a block of {self.block_size} drafts "
@@ -297,10 +308,12 @@ class DSparkDrafter(DFlashDrafter):
 class DFlash2Drafter(DFlashDrafter):
     """DFlash2 (z-lab's ``DFlash2DraftModel``, docs/dflash2.md): DFlash plus a grouped dynamic causal convolution
     around each sublayer and a top-K candidate selector over the target's logits. TensorRT-LLM runs it under the
-    DFlash decoding config from 1.4 (drafters/dflash2). ModelOpt 0.47 has no DFlash2 mode, so a DFlash2 drafter
-    is reused from ``checkpoint`` (a z-lab-format folder), never trained here."""
+    DFlash decoding config from 1.4 (drafters/dflash2). Reused from ``checkpoint`` (a z-lab-format folder), or
+    trained on ModelOpt's DFlash mode with the convolutions and the selector added as a plugin
+    (drafters/dflash2/train.py; ModelOpt 0.47 has no DFlash2 mode)."""
 
     min_trtllm: ClassVar[str] = "1.4"
+    training_only: ClassVar[tuple[str, ...]] = ("num_anchors", "selector_loss_alpha")
 
     type: Literal["dflash2"] = "dflash2"
     conv_kernel_size: int = Field(2, ge=1, le=64, description="taps of each block convolution (<= block_size)")
@@ -309,6 +322,8 @@ class DFlash2Drafter(DFlashDrafter):
     selector_rank: int = Field(64, ge=1, le=4096, description="rank of the selector's bilinear transition score")
     selector_top_k: int = Field(16, ge=1, le=4096, description="candidates per drafted position (llama.cpp needs "
                                 "hidden_size >= K * (K + 1))")
+    selector_loss_alpha: float = Field(1.0, gt=0, le=100, description="weight of the selector's cross-entropy over "
+                                       "its K candidates beside DFlash's loss (training only)")
 
     def check(self, recipe: Recipe) -> None:
         if self.conv_kernel_size > self.block_size:

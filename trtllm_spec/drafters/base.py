@@ -145,6 +145,15 @@ class Mechanism:
         """Entries this mechanism adds to ModelOpt's ``<mode>_architecture_config``."""
         return {}
 
+    def modelopt_extend(self, model, cfg) -> None:
+        """Change, in place, the model ModelOpt converted in ``modelopt_mode`` (a plugin on that mode: modules, the
+        loss) before training starts; nothing by default."""
+
+    def exported_config(self, config: dict, cfg) -> dict:
+        """The ``config.json`` of the trained drafter, from the one ModelOpt's exporter for ``modelopt_mode`` wrote;
+        unchanged by default."""
+        return config
+
     def build_refusal(self, cfg, target: ModelShape) -> tuple[str, str] | None:
         """(what the target lacks, why) when ``build`` cannot bundle this drafter for this target although
         train / measure / plan can; None when it can."""

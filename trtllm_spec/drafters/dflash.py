@@ -76,7 +76,9 @@ class DFlash(Mechanism):
             return False
         arch = (cfg.get("architectures") or [""])[0]
         dc = cfg.get("dflash_config") or {}
-        return (arch == "DFlashDraftModel" or "dflash_config" in cfg) and (
+        # DFlash's architecture, or a dflash_config with no architecture named: another architecture is another
+        # mechanism's (a sharer of the DFlash tag tells its folders by it: tests/toy_mechanism)
+        return (arch == "DFlashDraftModel" or (not arch and "dflash_config" in cfg)) and (
             (dc.get("projector_type") == "dspark") == (self.name == "dspark"))
 
     def folder_refusal(self, cfg: dict, where: str) -> str | None:

@@ -22,10 +22,12 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 
 
-def export_drafter(model, out: Path, dtype: str, meta: dict, state_dict: dict | None = None) -> None:
+def export_drafter(model, out: Path, dtype: str, meta: dict, state_dict: dict | None = None,
+                   finish_config=None) -> None:
     """Write the deployment folder into ``out`` (which must be an empty, fresh folder). ``state_dict``: the full
     tensors to export instead of ``model.state_dict()`` (an FSDP-sharded model, gathered by
-    ``train.distributed.export_state``)."""
+    ``train.distributed.export_state``). ``finish_config``: the mechanism's rewrite of the exporter's config.json
+    (``Mechanism.exported_config``, e.g. DFlash's as DFlash2's)."""
     from modelopt.torch.export import export_speculative_decoding
     from safetensors.torch import load_file, save_file
 
@@ -44,6 +46,8 @@ def export_drafter(model, out: Path, dtype: str, meta: dict, state_dict: dict | 
         cfg = json.loads((Path(tmp) / "config.json").read_text())
     target_dtype = DTYPES[dtype]
     fixed = {k: (v.to(target_dtype) if v.is_floating_point() else v).contiguous() for k, v in tensors.items()}
+    if finish_config is not None:
+        cfg = finish_config(cfg)
     cfg["torch_dtype"] = DTYPE_NAMES[target_dtype]
     cfg.pop("dtype", None)
     if "rope_scaling" in cfg and not meta.get("rope_scaling"):

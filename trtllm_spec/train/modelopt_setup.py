@@ -74,6 +74,7 @@ def dflash_mode_config(target_cfg: dict, drafter: DFlashDrafter, mask_token_id: 
 
     arch.update(get(drafter.type).modelopt_architecture(drafter))
     return dict(dflash_block_size=drafter.block_size, dflash_mask_token_id=mask_token_id,
+                dflash_num_anchors=drafter.num_anchors,
                 dflash_architecture_config=arch, dflash_use_torch_compile=False, dflash_export_rope_scaling={})
 
 
@@ -106,6 +107,7 @@ def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = Non
 
         with modelopt_quiet():  # its "Found base_model_..." lines: --verbose only
             mtsp.convert(model, [(mech.modelopt_mode, config)])
+        mech.modelopt_extend(model, drafter)  # a plugin on the mode (DFlash2 on dflash), inside the refusal above
     except (KeyError, AttributeError, TypeError, ValueError, NotImplementedError, RuntimeError) as exc:
         family = target_cfg.get("model_type", "?")
         raise UserError(f"ModelOpt cannot convert a {family!r} target for a {drafter.type} drafter "

@@ -225,6 +225,9 @@ def train_drafter(recipe: Recipe, target: ResolvedTarget, out: Path, *, max_step
                   resume: bool = False, force: bool = False, log: Callable[[str], None] = print,
                   on_step: Callable[[dict], None] | None = None) -> DrafterResult:
     target_dir = require_checkpoint(target, "training a drafter")
+    why = get(recipe.drafter.type).unavailable_reason(target.shape, recipe.drafter)
+    if why is not None:  # e.g. a DFlash2 group size that does not divide the hidden size: before any write
+        raise UserError(f"cannot train drafter.type {recipe.drafter.type} for {target.hf_id or target.spec}: {why}")
     from trtllm_spec.train.launch import start
 
     dist, placement = start(recipe, target.shape, log)  # refuses a launch the recipe does not describe, before any write
@@ -337,7 +340,8 @@ def _export(recipe: Recipe, d, target: ResolvedTarget, target_dir: Path, out: Pa
             "target_config_sha256": _sha(target_dir / "config.json"), "training": summary,
             "first_layer": "tensorrt-llm" if get(d.type).trtllm_first_layer else None}
     with atomic_dir(out / DRAFTER_DIR, force=True) as tmp:
-        export_drafter(model, tmp, "bf16", meta, state_dict=state)
+        export_drafter(model, tmp, "bf16", meta, state_dict=state,
+                       finish_config=lambda cfg: get(d.type).exported_config(cfg, d))
     write_json_atomic(out / "train_summary.json", summary)
     write_json_atomic(out / "provenance.json", provenance(recipe_to_dict(recipe), [target_dir / "config.json"],
                                                           {"placement": summary.get("placement")}))

