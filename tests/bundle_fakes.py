@@ -26,3 +26,23 @@ def seal_bundle(bundle: Path, drafter: str = "eagle3", version: str = "auto", *,
                             "drafter": {"type": r.drafter.type}, "trtllm_profile": profile or r.trtllm_profile,
                             **manifest})
     return bundle
+
+
+BENCH_REPORT = Path(__file__).resolve().parent / "fixtures" / "engine_reports" / "fake_bench_report_c1.json"
+
+
+def bench_report_for(path: Path, draft_len: int, mode: str | None = None) -> Path:
+    """A FAKE trtllm-bench report (``fixtures/engine_reports/fake_bench_report_c1.json``) at one concurrent request,
+    whose drafted tokens are ``draft_len`` per iteration (what a bundle built at that D would report), in decoding
+    mode ``mode`` when given; written to ``path`` for ``replan --from-trtllm-bench``."""
+    import json
+
+    rep = json.loads(BENCH_REPORT.read_text())
+    stats, info = rep["decoding_stats"], rep["request_info"]
+    its = info["avg_output_length"] - stats["num_accepted_draft_tokens_percentiles"]["average"]
+    stats["num_draft_tokens_percentiles"]["average"] = draft_len * its
+    if mode is not None:
+        stats["mode"] = mode
+    info["avg_num_concurrent_requests"] = 1.0
+    path.write_text(json.dumps(rep))
+    return path

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.bundle_fakes import bench_report_for
 from trtllm_spec.core import releases
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURE = REPO / "tests" / "fixtures" / "engine_reports" / "fake_bench_report_c1.json"
 
 
 @pytest.fixture
@@ -65,13 +65,7 @@ def test_plan_bundle_options_mirror_and_replan_for_a_registered_release(toy_rele
     with pytest.raises(Exception, match="eagle3_one_model"):  # and the release's own removals
         validate_options({**b.main_options, "speculative_config": {**spec, "eagle3_one_model": False}}, "1.5")
     # bench with a fake trtllm-bench (the report of the fixture at the bundle's D), then replan in-process
-    rep = json.loads(FIXTURE.read_text())
-    its = rep["request_info"]["avg_output_length"] - rep["decoding_stats"]["num_accepted_draft_tokens_percentiles"][
-        "average"]
-    rep["decoding_stats"]["num_draft_tokens_percentiles"]["average"] = spec["max_draft_len"] * its
-    rep["request_info"]["avg_num_concurrent_requests"] = 1.0
-    report = tmp_path / "report_c1.json"
-    report.write_text(json.dumps(rep))
+    report = bench_report_for(tmp_path / "report_c1.json", spec["max_draft_len"])
     r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", tmp_path / "re")
     assert r.exit_code == 0, r.output
     new = yaml.safe_load((tmp_path / "re" / "llm_api_options.yaml").read_text())
@@ -158,15 +152,7 @@ def test_plan_bundle_options_mirror_and_replan_for_a_registered_mechanism(toy_me
     with pytest.raises(UserError, match="max_matching_ngram_sise"):
         validate_options({**options, "speculative_config": {**options["speculative_config"],
                                                             "max_matching_ngram_sise": 2}}, "1.3")
-    rep = json.loads(FIXTURE.read_text())
-    d = options["speculative_config"]["max_draft_len"]
-    its = rep["request_info"]["avg_output_length"] - rep["decoding_stats"]["num_accepted_draft_tokens_percentiles"][
-        "average"]
-    rep["decoding_stats"]["num_draft_tokens_percentiles"]["average"] = d * its
-    rep["decoding_stats"]["mode"] = "Toy"
-    rep["request_info"]["avg_num_concurrent_requests"] = 1.0
-    report = tmp_path / "report_c1.json"
-    report.write_text(json.dumps(rep))
+    report = bench_report_for(tmp_path / "report_c1.json", options["speculative_config"]["max_draft_len"], "Toy")
     r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", tmp_path / "re")
     assert r.exit_code == 0, r.output
     prof = json.loads((tmp_path / "re" / "measured" / "speculation_profile.json").read_text())
