@@ -2,11 +2,12 @@
 
 ModelOpt 0.47 trains DFlash (``mtsp.convert(model, [("dflash", ...)])``, ``plugins/hf_dflash.HFDFlashModel``) but has
 no DFlash2 mode. Issue 45 item 3 allows two ways: ModelOpt's DFlash mode with the convolution and the selector
-added as a plugin, or a maintained peer trainer. We take the plugin, for three measured or read reasons:
-the whole of our trainer stays as it is (data, offline features, DDP/FSDP2, resume, the CPU path), DFlash and
-DFlash2 then train on the same data, steps and code so their comparison is about the mechanism, and
-``speculators`` 0.9.0 (the peer that ships DFlash2) pins its own torch / torchvision / torchaudio and captures
-hidden states through vLLM's hs-connectors (docs/dflash2.md, "Trainers that ship DFlash2").
+added as a plugin, or a maintained peer trainer. We take the plugin: our trainer stays as it is (data, DDP / FSDP2,
+resume, the CPU path; DFlash trains on the live target, and so does this), and DFlash and DFlash2 then train on the
+same data, steps and code, so their comparison is about the mechanism. The peer that ships DFlash2, ``speculators``
+0.9.0, was tried here: on a CPU it trains only after two run-time patches of its trainer (it moves tensors to
+accelerator 0 and synchronises an accelerator unconditionally), single-process (no gloo), from hidden states
+precomputed in its own layout (docs/dflash2.md, open question 5).
 
 What the plugin adds to a model ModelOpt converted in its ``dflash`` mode (``extend``):
 
