@@ -286,16 +286,10 @@ def test_bundle_writes_the_dflash_tag_from_14_and_refuses_13(tiny, tmp_path, cli
     validate_options(b.speculative_options(), "1.4")
     assert json.loads((bundle / "drafter" / "config.json").read_text())["architectures"] == ["DFlash2DraftModel"]
     # an engine report of the shared tag is read as DFlash2 through the bundle's record (replan)
-    from tests.unit.test_toy_registration import FIXTURE
+    from tests.bundle_fakes import bench_report_for
 
-    rep = json.loads(FIXTURE.read_text())
-    its = rep["request_info"]["avg_output_length"] - rep["decoding_stats"]["num_accepted_draft_tokens_percentiles"][
-        "average"]
-    rep["decoding_stats"]["num_draft_tokens_percentiles"]["average"] = spec["max_draft_len"] * its
-    rep["decoding_stats"]["mode"] = "DFlash"
-    rep["request_info"]["avg_num_concurrent_requests"] = 1.0
-    (tmp_path / "report_c1.json").write_text(json.dumps(rep))
-    r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", tmp_path / "report_c1.json", "--out", tmp_path / "re")
+    report = bench_report_for(tmp_path / "report_c1.json", spec["max_draft_len"], "DFlash")
+    r = cli("replan", "--bundle", bundle, "--from-trtllm-bench", report, "--out", tmp_path / "re")
     assert r.exit_code == 0, r.output
     prof = json.loads((tmp_path / "re" / "measured" / "speculation_profile.json").read_text())
     assert prof["drafter"]["type"] == "dflash2"
