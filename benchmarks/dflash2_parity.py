@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from _record import write_record
-from engine_parity import comparison_table, machine
+from engine_parity import comparison_table, machine, measure_greedy
 
 
 def grow(dflash: Path, out: Path, *, kernel: int = 2, group: int = 16, rank: int = 32, top_k: int = 16,
@@ -70,16 +70,11 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("out/dflash2-parity"))
     ap.add_argument("--no-record", action="store_true")
     args = ap.parse_args()
-    from trtllm_spec.stages.llamacpp import run_measure_llamacpp
-
     print(f"machine: {machine()}")
     print(f"command: {' '.join(sys.argv)}")
     head = grow(args.dflash, args.work / "drafter")
     t0 = time.perf_counter()
-    prof = run_measure_llamacpp("smollm2-135m", str(head), args.draft_len, out=args.work / "measure", force=True,
-                                suite="speed-lite", categories=None, num_prompts=args.num_prompts,
-                                max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0, dtype="fp32",
-                                device="cpu", progress=lambda m: print(f"  {m}", file=sys.stderr))
+    prof = measure_greedy(str(head), args.draft_len, args.work / "measure", args.num_prompts, args.max_new_tokens)
     c = prof["comparison"]
     print("\n".join(comparison_table(c)))
     same = [p for p in c["prompts"] if p["same_output_both_engines"]]

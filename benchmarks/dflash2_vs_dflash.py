@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from _record import write_record
-from engine_parity import comparison_table, machine
+from engine_parity import comparison_table, machine, measure_greedy
 
 TRAINING_KEYS = ("conversations", "train_chunks", "steps", "tokens", "train_seconds", "heldout_acc",
                  "trainable_params_per_rank", "placement")
@@ -77,8 +77,6 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("out/dflash2-vs-dflash"))
     ap.add_argument("--no-record", action="store_true")
     args = ap.parse_args()
-    from trtllm_spec.stages.llamacpp import run_measure_llamacpp
-
     print(f"machine: {machine()}")
     print(f"command: {' '.join(sys.argv)}")
     heads = {"dflash": args.dflash, "dflash2": args.dflash2}
@@ -86,10 +84,7 @@ def main() -> None:
                     "max_new_tokens": args.max_new_tokens, "heads": {}}
     t0 = time.perf_counter()
     for kind, head in heads.items():
-        prof = run_measure_llamacpp("smollm2-135m", str(head), args.draft_len, out=args.work / kind, force=True,
-                                    suite="speed-lite", categories=None, num_prompts=args.num_prompts,
-                                    max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0, dtype="fp32",
-                                    device="cpu", progress=lambda m: print(f"  {m}", file=sys.stderr))
+        prof = measure_greedy(str(head), args.draft_len, args.work / kind, args.num_prompts, args.max_new_tokens)
         c = prof["comparison"]
         print(f"\n{kind} ({head})")
         print("\n".join(comparison_table(c)))

@@ -58,6 +58,18 @@ def comparison_table(c: dict) -> list[str]:
     return out
 
 
+def measure_greedy(drafter: str, draft_len: int, out: Path | None, num_prompts: int, max_new_tokens: int,
+                   categories: list[str] | None = None) -> dict:
+    """``measure llamacpp`` (comparison with our decoder on) for one SmolLM2-135M drafter on speed-lite, greedy
+    fp32 on the CPU, progress on stderr: the profile, its ``comparison`` included."""
+    from trtllm_spec.stages.llamacpp import run_measure_llamacpp
+
+    return run_measure_llamacpp("smollm2-135m", drafter, draft_len, out=out, force=True, suite="speed-lite",
+                                categories=categories, num_prompts=num_prompts, max_new_tokens=max_new_tokens,
+                                temperature=0.0, seed=0, dtype="fp32", device="cpu",
+                                progress=lambda m: print(f"  {m}", file=sys.stderr))
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -85,8 +97,6 @@ def main() -> None:
     args = ap.parse_args()
 
     from trtllm_spec.errors import TrtllmSpecError
-    from trtllm_spec.stages.llamacpp import run_measure_llamacpp
-
     print(f"machine: {machine()}")
     print(f"command: {' '.join(sys.argv)}")
     results = []
@@ -94,11 +104,8 @@ def main() -> None:
         kind, _, folder = spec.partition("=")
         t0 = time.perf_counter()
         try:
-            prof = run_measure_llamacpp(
-                "smollm2-135m", folder, args.draft_len, out=args.out / kind if args.out else None, force=True,
-                suite="speed-lite", categories=args.categories.split(",") if args.categories else None,
-                num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0,
-                dtype="fp32", device="cpu", progress=lambda m: print(f"  {m}", file=sys.stderr))
+            prof = measure_greedy(folder, args.draft_len, args.out / kind if args.out else None, args.num_prompts,
+                                  args.max_new_tokens, args.categories.split(",") if args.categories else None)
         except TrtllmSpecError as e:
             print(f"\n### {kind}: not run by llama.cpp\n\n{e}\n")
             results.append({"type": kind, "error": str(e)})
