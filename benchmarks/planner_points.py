@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from trtllm_spec.core.hardware import GB, TB, TFLOPS, Hardware
-from trtllm_spec.core.recipe import Eagle3Drafter, MTPDrafter
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
+from trtllm_spec.drafters.mtp.config import MTPDrafter
 from trtllm_spec.planner.cost import Parallelism
 
 # GeForce RTX 3090 (GA102 whitepaper: 71 TFLOP/s dense bf16/fp16 tensor with fp32 accumulate, 936 GB/s GDDR6X,

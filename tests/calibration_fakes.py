@@ -44,8 +44,8 @@ def acceptance_length(d: int) -> float:
 def model_tpot_s(draft_len: int, batch: int = 1, terms: dict | None = None) -> float:
     """The planner's TPOT at (B, D) with the known host terms: what the FAKE engine 'measures'."""
     from trtllm_spec.core.hardware import load_hardware
-    from trtllm_spec.core.recipe import Eagle3Drafter
     from trtllm_spec.core.targets import resolve_shape
+    from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.calibrate import StepMeasurement, modelled_step_s
     from trtllm_spec.planner.cost import Parallelism, Precision

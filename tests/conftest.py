@@ -13,6 +13,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+import trtllm_spec.drafters  # noqa: E402,F401  (registers the built-in mechanisms before any test reads a recipe)
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
 

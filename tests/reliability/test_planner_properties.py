@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from trtllm_spec.core import releases
 from trtllm_spec.core.hardware import CATALOGUE, load_hardware
-from trtllm_spec.core.recipe import DraftModelDrafter, DSparkDrafter, Eagle3Drafter
 from trtllm_spec.core.shape import shape_from_config
+from trtllm_spec.drafters.draft_model.config import DraftModelDrafter
+from trtllm_spec.drafters.dspark.config import DSparkDrafter
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.errors import TrtllmSpecError
 from trtllm_spec.planner.cost import Parallelism, Precision

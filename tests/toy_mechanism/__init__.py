@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from trtllm_spec.core.recipe import DFlashDrafter
 from trtllm_spec.drafters.dflash import DFlash
+from trtllm_spec.drafters.dflash.config import DFlashDrafter
 
 ARCHITECTURE = "ToyFlashDraftModel"
 

@@ -1,8 +1,9 @@
 import pytest
 
 from trtllm_spec.core.hardware import load_hardware
-from trtllm_spec.core.recipe import Eagle3Drafter, NGramDrafter
 from trtllm_spec.core.targets import resolve_shape
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
+from trtllm_spec.drafters.ngram.config import NGramDrafter
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.cost import (
     Parallelism,

@@ -184,8 +184,10 @@ def test_the_training_estimate_comes_from_each_descriptor():
     """train/launch.py asks the drafter's descriptor (no branch on drafter type): EAGLE-3 fuses 3 captured hidden
     states, the EAGLE-MTP head 2 (h x h fewer parameters), DFlash its target layers and draft layers without an
     lm_head; TTT steps, offline features and the SaveState layers are the EAGLE-3 head's alone."""
-    from trtllm_spec.core.recipe import DFlashDrafter, Eagle3Drafter, EagleMTPDrafter
     from trtllm_spec.core.targets import resolve_shape
+    from trtllm_spec.drafters.dflash.config import DFlashDrafter
+    from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
+    from trtllm_spec.drafters.eagle_mtp.config import EagleMTPDrafter
     from trtllm_spec.drafters.registry import get
 
     shape = resolve_shape("llama-3.1-8b-instruct")

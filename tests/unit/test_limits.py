@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from trtllm_spec.core.hardware import load_hardware
-from trtllm_spec.core.recipe import Eagle3Drafter
 from trtllm_spec.core.targets import resolve_shape
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
 from trtllm_spec.planner.limits import PAYS_MARGIN, speculation_limit, speedup_at

@@ -7,10 +7,11 @@ the options builder refuses a gate the engine would ignore. Pure Python (no torc
 import pytest
 
 from trtllm_spec.core.hardware import load_hardware
-from trtllm_spec.core.recipe import DFlashDrafter, DSparkDrafter
 from trtllm_spec.core.recipe_load import recipe_from_dict
 from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.deploy.trtllm_options import make_llm_api_options
+from trtllm_spec.drafters.dflash.config import DFlashDrafter
+from trtllm_spec.drafters.dspark.config import DSparkDrafter
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.errors import RecipeError, UserError
 from trtllm_spec.planner.acceptance import table

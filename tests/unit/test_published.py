@@ -15,8 +15,8 @@ tests is that the model shape (MLA, MoE expert traffic at M = 1 + D, the MTP mod
 import pytest
 
 from trtllm_spec.core.hardware import load_hardware
-from trtllm_spec.core.recipe import MTPDrafter
 from trtllm_spec.core.targets import resolve_shape
+from trtllm_spec.drafters.mtp.config import MTPDrafter
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
 from trtllm_spec.planner.cost import Parallelism, Precision
@@ -65,7 +65,7 @@ def test_base_step_time_within_15_percent(plan):
     ("llama-4-maverick-17b-128e-instruct", "fp8", 2.90, 1.67),
 ])
 def test_eagle3_h200_tp8_conc4(target, weights, al, measured):
-    from trtllm_spec.core.recipe import Eagle3Drafter
+    from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
 
     req = PlanRequest(
         target=resolve_shape(target), hardware=load_hardware("h200"), drafter=Eagle3Drafter(draft_vocab_size=32000),

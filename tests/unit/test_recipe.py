@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trtllm_spec.core.recipe import Eagle3Drafter
 from trtllm_spec.core.recipe_load import apply_overrides, load_recipe, recipe_from_dict, recipe_to_dict
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
 from trtllm_spec.errors import RecipeError
 
 BASE = {"target": {"model": "llama-3.1-8b-instruct"}, "drafter": {"type": "eagle3"}}

@@ -102,7 +102,7 @@ def test_moe_families_convert_with_modelopt(family_target):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trtllm_spec.core.recipe import Eagle3Drafter
+    from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
     from trtllm_spec.train import modelopt_setup as ms
 
     _, target = family_target
@@ -119,7 +119,7 @@ def test_moe_families_convert_with_modelopt(family_target):
 def test_families_modelopt_cannot_convert_are_refused_by_name(model_type, kw):
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from trtllm_spec.core.recipe import Eagle3Drafter
+    from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
     from trtllm_spec.train import modelopt_setup as ms
 
     cfg = AutoConfig.for_model(model_type, vocab_size=256, **kw)

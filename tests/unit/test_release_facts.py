@@ -88,7 +88,7 @@ def test_the_planner_default_release_is_what_auto_picks():
 
 @pytest.mark.parametrize("profile", releases.names())
 def test_the_draft_model_key_is_the_records_spelling(profile, monkeypatch):
-    from trtllm_spec.core.recipe import DraftModelDrafter
+    from trtllm_spec.drafters.draft_model.config import DraftModelDrafter
     from trtllm_spec.drafters.registry import get
 
     cfg = DraftModelDrafter(model="smollm2-135m")
@@ -118,7 +118,7 @@ def test_cuda_graph_max_batch_size_follows_the_record(profile, monkeypatch):
 
 def test_sa_first_release_is_the_sa_tags():
     import trtllm_spec.core.sa as sa
-    from trtllm_spec.core.recipe import SuffixDrafter
+    from trtllm_spec.drafters.suffix.config import SuffixDrafter
 
     assert not hasattr(sa, "SA_SINCE")  # the decoding tag's record says it
     assert sa.sa_since() == releases.DECODING_TAGS["SA"].since == SuffixDrafter.min_trtllm
@@ -127,7 +127,7 @@ def test_sa_first_release_is_the_sa_tags():
 # SA's numbers: each is one constant of core/sa.py; these definitions read it and repeat no number
 SA_READERS = {
     "runtime/drafters/suffix.py": None, "runtime/drafters/sa_enhancer.py": None, "runtime/drafters/load.py": None,
-    "deploy/trtllm_schema.py": ("SAEnhancer", "_SAFields"), "core/recipe.py": ("SuffixDrafter",),
+    "deploy/trtllm_schema.py": ("SAEnhancer", "_SAFields"), "drafters/suffix/config.py": ("SuffixDrafter",),
 }
 
 
@@ -163,7 +163,7 @@ def test_sa_defaults_come_from_the_constants():
     from trtllm_spec.deploy.trtllm_schema import SAEnhancer
 
     assert SAEnhancerConfig().threshold == SAEnhancer().threshold == SA_THRESHOLD_DEFAULT
-    from trtllm_spec.core.recipe import SuffixDrafter
+    from trtllm_spec.drafters.suffix.config import SuffixDrafter
 
     with pytest.raises(ValueError, match=f"1..{SA_POOL_MATCH_CAP}.*at {SA_POOL_MATCH_CAP} tokens"):
         SuffixDrafter(enable_global_pool=True, max_matching_ngram_size=SA_POOL_MATCH_CAP + 1)

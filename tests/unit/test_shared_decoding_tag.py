@@ -25,8 +25,8 @@ SPEC = {"decoding_type": "DFlash", "max_draft_len": 3, "speculative_model": "dra
 def _toy_class():
     from typing import Literal
 
-    from trtllm_spec.core.recipe import DFlashDrafter
     from trtllm_spec.drafters.dflash import DFlash
+    from trtllm_spec.drafters.dflash.config import DFlashDrafter
 
     class ToyFlashDrafter(DFlashDrafter):
         type: Literal["toyflash"] = "toyflash"

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tests.tiny import VOCAB
-from trtllm_spec.core.recipe import SuffixDrafter as SuffixSection
 from trtllm_spec.core.recipe_load import recipe_from_dict
+from trtllm_spec.drafters.suffix.config import SuffixDrafter as SuffixSection
 from trtllm_spec.errors import RecipeError, UserError
 from trtllm_spec.runtime.decoder import speculative_generate
 from trtllm_spec.runtime.drafters.sa_enhancer import SAEnhancedDrafter

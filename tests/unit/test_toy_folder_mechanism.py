@@ -35,7 +35,7 @@ def _dflash_trainable(target: Path) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trtllm_spec.core.recipe import DFlashDrafter
+    from trtllm_spec.drafters.dflash.config import DFlashDrafter
     from trtllm_spec.train import modelopt_setup as ms
 
     model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch.float32)

@@ -83,11 +83,11 @@ def toy_mechanism():
     "Toy", from 1.3), its recipe section, its tag and its mirrored fields named on the descriptor."""
     from typing import Literal
 
-    from trtllm_spec.core.recipe import NGramDrafter
     from trtllm_spec.core.releases import DecodingTag
     from trtllm_spec.deploy.trtllm_schema import _NGramFields
     from trtllm_spec.drafters import registry
     from trtllm_spec.drafters.ngram import NGram
+    from trtllm_spec.drafters.ngram.config import NGramDrafter
 
     class ToyDrafter(NGramDrafter):
         type: Literal["toy"] = "toy"
@@ -117,11 +117,28 @@ def test_a_registration_missing_a_required_field_is_one_line():
     from trtllm_spec.errors import UserError
 
     class NoSection(NGram):
-        name, title = "nosection", "no section"
+        name, title, config_class = "nosection", "no section", None
 
     with pytest.raises(UserError, match=r"drafter registration 'nosection': 'config_class' is missing") as exc:
         registry.register(NoSection())
     assert "\n" not in str(exc.value) and "nosection" not in registry.MECHANISMS
+
+
+def test_a_registration_whose_section_is_another_type_changes_nothing():
+    """A descriptor whose config_class is another mechanism's section (here n-gram's, inherited) is refused before
+    anything is registered: the recipe union, the registry and the tag table are as they were."""
+    from trtllm_spec.core import recipe, releases
+    from trtllm_spec.drafters import registry
+    from trtllm_spec.drafters.ngram import NGram
+    from trtllm_spec.errors import UserError
+
+    class Inherits(NGram):
+        name, title = "inherits", "inherits n-gram's section"
+
+    union, tags = dict(recipe.DRAFTER_CLASS), dict(releases.DECODING_TAGS)
+    with pytest.raises(UserError, match=r"'inherits': its config_class's type is 'ngram'; they must match"):
+        registry.register(Inherits())
+    assert recipe.DRAFTER_CLASS == union and releases.DECODING_TAGS == tags and "inherits" not in registry.MECHANISMS
 
 
 def test_plan_bundle_options_mirror_and_replan_for_a_registered_mechanism(toy_mechanism, cli, tmp_path):

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trtllm_spec.core.recipe import DraftModelDrafter, Eagle3Drafter
 from trtllm_spec.deploy.triton import check_name, check_triton_repo, write_triton_repo
 from trtllm_spec.deploy.triton_tensors import PARAMETER_KEYS
 from trtllm_spec.deploy.trtllm_options import make_llm_api_options
+from trtllm_spec.drafters.draft_model.config import DraftModelDrafter
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
 from trtllm_spec.errors import UserError
 
 model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from trtllm_spec.core.recipe import Eagle3Drafter
 from trtllm_spec.core.recipe_load import recipe_from_dict
 from trtllm_spec.core.trtllm_gates import cutoff_gate, gate_reasons
 from trtllm_spec.deploy.trtllm_options import make_llm_api_options
 from trtllm_spec.deploy.trtllm_schema import validate_options
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
 from trtllm_spec.errors import RecipeError, UserError
 
 DRAFT_MODEL = {"target": {"model": "llama-3.1-8b-instruct"},

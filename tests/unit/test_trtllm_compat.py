@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trtllm_spec.core.recipe import Eagle3Drafter
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
 from trtllm_spec.drafters.registry import MECHANISMS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,17 +14,7 @@ import pytest
 import yaml
 
 from trtllm_spec.core import releases
-from trtllm_spec.core.recipe import (
-    DFlash2Drafter,
-    DFlashDrafter,
-    DraftModelDrafter,
-    DSparkDrafter,
-    Eagle3Drafter,
-    MTPDrafter,
-    NGramDrafter,
-    SAEnhancerConfig,
-    SuffixDrafter,
-)
+from trtllm_spec.core.sa import SAEnhancerConfig
 from trtllm_spec.deploy.trtllm_options import make_llm_api_options, render_yaml
 from trtllm_spec.deploy.trtllm_schema import (
     DECODING_TAGS,
@@ -33,7 +23,15 @@ from trtllm_spec.deploy.trtllm_schema import (
     validate_options,
     validate_with_tensorrt_llm,
 )
+from trtllm_spec.drafters.dflash.config import DFlashDrafter
+from trtllm_spec.drafters.dflash2.config import DFlash2Drafter
+from trtllm_spec.drafters.draft_model.config import DraftModelDrafter
+from trtllm_spec.drafters.dspark.config import DSparkDrafter
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
+from trtllm_spec.drafters.mtp.config import MTPDrafter
+from trtllm_spec.drafters.ngram.config import NGramDrafter
 from trtllm_spec.drafters.registry import MECHANISMS
+from trtllm_spec.drafters.suffix.config import SuffixDrafter
 from trtllm_spec.errors import UserError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "trtllm"

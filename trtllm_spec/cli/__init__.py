@@ -5,6 +5,7 @@ Each command module registers its commands on ``main``; heavy imports happen ins
 
 from __future__ import annotations
 
+import trtllm_spec.drafters  # noqa: F401  (registers the built-in mechanisms: every command reads the registry)
 from trtllm_spec.cli import (  # noqa: E402,F401  (registers the commands)
     assets,
     build,

@@ -21,7 +21,7 @@ from trtllm_spec.cli.measure_options import (
     target_option,
 )
 from trtllm_spec.cli.request_mode import request_mode_options
-from trtllm_spec.drafters.registry import FOLDERLESS
+from trtllm_spec.drafters.registry import folderless
 from trtllm_spec.measure.engines import SOURCES, help_table
 
 # the spellings before measure had subcommands -> the subcommand that measures the same thing
@@ -90,7 +90,7 @@ measure_group.help = measure_group.help.replace("{sources}", help_table())
 @request_mode_options
 @target_option()
 @click.option("--drafter", required=True, help="Exported drafter folder (EAGLE-3, EAGLE-MTP head, DFlash/DSpark), "
-              "a draft model folder, or a model-free mechanism: " + ", ".join(repr(n) for n in FOLDERLESS) + ".")
+              "a draft model folder, or a model-free mechanism: " + ", ".join(repr(n) for n in folderless()) + ".")
 @draft_len_option()
 @drafter_flag_options
 @click.option("--block-sweep", help="DFlash/DSpark: also measure these draft lengths, e.g. 1,2,4 (one run each).")
@@ -175,7 +175,7 @@ def llamacpp_cmd(target: str, drafter: str, draft_len: int, suite: str, categori
 @request_mode_options
 @target_option()
 @click.option("--drafter", required=True, help="An exported drafter folder vLLM runs (EAGLE-3, DFlash), a draft model "
-              "folder, or a model-free mechanism: " + ", ".join(repr(n) for n in FOLDERLESS) + ".")
+              "folder, or a model-free mechanism: " + ", ".join(repr(n) for n in folderless()) + ".")
 @draft_len_option()
 @drafter_flag_options
 @suite_options

@@ -16,7 +16,8 @@ from trtllm_spec.cli.common import (
     release_choice,
     set_option,
 )
-from trtllm_spec.core.recipe import DEFAULT_DRAFTER, DRAFTER_TYPES, QuantizationConfig, TargetConfig
+from trtllm_spec.core.recipe import DEFAULT_DRAFTER, QuantizationConfig, TargetConfig
+from trtllm_spec.drafters.registry import MECHANISMS
 
 QUANT_METHODS = field_choices(QuantizationConfig, "method", drop=("none",))
 DTYPES = field_choices(TargetConfig, "dtype", drop=("auto",)) + QUANT_METHODS
@@ -85,7 +86,7 @@ def apply_flags(data: dict, flags: dict) -> dict:
 @main.command("plan")
 @click.option("--recipe", "recipe_file", type=click.Path(path_type=Path), help="Start from this recipe.")
 @click.option("--target", help="HF checkpoint folder or config.json, preset name, or fetched asset.")
-@click.option("--drafter", type=click.Choice(DRAFTER_TYPES), help="Drafting mechanism (default: the recipe's, "
+@click.option("--drafter", type=click.Choice(tuple(MECHANISMS)), help="Drafting mechanism (default: the recipe's, "
               f"else {DEFAULT_DRAFTER}).")
 @click.option("--gpu", help="GPU name (see 'trtllm-spec hw list') or a file from 'trtllm-spec hw probe'.")
 @click.option("--num-gpus", type=int, help="GPUs the deployment uses (hardware.num_gpus), a multiple of tp x pp.")

@@ -8,14 +8,13 @@ line) is ``core/recipe_load.py``. Paths inside a recipe are relative to the reci
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args
+from typing import Any, ClassVar, Literal, Union, get_args
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from trtllm_spec.core import releases
 from trtllm_spec.core.devices import Device, Dtype
 from trtllm_spec.core.request_mode import RequestMode
-from trtllm_spec.core.sa import SA_POOL_MATCH_CAP, SAEnhancerConfig, enhancer_release, sa_since
 from trtllm_spec.core.schema import MULTILINE, SafeName, StrictModel
 from trtllm_spec.core.suites import SUITE_NAME
 from trtllm_spec.errors import RecipeError
@@ -137,9 +136,11 @@ class ConvertSource(StrictModel):
 
 # ---- drafters (tagged union on `type`) -------------------------------------------------------------
 
-class _Drafter(StrictModel):
-    """A drafter section. The class variables and ``check`` are the recipe-side facts of the mechanism (the
-    descriptor in ``trtllm_spec.drafters`` reads them, so each is written once)."""
+class DrafterSection(StrictModel):
+    """A drafter section: the base of every mechanism's recipe section, which lives in its package
+    (``trtllm_spec/drafters/<name>/config.py``) and joins the recipe's union when the mechanism registers. The class
+    variables and ``check`` are the recipe-side facts of the mechanism (its descriptor reads them, so each is
+    written once)."""
 
     # TensorRT-LLM release whose LLM API first has this decoding config
     min_trtllm: ClassVar[str] = "1.2"
@@ -160,7 +161,9 @@ class _Drafter(StrictModel):
         return self.min_trtllm
 
 
-class _Trained(_Drafter):
+class TrainedSection(DrafterSection):
+    """The fields every trained drafter's section has (layers, the training run)."""
+
     num_layers: int = Field(1, ge=1, le=64)
     training: TrainingConfig = TrainingConfig()
 
@@ -175,246 +178,33 @@ class _Trained(_Drafter):
                              "eagle3 with drafter.training.data.offline_features: true")
 
 
-class Eagle3Drafter(_Trained):
-    type: Literal["eagle3"] = "eagle3"
-    draft_vocab_size: int | None = Field(None, ge=1, description="None = the target's full vocabulary")
-    layers_to_capture: list[int] | None = None
-    convert_from: ConvertSource | None = Field(None, description="a SafeAILab EAGLE or speculators EAGLE-3 "
-                                               "checkpoint to convert instead of training")
-    sa_enhancer: SAEnhancerConfig | None = Field(None, description="suffix-automaton drafts override the head's "
-                                                 "where the match reaches the threshold (TensorRT-LLM 1.3+)")
-
-    def offline_features(self) -> bool:
-        return self.training.data.offline_features
-
-    def required_trtllm(self) -> str:
-        return enhancer_release(self.sa_enhancer, self.min_trtllm)
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Eagle3Drafter:
-        if self.convert_from is not None and self.checkpoint:
-            raise ValueError("drafter.checkpoint and drafter.convert_from both name a drafter; keep one")
-        return self
+# The recipe's tagged union over the registered mechanisms' sections, in registration order: each mechanism's package
+# holds its section (drafters/<name>/config.py) and ``drafters.registry.register`` adds it here; the built-in ones
+# register when ``trtllm_spec.drafters`` is imported (core imports no mechanism: the dependency rule). Until then the
+# union is empty and a recipe is refused in one line (Recipe._mechanisms_registered).
+DRAFTER_CLASS: dict[str, type[DrafterSection]] = {}
+DRAFTER_CLASSES: tuple[type[DrafterSection], ...] = ()
+DRAFTER_TYPES: tuple[str, ...] = ()
+# the drafter a recipe-less command plans / measures with (plan --target, measure served, a served profile without
+# --bundle); drafters/__init__.py checks it is registered
+DEFAULT_DRAFTER = "eagle3"
 
 
-class MTPDrafter(_Trained):
-    """The target's own (native) MTP layers, e.g. DeepSeek-V3/R1's ``num_nextn_predict_layers``: nothing to train,
-    TensorRT-LLM runs them. A head trained with ModelOpt's EAGLE-MTP preset is ``drafter.type: eagle_mtp``."""
-
-    type: Literal["mtp"] = "mtp"
-    num_layers: int | None = Field(None, ge=1, le=64, description="None: the target's native MTP layers, else 1")
-    sa_enhancer: SAEnhancerConfig | None = Field(None, description="suffix-automaton drafts override the MTP "
-                                                 "drafts where the match reaches the threshold (TensorRT-LLM 1.3+)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_head_fields(cls, data: Any) -> Any:
-        # the old spelling of a trained EAGLE-MTP head (drafter.type: mtp with a head's fields) points to its type
-        if isinstance(data, dict):
-            head = [k for k in ("checkpoint", "draft_vocab_size") if data.get(k) is not None]
-            if "training" in data and TrainingConfig.model_validate(data["training"] or {}) != TrainingConfig():
-                head.append("training")
-            if head:
-                raise ValueError(f"drafter.{head[0]} belongs to a trained EAGLE-MTP head, which is drafter.type: "
-                                 "eagle_mtp (drafter.type: mtp is the target's own MTP layers); set drafter.type: "
-                                 "eagle_mtp")
-        return data
-
-    def required_trtllm(self) -> str:
-        return enhancer_release(self.sa_enhancer, self.min_trtllm)
+def section_type(cls: type[DrafterSection]) -> str:
+    """The ``type`` tag of a drafter section class (``type: Literal['name']``); RecipeError for anything else."""
+    fields = getattr(cls, "model_fields", {}) if isinstance(cls, type) else {}
+    args = get_args(fields["type"].annotation) if "type" in fields else ()
+    if not (isinstance(cls, type) and issubclass(cls, DrafterSection)) or len(args) != 1:
+        raise RecipeError(f"drafter section {cls!r}: a subclass of core.recipe.DrafterSection with type: "
+                          "Literal['name']")
+    return args[0]
 
 
-class EagleMTPDrafter(_Trained):
-    """A head trained with ModelOpt's EAGLE-MTP preset for a target without native MTP layers (trained, measured
-    and planned here; TensorRT-LLM serves MTP only as a target's own layers, so ``build`` refuses it)."""
-
-    type: Literal["eagle_mtp"] = "eagle_mtp"
-    draft_vocab_size: int | None = Field(None, ge=1, description="None = the target's full vocabulary")
-    sa_enhancer: SAEnhancerConfig | None = Field(None, description="suffix-automaton drafts override the head's "
-                                                 "drafts where the match reaches the threshold (reference decoder)")
-
-    def required_trtllm(self) -> str:
-        return enhancer_release(self.sa_enhancer, self.min_trtllm)
-
-    def check(self, recipe: Recipe) -> None:
-        if self.training.init_from_target == "last_layer":
-            raise ValueError("drafter.training.init_from_target: last_layer is an EAGLE-3 start (it fills the 2H-wide "
-                             "first layer and fc); for an eagle_mtp head use none or lm_head")
-        super().check(recipe)
-
-
-class DFlashDrafter(_Trained):
-    # DFlash/DSpark decoding configs first appear in TensorRT-LLM 1.3 (1.3.0rc docs: DFlashDecodingConfig)
-    min_trtllm: ClassVar[str] = "1.3"
-    shift_label: ClassVar[bool] = False  # see block_drafts
-
-    type: Literal["dflash"] = "dflash"
-    num_layers: int = Field(2, ge=1, le=64)
-    block_size: int = Field(16, ge=2, le=64)
-    mask_token: str | int | None = Field(None, description="token (or id) the block is filled with")
-    target_layer_ids: list[int] | None = None
-    num_anchors: int = Field(512, ge=1, le=4096, description="blocks drawn per training sequence, each at a random "
-                             "anchor (ModelOpt's dflash_num_anchors; its default 512): every block adds block_size "
-                             "rows to the drafter's forward and LM head, so fewer train faster on a CPU")
-    # fields only training reads: refused beside a checkpoint, which is reused as it is
-    training_only: ClassVar[tuple[str, ...]] = ("num_anchors",)
-
-    @property
-    def max_draft_len(self) -> int:
-        return block_drafts(self.block_size, self.shift_label)[0]
-
-    def check(self, recipe: Recipe) -> None:
-        if self.checkpoint:
-            fields = type(self).model_fields
-            for name in self.training_only:
-                if getattr(self, name) != fields[name].default:
-                    raise ValueError(f"drafter.{name} = {getattr(self, name)} only changes training, but "
-                                     "drafter.checkpoint reuses a trained head; drop one of them")
-        most, formula = block_drafts(self.block_size, self.shift_label)
-        if isinstance(recipe.draft_len, int) and recipe.draft_len > most:
-            raise ValueError(f"draft_len = {recipe.draft_len} exceeds what a block of {self.block_size} drafts "
-                             f"({formula} = {most}); raise drafter.block_size")
-        if self.training.seq_len % self.block_size:
-            raise ValueError(f"drafter.training.seq_len = {self.training.seq_len} is not divisible by "
-                             f"drafter.block_size = {self.block_size}; DFlash trains on whole blocks")
-        super().check(recipe)
-
-
-class DSparkDrafter(DFlashDrafter):
-    shift_label: ClassVar[bool] = True  # ModelOpt's DSpark trains next-token aligned only (block_drafts)
-
-    type: Literal["dspark"] = "dspark"
-    markov_head_type: Literal["vanilla", "gated", "rnn"] = "vanilla"
-    markov_rank: int = Field(64, ge=1, le=4096, description="rank of the Markov head's low-rank transition "
-                             "(markov_w1: vocab -> rank, markov_w2: rank -> vocab)")
-
-    def check(self, recipe: Recipe) -> None:
-        # TensorRT-LLM runs DSpark only at max_draft_len == block_size (drafters.dflash.DSpark.only_draft_len);
-        # more than the block is refused by DFlashDrafter.check ("raise drafter.block_size")
-        if isinstance(recipe.draft_len, int) and recipe.draft_len < self.block_size:
-            raise ValueError(f"draft_len = {recipe.draft_len}: TensorRT-LLM runs DSpark only at D = drafter.block_size "
-                             f"= {self.block_size}; set draft_len: {self.block_size} (or auto), or change "
-                             "drafter.block_size")
-        asked = recipe.planner.max_draft_len
-        if asked < self.block_size and asked != PlannerConfig.model_fields["max_draft_len"].default:
-            # a limit below the only D DSpark runs at is refused, not silently exceeded (the default limit does not
-            # apply to DSpark, and the plan's draft_len_rule says so: a resolved recipe holds it explicitly)
-            raise ValueError(f"planner.max_draft_len = {asked} (--max-draft-len) is below D = drafter.block_size = "
-                             f"{self.block_size}, the only D TensorRT-LLM runs DSpark at; set drafter.block_size: "
-                             f"{asked} for a shorter block (--set drafter.block_size={asked}), or drop the limit")
-        super().check(recipe)
-
-
-class DFlash2Drafter(DFlashDrafter):
-    """DFlash2 (z-lab's ``DFlash2DraftModel``, docs/dflash2.md): DFlash plus a grouped dynamic causal convolution
-    around each sublayer and a top-K candidate selector over the target's logits. TensorRT-LLM runs it under the
-    DFlash decoding config from 1.4 (drafters/dflash2). Reused from ``checkpoint`` (a z-lab-format folder), or
-    trained on ModelOpt's DFlash mode with the convolutions and the selector added as a plugin
-    (drafters/dflash2/train.py; ModelOpt 0.47 has no DFlash2 mode)."""
-
-    min_trtllm: ClassVar[str] = "1.4"
-    training_only: ClassVar[tuple[str, ...]] = ("num_anchors", "selector_loss_alpha")
-
-    type: Literal["dflash2"] = "dflash2"
-    conv_kernel_size: int = Field(2, ge=1, le=64, description="taps of each block convolution (<= block_size)")
-    conv_group_size: int = Field(16, ge=1, description="channels sharing one dynamic coefficient (divides the "
-                                 "target's hidden size)")
-    selector_rank: int = Field(64, ge=1, le=4096, description="rank of the selector's bilinear transition score")
-    selector_top_k: int = Field(16, ge=1, le=4096, description="candidates per drafted position (llama.cpp needs "
-                                "hidden_size >= K * (K + 1))")
-    selector_loss_alpha: float = Field(1.0, gt=0, le=100, description="weight of the selector's cross-entropy over "
-                                       "its K candidates beside DFlash's loss (training only)")
-
-    def check(self, recipe: Recipe) -> None:
-        if self.conv_kernel_size > self.block_size:
-            raise ValueError(f"drafter.conv_kernel_size = {self.conv_kernel_size} exceeds drafter.block_size = "
-                             f"{self.block_size} (a tap reaches before the block); lower it")
-        super().check(recipe)
-
-
-class DraftModelDrafter(_Drafter):
-    tensorrt_backend: ClassVar[bool] = True
-
-    type: Literal["draft_model"] = "draft_model"
-    model: str = Field(description="path, preset name or fetched asset of a small LLM with the same tokenizer")
-
-
-class NGramDrafter(_Drafter):
-    type: Literal["ngram"] = "ngram"
-    max_matching_ngram_size: int = Field(3, ge=1, le=64)
-    is_keep_all: bool = True
-    is_use_oldest: bool = True
-    is_public_pool: bool = True
-
-
-class SuffixDrafter(_Drafter):
-    """Suffix decoding with TensorRT-LLM's suffix automaton (``decoding_type: SA``, ``SADecodingConfig``; 1.3.0rc27
-    and 1.4.0rc4 API pages; validators in ``tensorrt_llm/llmapi/llm_args.py`` @0004396): drafts the continuation
-    of the longest suffix of the request's tokens that occurred before, for up to D tokens. No model."""
-
-    min_trtllm: ClassVar[str] = sa_since()
-
-    type: Literal["suffix"] = "suffix"
-    max_matching_ngram_size: int = Field(-1, ge=-1, le=1_000_000, description="-1: the longest suffix match (the "
-                                         "automaton); k > 0: fixed-size matching, sizes k down to 1; 0 is invalid")
-    enable_global_pool: bool = Field(False, description="match across the other requests as well (measure: the "
-                                     "suite's earlier prompts and outputs, in suite order)")
-    global_pool_size: int | None = Field(None, ge=1, le=1_000_000, description="automaton slots in the global pool "
-                                         "(None: max(64, max batch size)); completed requests stay until it is full, "
-                                         "then the oldest is evicted; needs enable_global_pool")
-
-    @field_validator("max_matching_ngram_size")
-    @classmethod
-    def _not_zero(cls, v: int) -> int:
-        if v == 0:
-            raise ValueError("max_matching_ngram_size 0 is invalid: use -1 (longest match) or k > 0 (fixed size)")
-        return v
-
-    @model_validator(mode="after")
-    def _pool(self) -> SuffixDrafter:
-        # SADecodingConfig.validate_sa_config (llm_args.py @0004396)
-        if self.global_pool_size is not None and not self.enable_global_pool:
-            raise ValueError(f"drafter.global_pool_size = {self.global_pool_size} needs drafter.enable_global_pool: "
-                             "true (TensorRT-LLM refuses it otherwise); set it or drop global_pool_size")
-        if self.enable_global_pool and self.max_matching_ngram_size > SA_POOL_MATCH_CAP:
-            raise ValueError(f"drafter.max_matching_ngram_size = {self.max_matching_ngram_size}: with "
-                             f"enable_global_pool it must be -1 or in 1..{SA_POOL_MATCH_CAP} (TensorRT-LLM caps pool "
-                             f"matching at {SA_POOL_MATCH_CAP} tokens)")
-        return self
-
-    def pool_slots(self, max_batch_size: int) -> int:
-        """Automaton slots of the global pool: global_pool_size, else max(64, max_batch_size) (SADecodingConfig)."""
-        from trtllm_spec.core.sa import pool_slots
-
-        return pool_slots(self.global_pool_size, max_batch_size)
-
-    def check(self, recipe: Recipe) -> None:
-        largest = recipe.engine.max_batch_size or max(recipe.workload.all_batch_sizes())
-        if self.global_pool_size is not None and self.global_pool_size < largest:
-            raise ValueError(f"drafter.global_pool_size = {self.global_pool_size} is below the largest batch size "
-                             f"{largest} (TensorRT-LLM: 'must be >= max_batch_size'); raise it to {largest} or more")
-
-
-DRAFTER_CLASSES = (Eagle3Drafter, MTPDrafter, DFlashDrafter, DSparkDrafter, DraftModelDrafter, NGramDrafter,
-                   SuffixDrafter, EagleMTPDrafter, DFlash2Drafter)
-# the recipe's tagged union over DRAFTER_CLASSES, written once (a registered mechanism rebuilds it)
-DrafterConfig = Annotated[Union[DRAFTER_CLASSES], Field(discriminator="type")]  # noqa: UP007 (a runtime tuple)
-# the drafter-type list, defined once: the tags of the union (CLI choices and the registry follow it)
-DRAFTER_TYPES = tuple(get_args(c.model_fields["type"].annotation)[0] for c in DRAFTER_CLASSES)
-DRAFTER_CLASS = dict(zip(DRAFTER_TYPES, DRAFTER_CLASSES, strict=True))
-# the drafter a recipe-less command plans / measures with (plan --target, measure served, a served
-# profile without --bundle): the first of DRAFTER_CLASSES
-DEFAULT_DRAFTER = DRAFTER_TYPES[0]
-
-
-def register_drafter_class(cls: type[_Drafter]) -> str:
+def register_drafter_class(cls: type[DrafterSection]) -> str:
     """Add a drafter section to the recipe's tagged union (``drafters.registry.register`` calls it: a mechanism's
     one registration); returns its type tag."""
     global DRAFTER_CLASSES, DRAFTER_TYPES
-    args = get_args(cls.model_fields["type"].annotation) if "type" in cls.model_fields else ()
-    if not (isinstance(cls, type) and issubclass(cls, _Drafter)) or len(args) != 1:
-        raise RecipeError(f"drafter section {cls!r}: a subclass of core.recipe._Drafter with type: Literal['name']")
-    name = args[0]
+    name = section_type(cls)
     if name in DRAFTER_CLASS and DRAFTER_CLASS[name] is not cls:
         raise RecipeError(f"drafter type {name!r} is already registered")
     DRAFTER_CLASS[name] = cls
@@ -432,8 +222,12 @@ def unregister_drafter_class(name: str) -> None:
 
 def _rebuild_drafter_union() -> None:
     field = Recipe.model_fields["drafter"]
-    field.annotation = Union[DRAFTER_CLASSES]  # noqa: UP007 (a runtime tuple of classes)
-    field.discriminator = "type"
+    if len(DRAFTER_CLASSES) > 1:
+        field.annotation = Union[DRAFTER_CLASSES]  # noqa: UP007 (a runtime tuple of classes)
+        field.discriminator = "type"
+    else:  # one section (or none yet): no union to discriminate
+        field.annotation = DRAFTER_CLASSES[0] if DRAFTER_CLASSES else DrafterSection
+        field.discriminator = None
     Recipe.model_rebuild(force=True)
 
 
@@ -592,7 +386,7 @@ class Recipe(StrictModel):
     name: SafeName = Field("recipe", description="the folder (out/<name>) and job names")
     description: str = Field("", json_schema_extra=MULTILINE)
     target: TargetConfig
-    drafter: DrafterConfig
+    drafter: DrafterSection  # the registered sections' union (_rebuild_drafter_union)
     draft_len: Literal["auto"] | int = "auto"
     hardware: HardwareConfig = HardwareConfig()
     workload: WorkloadConfig = WorkloadConfig()
@@ -603,6 +397,14 @@ class Recipe(StrictModel):
     output: OutputConfig = OutputConfig()
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mechanisms_registered(cls, data: Any) -> Any:
+        if not DRAFTER_CLASS:
+            raise ValueError("no drafting mechanism is registered, so no drafter section can be read: import "
+                             "trtllm_spec.drafters (it registers the built-in ones) before reading a recipe")
+        return data
 
     @field_validator("draft_len", mode="before")
     @classmethod

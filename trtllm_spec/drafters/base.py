@@ -84,16 +84,12 @@ class Mechanism:
     def sa_enhanced(self) -> bool:
         """TensorRT-LLM's suffix-automaton enhancer (``sa_config``) applies to it: its recipe section has
         ``sa_enhancer`` (EAGLE-3 and MTP: the decoding configs with sa_config, 1.3.0rc27 / 1.4.0rc4 API pages)."""
-        from trtllm_spec.core.recipe import DRAFTER_CLASS
-
-        return "sa_enhancer" in DRAFTER_CLASS[self.name].model_fields
+        return "sa_enhancer" in self.config_class.model_fields
 
     @property
     def min_trtllm(self) -> str:
         """The TensorRT-LLM release whose LLM API first has this decoding config (from the recipe class)."""
-        from trtllm_spec.core.recipe import DRAFTER_CLASS
-
-        return DRAFTER_CLASS[self.name].min_trtllm
+        return self.config_class.min_trtllm
 
     def default_config(self):
         """The recipe drafter section this mechanism gets when none is given."""

@@ -4,21 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from trtllm_spec.core.recipe import DRAFTER_TYPES
 from trtllm_spec.core.releases import DECODING_TAGS
 from trtllm_spec.drafters.base import Mechanism
-from trtllm_spec.drafters.dflash import DFlash, DSpark
-from trtllm_spec.drafters.dflash2 import DFlash2
-from trtllm_spec.drafters.draft_model import DraftModel
-from trtllm_spec.drafters.eagle3 import Eagle3
-from trtllm_spec.drafters.eagle_mtp import EagleMTP
-from trtllm_spec.drafters.mtp import MTP
-from trtllm_spec.drafters.ngram import NGram
-from trtllm_spec.drafters.suffix import Suffix
 
-MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (Eagle3(), MTP(), DFlash(), DSpark(), DraftModel(), NGram(),
-                                                        Suffix(), EagleMTP(), DFlash2())}
-assert tuple(MECHANISMS) == DRAFTER_TYPES, "recipe drafter types and the registry must list the same names"
+# name -> descriptor, in registration order (the built-in ones: trtllm_spec/drafters/__init__.py, then any added by
+# ``register``); the recipe's union (core.recipe.DRAFTER_CLASS) holds the same names in the same order
+MECHANISMS: dict[str, Mechanism] = {}
 
 
 def register(mechanism: Mechanism) -> Mechanism:
@@ -32,12 +23,15 @@ def register(mechanism: Mechanism) -> Mechanism:
     from trtllm_spec.errors import UserError
 
     name = getattr(mechanism, "name", "") or "?"
-    for attr in ("name", "title", "config_class", "decoding_types"):
+    for attr in ("name", "title", "config_class"):
         if not getattr(mechanism, attr, None):
             raise UserError(f"drafter registration {name!r}: '{attr}' is missing; a mechanism names its recipe "
                             "section (config_class), the decoding tags it writes (decoding_types; those it "
                             "introduces also in new_decoding_tags) and title (docs/architecture.md, 'Adding a "
                             "drafting mechanism')")
+    if not mechanism.decoding_types and type(mechanism).trtllm_refusal is Mechanism.trtllm_refusal:
+        raise UserError(f"drafter registration {name!r}: 'decoding_types' is missing; name the TensorRT-LLM decoding "
+                        "tags it writes, or, where TensorRT-LLM cannot serve it, say why in trtllm_refusal")
     if name in MECHANISMS:
         raise UserError(f"drafter registration {name!r}: a mechanism of that name is registered already")
     tags = tuple(mechanism.decoding_types)
@@ -55,9 +49,9 @@ def register(mechanism: Mechanism) -> Mechanism:
         raise UserError(f"drafter registration {name!r}: decoding tag {unknown[0]!r} is not registered; introduce it "
                         f"in new_decoding_tags (a core.releases.DecodingTag with its first release) or share one of "
                         f"{', '.join(releases.DECODING_TAGS)}")
-    if recipe.register_drafter_class(mechanism.config_class) != name:
-        recipe.unregister_drafter_class(recipe_type := next(iter(reversed(recipe.DRAFTER_CLASS))))
+    if (recipe_type := recipe.section_type(mechanism.config_class)) != name:
         raise UserError(f"drafter registration {name!r}: its config_class's type is {recipe_type!r}; they must match")
+    recipe.register_drafter_class(mechanism.config_class)
     for tag in tags:
         if tag in new:
             releases.register_tag(replace(new[tag], drafters=(name,)))
@@ -94,16 +88,20 @@ def get(name: str) -> Mechanism:
     return MECHANISMS[name]
 
 
-# the tag table (core.releases.DECODING_TAGS: tag -> the mechanisms that write it, read where no descriptor may be
-# imported) and the descriptors' decoding_types say the same; register / unregister keep them so
-assert all(t.drafters == decoding_types(tag) for tag, t in DECODING_TAGS.items()), \
-    "core.releases.DECODING_TAGS and the descriptors' decoding_types must name the same mechanisms per tag"
-assert all(t in DECODING_TAGS for m in MECHANISMS.values() for t in m.decoding_types), \
-    "every tag a descriptor writes is in core.releases.DECODING_TAGS"
+def check_tags() -> None:
+    """The tag table (core.releases.DECODING_TAGS: tag -> the mechanisms that write it, read where no descriptor may
+    be imported) and the descriptors' decoding_types say the same (register / unregister keep them so; the
+    built-in registrations end with this check)."""
+    assert all(t.drafters == decoding_types(tag) for tag, t in DECODING_TAGS.items()), \
+        "core.releases.DECODING_TAGS and the descriptors' decoding_types must name the same mechanisms per tag"
+    assert all(t in DECODING_TAGS for m in MECHANISMS.values() for t in m.decoding_types), \
+        "every tag a descriptor writes is in core.releases.DECODING_TAGS"
 
 
-# mechanisms the reference decoder builds without a folder: their names are ``measure --drafter`` spec tokens
-FOLDERLESS = tuple(name for name, m in MECHANISMS.items() if m.folderless)
+def folderless() -> tuple[str, ...]:
+    """Mechanisms the reference decoder builds without a folder: their names are ``measure --drafter`` spec
+    tokens."""
+    return tuple(name for name, m in MECHANISMS.items() if m.folderless)
 
 
 def exported_type(cfg: dict) -> str | None:

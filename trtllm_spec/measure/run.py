@@ -77,13 +77,13 @@ def _read_config(folder: Path) -> dict:
 
 def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
     """Kind, target match and D limit from the drafter's config.json alone (before any weights load)."""
-    from trtllm_spec.drafters.registry import FOLDERLESS
+    from trtllm_spec.drafters.registry import folderless
 
-    if spec in FOLDERLESS:  # a mechanism the reference decoder builds from options (see load.py)
+    if spec in folderless():  # a mechanism the reference decoder builds from options (see load.py)
         return DrafterInfo(spec, None, {}, None)
     folder = Path(spec).expanduser()
     if not folder.is_dir():
-        raise UserError(f"--drafter {spec!r} is neither {' nor '.join(repr(n) for n in FOLDERLESS)} nor an "
+        raise UserError(f"--drafter {spec!r} is neither {' nor '.join(repr(n) for n in folderless())} nor an "
                         "existing folder")
     from trtllm_spec.runtime.drafters.load import folder_kind
 

@@ -61,14 +61,15 @@ def cli_drafter_options(drafter: str | None, *, max_matching_ngram_size: int | N
     ``--global-pool``) is the section's ``sa_enhancer``; a flag the drafter does not read is refused naming it."""
     from pydantic import ValidationError
 
-    from trtllm_spec.core.recipe import DRAFTER_CLASS, SAEnhancerConfig
+    from trtllm_spec.core.recipe import DRAFTER_CLASS
+    from trtllm_spec.core.sa import SAEnhancerConfig
     from trtllm_spec.core.schema import format_validation_error
-    from trtllm_spec.drafters.registry import FOLDERLESS, get
+    from trtllm_spec.drafters.registry import folderless, get
 
     values = {"--max-matching-ngram-size": max_matching_ngram_size, "--global-pool": global_pool or None,
               "--global-pool-size": global_pool_size, "--sa-enhancer-threshold": sa_enhancer_threshold}
     given = {flag: v for flag, v in values.items() if v is not None}
-    if drafter in FOLDERLESS:
+    if drafter in folderless():
         section = DRAFTER_CLASS[drafter]
         fields = {flag: DRAFTER_FLAGS.get(flag) for flag in given}
         bad = [flag for flag, name in fields.items() if name not in section.model_fields]
@@ -81,7 +82,7 @@ def cli_drafter_options(drafter: str | None, *, max_matching_ngram_size: int | N
         raise UserError(f"{', '.join(bad)}: not read for --drafter {drafter} (it reads "
                         f"{', '.join(readable) or 'no drafter flag'})")
     try:
-        if drafter in FOLDERLESS:
+        if drafter in folderless():
             cfg = section(**{DRAFTER_FLAGS[flag]: v for flag, v in given.items()})
             return get(drafter).runtime_options(cfg, getattr(cfg, "global_pool_size", None) or 1) or None
         if sa_enhancer_threshold is not None:

@@ -14,11 +14,11 @@ from trtllm_spec.errors import UserError
 def vllm_spec(drafter: str, draft_len: int, drafter_options: dict | None = None, *, kind: str | None = None):
     """The ``serve.vllm.VllmSpec`` that runs ``drafter`` (a folder, or a folderless mechanism's name) at D; a
     mechanism vLLM cannot run is refused with the descriptor's reason and the list of those it runs."""
-    from trtllm_spec.drafters.registry import FOLDERLESS, MECHANISMS, get
+    from trtllm_spec.drafters.registry import MECHANISMS, folderless, get
     from trtllm_spec.serve.vllm import VllmSpec
 
     if kind is None:
-        if drafter in FOLDERLESS:
+        if drafter in folderless():
             kind = drafter
         else:
             from trtllm_spec.stages.llamacpp import drafter_type_of
@@ -162,7 +162,7 @@ def vllm_server(asset: str, drafter: str | None, draft_len: int | None, *, host:
     and ``per_batch_size`` as its batch-size schedule (not started: a ``VllmServer`` to use as a context
     manager)."""
     from trtllm_spec.data.model_assets import fetch_model
-    from trtllm_spec.drafters.registry import FOLDERLESS
+    from trtllm_spec.drafters.registry import folderless
     from trtllm_spec.serve.vllm import VllmServer, find_vllm
 
     install = find_vllm()
@@ -170,9 +170,9 @@ def vllm_server(asset: str, drafter: str | None, draft_len: int | None, *, host:
     if drafter is not None:
         if draft_len is None:
             raise UserError("--drafter needs --draft-len D")
-        if drafter not in FOLDERLESS and not Path(drafter).is_dir():
+        if drafter not in folderless() and not Path(drafter).is_dir():
             raise UserError(f"--drafter {drafter}: not a folder; give an exported drafter folder or one of "
-                            f"{', '.join(FOLDERLESS)}")
+                            f"{', '.join(folderless())}")
         spec = vllm_spec(drafter, draft_len, drafter_options)
         if per_batch_size is not None:
             from dataclasses import replace

@@ -21,7 +21,9 @@ import types
 
 import torch
 
-from trtllm_spec.core.recipe import DFlashDrafter, Eagle3Drafter, EagleMTPDrafter
+from trtllm_spec.drafters.dflash.config import DFlashDrafter
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
+from trtllm_spec.drafters.eagle_mtp.config import EagleMTPDrafter
 from trtllm_spec.errors import UserError
 
 

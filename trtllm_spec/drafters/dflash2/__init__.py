@@ -14,10 +14,10 @@ CPU (below).
 
 from __future__ import annotations
 
-from trtllm_spec.core.recipe import DFlash2Drafter
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.drafters.base import DraftCost, DraftPass, dense_layer_shape
 from trtllm_spec.drafters.dflash import DFLASH2_FIELDS, DFLASH_RATES, DFlash, dflash2_signs
+from trtllm_spec.drafters.dflash2.config import DFlash2Drafter
 from trtllm_spec.drafters.dflash2.layout import field, layout_refusal
 from trtllm_spec.planner.acceptance import AcceptanceModel, chain, table
 

@@ -35,16 +35,16 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
     mechanism the descriptors recognise. ``options``: the descriptor's ``runtime_options`` (a folderless drafter's
     settings; ``sa_enhancer`` wraps a neural drafter in TensorRT-LLM's suffix-automaton enhancer). ``expect``: the
     drafter type the caller asked for; a mismatch is a clear error."""
-    from trtllm_spec.drafters.registry import FOLDERLESS, get
+    from trtllm_spec.drafters.registry import folderless, get
 
     options = dict(options or {})
-    if spec in FOLDERLESS:
+    if spec in folderless():
         if options.get("sa_enhancer"):
             raise UserError(f"sa_enhancer enhances a neural drafter ({_enhanced()}), not {spec}")
         return spec, get(spec).load_builtin(options)
     folder = Path(spec)
     if not folder.is_dir():
-        raise UserError(f"drafter {spec!r} is neither {' nor '.join(repr(n) for n in FOLDERLESS)} nor an "
+        raise UserError(f"drafter {spec!r} is neither {' nor '.join(repr(n) for n in folderless())} nor an "
                         "existing folder")
     if expect:
         from trtllm_spec.drafters.registry import folder_refusal

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from trtllm_spec.core.recipe import Eagle3Drafter
 from trtllm_spec.core.shape import ModelShape, default_capture_layers
 from trtllm_spec.drafters.base import (
     DraftCost,
@@ -12,6 +11,7 @@ from trtllm_spec.drafters.base import (
     extended,
     head_params,
 )
+from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
 from trtllm_spec.planner.acceptance import AcceptanceModel, chain
 
 # ggml-org/llama.cpp PR #24536 logs an EAGLE-3 run at D=3: "mean acceptance length = 2.92, acceptance rate
@@ -39,6 +39,7 @@ def is_eagle_layout(cfg: dict) -> bool:
 
 class Eagle3(Mechanism):
     name = "eagle3"
+    config_class = Eagle3Drafter
     decoding_types = ("Eagle", "Eagle3")  # "Eagle": the 1.2-era spelling (core.releases)
     llamacpp_spec_type = "draft-eagle3"
     vllm_method = "eagle3"  # LlamaForCausalLMEagle3 (vllm/model_executor/models/llama_eagle3.py) reads our export

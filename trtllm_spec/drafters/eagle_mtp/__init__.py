@@ -4,9 +4,9 @@ serves MTP only as a target's own layers (``num_nextn_predict_layers``), so ``bu
 
 from __future__ import annotations
 
-from trtllm_spec.core.recipe import EagleMTPDrafter
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism, dense_layer_shape, head_params
+from trtllm_spec.drafters.eagle_mtp.config import EagleMTPDrafter
 from trtllm_spec.drafters.mtp import MTP_AL, MTP_SOURCE
 from trtllm_spec.planner.acceptance import AcceptanceModel, table
 
@@ -17,6 +17,7 @@ HEAD_WHY = ("'train' fits ModelOpt's EAGLE-MTP head and 'measure'/'plan' use it,
 
 class EagleMTP(Mechanism):
     name = "eagle_mtp"
+    config_class = EagleMTPDrafter
     decoding_types = ()  # no decoding config: TensorRT-LLM cannot serve it (HEAD_WHY)
     llamacpp_refusal = ("llama.cpp's draft-mtp runs a target's own next-token layers (nextn, e.g. DeepSeek, "
                         "GLM, Qwen3.5), not ModelOpt's separately exported EAGLE-MTP head")

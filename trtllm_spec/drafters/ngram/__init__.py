@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from trtllm_spec.core.recipe import NGramDrafter
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.drafters.base import DraftCost, Mechanism
+from trtllm_spec.drafters.ngram.config import NGramDrafter
 from trtllm_spec.planner.acceptance import AcceptanceModel, chain
 
 # TensorRT-LLM tech blog 7 (blog7_NGram_performance_Analysis_And_Auto_Enablement.md): "Average accepted
@@ -17,6 +17,7 @@ NGRAM_SOURCE = "TensorRT-LLM blog 7: n-gram AL ~1.3-1.4 on generic chat (Magpie 
 
 class NGram(Mechanism):
     name = "ngram"
+    config_class = NGramDrafter
     decoding_types = ("NGram",)
     llamacpp_refusal = ("llama.cpp's ngram types (ngram-simple, ngram-map-*, ngram-mod) are other algorithms "
                         "than TensorRT-LLM's NGram drafter, so they are no second opinion on it")

@@ -3,9 +3,9 @@ EAGLE-MTP preset is its own mechanism (drafters/eagle_mtp.py)."""
 
 from __future__ import annotations
 
-from trtllm_spec.core.recipe import MTPDrafter
 from trtllm_spec.core.shape import ModelShape
 from trtllm_spec.drafters.base import DraftCost, DraftPass, Mechanism
+from trtllm_spec.drafters.mtp.config import MTPDrafter
 from trtllm_spec.planner.acceptance import AcceptanceModel, table
 
 # TensorRT-LLM tech blog 1 (docs/source/blogs/tech_blog/blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-
@@ -23,6 +23,7 @@ NATIVE_WHY = ("drafter.type mtp runs a target's own MTP layers (num_nextn_predic
 
 class MTP(Mechanism):
     name = "mtp"
+    config_class = MTPDrafter
     decoding_types = ("MTP",)
     llamacpp_refusal = ("llama.cpp's draft-mtp runs a target's own next-token layers (nextn, e.g. DeepSeek, GLM, "
                         "Qwen3.5) from the target's GGUF, not a drafter folder")
