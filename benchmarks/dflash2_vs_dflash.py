@@ -43,7 +43,7 @@ def draft_costs(heads: dict[str, Path], draft_len: int, contexts: int = 8, repea
 
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.data.suite import build_suite
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
+    from trtllm_spec.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.llama import LlamaModel
 
     target_dir = resolve_target("smollm2-135m").path

@@ -34,8 +34,8 @@ def _hf_generate(model, ids: list[int], max_new: int, eos: int, lookup: int | No
 
 
 def _configs(ours, hf, eagle, args, eos: int = 2) -> dict:
+    from trtllm_spec.drafters.ngram.runtime import NGramDrafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
     from trtllm_spec.runtime.generate import generate
 
     n = args.max_new_tokens
@@ -65,7 +65,7 @@ def run(args) -> dict:
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
     from trtllm_spec.data.model_assets import fetch_model
     from trtllm_spec.data.suite import build_suite
-    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
+    from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter
     from trtllm_spec.runtime.llama import LlamaModel
 
     target_dir = fetch_model("smollm2-135m")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 
 def score(target, drafter, cells: dict[str, list[int]], ids: list[int], scored: list[int], label: str) -> None:
-    from trtllm_spec.train.doctor import first_step_counts
+    from trtllm_spec.drafters.eagle3.doctor import first_step_counts
 
     c = cells.setdefault(label, [0, 0, 0, 0])
     for i, v in enumerate(first_step_counts(target, drafter, ids, scored)):
@@ -43,7 +43,7 @@ def main() -> None:
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
     from trtllm_spec.data.model_assets import model_dir
     from trtllm_spec.data.suite import build_suite
-    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
+    from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
 

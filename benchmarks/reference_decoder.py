@@ -51,8 +51,8 @@ def bench(label: str, folder: Path, prompts_text: list, args) -> list[dict]:
     import torch
 
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.drafters.ngram.runtime import NGramDrafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.targets import load_target
 

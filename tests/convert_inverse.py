@@ -1,4 +1,4 @@
-"""The test-only inverse of ``trtllm_spec.train.convert``: a drafter in our layout written as a SafeAILab
+"""The test-only inverse of ``trtllm_spec.drafters.eagle3.convert``: a drafter in our layout written as a SafeAILab
 (``eagle``) or ``speculators`` checkpoint, so the converter's round trips can be tested (moved out of the package:
 nothing in trtllm-spec writes those layouts)."""
 
@@ -11,8 +11,7 @@ import torch
 
 from trtllm_spec.core.files import atomic_dir, check_output_dir
 from trtllm_spec.core.shape import default_capture_layers
-from trtllm_spec.errors import UserError
-from trtllm_spec.train.convert import (
+from trtllm_spec.drafters.eagle3.convert import (
     _apply_target,
     _config,
     _dims,
@@ -23,6 +22,7 @@ from trtllm_spec.train.convert import (
     detect_layout,
     load_weights,
 )
+from trtllm_spec.errors import UserError
 
 
 def read_ours(folder: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:

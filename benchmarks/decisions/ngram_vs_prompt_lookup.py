@@ -20,8 +20,8 @@ def main() -> None:
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
     from trtllm_spec.data.model_assets import fetch_model
     from trtllm_spec.data.suite import build_suite
+    from trtllm_spec.drafters.ngram.runtime import NGramDrafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
     from trtllm_spec.runtime.llama import LlamaModel
 
     cat, dtype = sys.argv[1], torch.float32 if sys.argv[2] == "fp32" else torch.bfloat16

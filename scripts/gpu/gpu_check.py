@@ -85,8 +85,8 @@ def regen(target: Path, data: Path, out: Path, device: str, dtype: str, n: int) 
 def measure(target: Path, drafter: Path, device: str, prompts: int = 4, new: int = 48) -> dict:
     import torch
 
+    from trtllm_spec.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
 

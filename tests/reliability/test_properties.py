@@ -267,9 +267,9 @@ def _random_model(seed: int, vocab: int, hidden: int = 32, layers: int = 2, head
        prompt=st.lists(st.integers(0, 15), min_size=1, max_size=12), draft_len=st.integers(1, 6),
        max_new=st.integers(1, 24), eos=st.one_of(st.none(), st.integers(0, 15)))
 def test_greedy_speculative_decoding_is_lossless(seed, draft_seed, vocab, prompt, draft_len, max_new, eos):
+    from trtllm_spec.drafters.draft_model.runtime import DraftModelDrafter
+    from trtllm_spec.drafters.ngram.runtime import NGramDrafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.draft_model import DraftModelDrafter
-    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
     from trtllm_spec.runtime.generate import generate
 
     target = _random_model(seed, vocab)
@@ -290,8 +290,8 @@ def test_drafts_verified_past_the_end_token_are_not_accepted():
     """The target drafting for itself accepts every draft; when the end token comes in the middle of a step's
     drafts, the tokens after it are verified but never output, so they are not counted as accepted (the AL
     llama.cpp and TensorRT-LLM report counts output tokens; measured on SmolLM2: benchmarks/engine_parity.md)."""
+    from trtllm_spec.drafters.draft_model.runtime import DraftModelDrafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.draft_model import DraftModelDrafter
     from trtllm_spec.runtime.generate import generate
 
     for seed in range(50):  # a model whose 4th greedy token is new, so it can serve as the end token

@@ -223,9 +223,9 @@ def _pickle_checkpoint(tmp_path: Path, tiny_target: Path) -> tuple[Path, Path]:
 
 
 def test_pickle_only_checkpoint_is_refused_and_never_unpickled(cli, tmp_path, tiny_target, tiny_suite):
+    from trtllm_spec.drafters.eagle3.convert import load_weights
     from trtllm_spec.errors import UserError
     from trtllm_spec.runtime.llama import LlamaModel
-    from trtllm_spec.train.convert import load_weights
 
     folder, marker = _pickle_checkpoint(tmp_path, tiny_target)
     with pytest.raises(UserError, match="safetensors"):

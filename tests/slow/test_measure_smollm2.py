@@ -45,8 +45,8 @@ def test_transformers_engine_on_smollm2_gives_our_decoders_tokens(smollm2):
 
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
     from trtllm_spec.data.suite import build_suite
+    from trtllm_spec.drafters.ngram.runtime import NGramDrafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.targets import load_target
 

@@ -28,8 +28,8 @@ def test_fetch_is_idempotent_and_converted(smollm2):
 
 def test_short_eagle3_run_exports_a_healthy_drafter(smollm2, tmp_path):
     from trtllm_spec.core.recipe_load import recipe_from_dict
+    from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.stages.drafter import run_train

@@ -16,8 +16,8 @@ pytest.importorskip("safetensors")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 from tests.convert_inverse import export_to_layout  # noqa: E402
+from trtllm_spec.drafters.eagle3.convert import convert_drafter, detect_layout  # noqa: E402
 from trtllm_spec.errors import OutputExistsError, UserError  # noqa: E402
-from trtllm_spec.train.convert import convert_drafter, detect_layout  # noqa: E402
 
 H, NH, NKV, HD, INTER, V, DV, L = 64, 4, 2, 16, 128, 256, 64, 8
 TARGET = {"_name_or_path": "tiny/target", "architectures": ["LlamaForCausalLM"], "hidden_size": H,
@@ -287,7 +287,7 @@ def test_export_refuses_what_the_layout_cannot_hold(tmp_path):
 def test_converted_drafter_runs_like_the_source(tmp_path):
     """Doctor-style check: our reference runtime (TensorRT-LLM semantics) loads the converted folder and
     drafts exactly what it drafts from the SafeAILab folder, which it also reads natively."""
-    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
+    from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter
     from trtllm_spec.runtime.llama import LlamaConfig, LlamaModel
 
     g = torch.Generator().manual_seed(7)

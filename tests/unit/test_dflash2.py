@@ -29,7 +29,7 @@ def tiny(tmp_path_factory):
 
 
 def _load(folder, target):
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
+    from trtllm_spec.drafters.load import load_runtime_drafter
 
     return load_runtime_drafter(str(folder), target)
 
@@ -116,7 +116,7 @@ def test_the_convolution_is_the_documented_one(tiny):
 def test_a_fresh_head_drafts_what_its_dflash_backbone_drafts(tiny):
     """Identity convolutions and a zero successor codebook (the trainers' start) leave DFlash: the same folder read
     by DFlash's runtime (which ignores the conv and selector tensors) drafts the same tokens over a whole block."""
-    from trtllm_spec.runtime.drafters.dflash import DFlashDrafter
+    from trtllm_spec.drafters.dflash.runtime import DFlashDrafter
 
     tpath, target, root = tiny
     d = write_dflash2(root / "fresh", tpath, identity=True, seed=4, scale=0.5)

@@ -78,8 +78,8 @@ def _check_message(msg: str, where: str) -> None:
 
 
 def test_given_as_dflash_it_is_refused_in_one_line(folder):
+    from trtllm_spec.drafters.load import folder_kind, load_runtime_drafter
     from trtllm_spec.drafters.registry import folder_refusal
-    from trtllm_spec.runtime.drafters.load import folder_kind, load_runtime_drafter
 
     where = str(folder / "config.json")
     _check_message(folder_refusal(DFLASH2, where, "dflash"), where)

@@ -69,8 +69,8 @@ def test_trains_and_exports_the_zlab_layout(dflash2_run, tiny_target):
 
 def test_doctor_clean_and_runtime_lossless(dflash2_run, tiny_target):
     from tests.unit.test_runtime import _prompts
+    from trtllm_spec.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.train.doctor import run_doctor

@@ -61,8 +61,8 @@ def test_dspark_doctor_clean(dspark_run, tiny_target):
 
 def test_dspark_runtime_lossless(dspark_run, tiny_target):
     from tests.unit.test_runtime import _prompts
+    from trtllm_spec.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
 
@@ -84,7 +84,7 @@ def _modelopt_and_runtime(tiny_target: Path, folder: Path, kind: str):
     """A converted model with random (large) drafter weights, exported in fp32, and our runtime over the export."""
     from transformers import AutoModelForCausalLM
 
-    from trtllm_spec.runtime.drafters.dflash import DFlashDrafter
+    from trtllm_spec.drafters.dflash.runtime import DFlashDrafter
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.train import modelopt_setup as ms
     from trtllm_spec.train.export import export_drafter
@@ -144,7 +144,7 @@ def test_dspark_parity_depends_on_the_markov_head(tiny_target, tmp_path):
 
 # ---- the maximum draft length, end to end: DSpark drafts block_size, DFlash block_size - 1 -----------------------
 # (ModelOpt 0.47 hf_dspark.py / modeling_dspark.py: shift_label; TensorRT-LLM dspark.py: block_size must equal
-# max_draft_len -- cited on trtllm_spec.drafters.dflash.DSpark)
+# max_draft_len -- cited on trtllm_spec.drafters.dspark.DSpark)
 
 def test_recipe_validation_allows_dspark_full_block(tiny_target):
     from trtllm_spec.errors import RecipeError

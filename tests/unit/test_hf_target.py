@@ -80,8 +80,8 @@ def test_target_only_decoding_equals_transformers_generate(family):
 
 
 def test_greedy_lossless_for_ngram_eagle3_and_every_rollback_depth(family, eagle_dir):
+    from trtllm_spec.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
 
     _, _, target, ref = family
     _, ngram = load_runtime_drafter("ngram", target)
@@ -145,8 +145,8 @@ def test_engine_selection_refusals():
 
 def test_hf_engine_on_a_llama_target_gives_our_decoders_tokens(tiny_target):
     """The same checkpoint through both engines: token-identical greedy decoding (fp32)."""
+    from trtllm_spec.drafters.ngram.runtime import NGramDrafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.targets import load_target
 

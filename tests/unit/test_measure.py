@@ -418,9 +418,9 @@ def test_trtllm_not_installed_names_the_command(cli, target, tmp_path, monkeypat
 
 
 def test_block_drafter_sweeps_each_draft_len_and_sampling_skips_the_comparison(target, tiny_suite, monkeypatch):
-    import trtllm_spec.runtime.drafters.load as load
+    import trtllm_spec.drafters.load as load
+    from trtllm_spec.drafters.ngram.runtime import NGramDrafter
     from trtllm_spec.measure.run import measure
-    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
 
     # a block drafter's decode loop is the decoder's; n-gram stands in so the sweep runs in a second
     monkeypatch.setattr(load, "load_runtime_drafter", lambda spec, target, **kw: ("dflash", NGramDrafter(3)))

@@ -1,5 +1,5 @@
 """Mechanisms TensorRT-LLM runs at one D only (DSpark: max_draft_len == block_size, cited on
-``drafters.dflash.DSpark``): the planner offers that D or none and never a draft_len_schedule; and since
+``drafters.dspark.DSpark``): the planner offers that D or none and never a draft_len_schedule; and since
 ``support_dynamic_draft_len()`` is false for DSpark in every release (issue 22 item 4), no ``max_concurrency``
 either: the plan shows D = block_size at every batch size, says where it stops paying and what to do instead, and
 the options builder refuses a gate the engine would ignore. Pure Python (no torch)."""

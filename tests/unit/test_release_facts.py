@@ -126,7 +126,7 @@ def test_sa_first_release_is_the_sa_tags():
 
 # SA's numbers: each is one constant of core/sa.py; these definitions read it and repeat no number
 SA_READERS = {
-    "runtime/drafters/suffix.py": None, "runtime/drafters/sa_enhancer.py": None, "runtime/drafters/load.py": None,
+    "drafters/suffix/runtime.py": None, "drafters/suffix/sa_enhancer.py": None, "drafters/load.py": None,
     "deploy/trtllm_schema.py": ("SAEnhancer", "_SAFields"), "drafters/suffix/config.py": ("SuffixDrafter",),
 }
 

@@ -97,9 +97,9 @@ def _decode_both(target_dir: Path, schema: dict, temperature: float = 0.0, draft
     import torch
 
     from trtllm_spec.data.chat import load_tokenizer, prompt_ids
+    from trtllm_spec.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.constraint import GrammarConstraint
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.runtime.sampling import SamplingParams

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from tests.tiny import VOCAB, write_model
+from trtllm_spec.drafters.draft_model.runtime import DraftModelDrafter
+from trtllm_spec.drafters.ngram.runtime import NGramDrafter
 from trtllm_spec.runtime.decoder import speculative_generate
-from trtllm_spec.runtime.drafters.draft_model import DraftModelDrafter
-from trtllm_spec.runtime.drafters.ngram import NGramDrafter
 from trtllm_spec.runtime.generate import generate, generate_batch
 from trtllm_spec.runtime.llama import LlamaModel
 

@@ -107,13 +107,13 @@ def _draw(target, make_drafter, prompt, params, seed: int) -> tuple[torch.Tensor
 
 
 def _sampling_drafter(draft, params):
-    from trtllm_spec.runtime.drafters.draft_model import DraftModelDrafter
+    from trtllm_spec.drafters.draft_model.runtime import DraftModelDrafter
 
     return lambda seed: DraftModelDrafter(draft, 16, params, torch.Generator().manual_seed(seed + 1))
 
 
 def _ngram_drafter(seed):
-    from trtllm_spec.runtime.drafters.ngram import NGramDrafter
+    from trtllm_spec.drafters.ngram.runtime import NGramDrafter
 
     return NGramDrafter()
 

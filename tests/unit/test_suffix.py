@@ -11,10 +11,10 @@ import torch
 from tests.tiny import VOCAB
 from trtllm_spec.core.recipe_load import recipe_from_dict
 from trtllm_spec.drafters.suffix.config import SuffixDrafter as SuffixSection
+from trtllm_spec.drafters.suffix.runtime import PoolMatcher, SuffixAutomaton, SuffixDrafter
+from trtllm_spec.drafters.suffix.sa_enhancer import SAEnhancedDrafter
 from trtllm_spec.errors import RecipeError, UserError
 from trtllm_spec.runtime.decoder import speculative_generate
-from trtllm_spec.runtime.drafters.sa_enhancer import SAEnhancedDrafter
-from trtllm_spec.runtime.drafters.suffix import PoolMatcher, SuffixAutomaton, SuffixDrafter
 from trtllm_spec.runtime.generate import generate
 from trtllm_spec.runtime.llama import LlamaModel
 
@@ -137,7 +137,7 @@ def test_greedy_lossless_suffix_with_and_without_pool(tiny_target, draft_len):
 @pytest.fixture(scope="module")
 def eagle(tiny_target, tmp_path_factory):
     from tests.unit.test_convert import ours_tensors, write_ours
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
+    from trtllm_spec.drafters.load import load_runtime_drafter
 
     folder = write_ours(tmp_path_factory.mktemp("eagle") / "e", ours_tensors(dtype=torch.float32), ids=(0, 1, 3))
     return folder, LlamaModel.from_pretrained(tiny_target), load_runtime_drafter

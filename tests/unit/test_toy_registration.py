@@ -138,7 +138,7 @@ def test_a_registration_whose_section_is_another_type_changes_nothing():
     union, tags = dict(recipe.DRAFTER_CLASS), dict(releases.DECODING_TAGS)
     with pytest.raises(UserError, match=r"'inherits': its config_class's type is 'ngram'; they must match"):
         registry.register(Inherits())
-    assert recipe.DRAFTER_CLASS == union and releases.DECODING_TAGS == tags and "inherits" not in registry.MECHANISMS
+    assert union == recipe.DRAFTER_CLASS and tags == releases.DECODING_TAGS and "inherits" not in registry.MECHANISMS
 
 
 def test_plan_bundle_options_mirror_and_replan_for_a_registered_mechanism(toy_mechanism, cli, tmp_path):
@@ -209,6 +209,6 @@ def test_the_architecture_doc_lists_files_and_fields_that_exist():
                  "max_concurrency", "schedule_switches_off", "host_costs", "tensorrt_backend", "spelling", "refs"):
         assert name in fields and f"`{name}`" in release
     for name in ("config_class", "new_decoding_tags", "trtllm_mirror_fields", "obtain", "dynamic_draft_len_since",
-                 "llamacpp_convert", "doctor_layout", "draft_vocabulary", "sa_enhanced", "trtllm_extras",
+                 "llamacpp_convert", "doctor_checks", "draft_vocabulary", "sa_enhanced", "trtllm_extras",
                  "bundle_drafter", "served_drafter_dir"):
         assert hasattr(Mechanism, name) and name in mechanism, name

@@ -83,10 +83,10 @@ def test_first_step_counts_are_what_the_decoder_proposes(eagle_run, tiny_target)
     """doctor's parity and benchmarks/first_step_accuracy.py score the teacher-forced first step; at every position
     it must be the decoder's own first proposal (reset on the prefix, propose one), counted as documented."""
     from tests.unit.test_runtime import _prompts
-    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
+    from trtllm_spec.drafters.eagle3.doctor import first_step_counts
+    from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
-    from trtllm_spec.train.doctor import first_step_counts
 
     target = LlamaModel.from_pretrained(tiny_target)
     drafter = Eagle3Drafter(eagle_run[1].drafter_dir, target)
@@ -124,8 +124,8 @@ def test_resume_equals_uninterrupted(tiny_target, convs, tmp_path, eagle_run):
 
 def test_runtime_eagle3_lossless(eagle_run, tiny_target):
     from tests.unit.test_runtime import _prompts
+    from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
 
@@ -142,7 +142,7 @@ def test_first_layer_alignment_is_what_runtime_computes(tiny_target, convs, tmp_
     non-uniform input_layernorm (as after training) only the aligned model computes what is deployed."""
     from transformers import AutoModelForCausalLM
 
-    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
+    from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.train import modelopt_setup as ms
     from trtllm_spec.train.export import export_drafter
@@ -183,8 +183,8 @@ def test_mtp_head_train_export_doctor_runtime(tiny_target, convs, tmp_path, cli)
     """A target without native MTP layers: ModelOpt's EAGLE-MTP preset trains a head, we export it, doctor passes
     it (warning that TensorRT-LLM cannot serve it), and the reference decoder reads it losslessly."""
     from tests.unit.test_runtime import _prompts
+    from trtllm_spec.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.stages.drafter import run_train
@@ -213,7 +213,7 @@ def test_mtp_runtime_computes_what_modelopt_trains(tiny_target, convs, tmp_path)
     token at every position (TTT step 0: position t predicts token t + 2 from the target's final hidden)."""
     from transformers import AutoModelForCausalLM
 
-    from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter
+    from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.train import modelopt_setup as ms
     from trtllm_spec.train.export import export_drafter
@@ -245,8 +245,8 @@ def test_mtp_runtime_computes_what_modelopt_trains(tiny_target, convs, tmp_path)
 
 def test_dflash_train_export_runtime(tiny_target, convs, tmp_path):
     from tests.unit.test_runtime import _prompts
+    from trtllm_spec.drafters.dflash.runtime import DFlashDrafter
     from trtllm_spec.runtime.decoder import speculative_generate
-    from trtllm_spec.runtime.drafters.dflash import DFlashDrafter
     from trtllm_spec.runtime.generate import generate
     from trtllm_spec.runtime.llama import LlamaModel
     from trtllm_spec.stages.drafter import run_train

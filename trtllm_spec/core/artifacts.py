@@ -20,6 +20,19 @@ from pydantic import BaseModel, ConfigDict, Field
 #   deferred    training needs the target's weights, which are not here (build only)
 DrafterKind = Literal["none", "native", "reused", "hub", "converted", "draft_model", "trained", "deferred"]
 
+# A trained drafter's files beside its export (train/export.py and train/run.py write them; doctor reads them): the
+# training record inside the exported folder, and the held-out chunks next to it that training scored
+META_FILE = "trtllm_spec_drafter.json"
+HELDOUT_FILE = "heldout_chunks.json"
+
+
+def read_meta(folder: Path) -> dict:
+    """The training record of an exported drafter folder ({} when it has none)."""
+    import json
+
+    p = folder / META_FILE
+    return json.loads(p.read_text()) if p.is_file() else {}
+
 
 @dataclass(frozen=True)
 class DrafterResult:

@@ -33,7 +33,7 @@ def block_drafts(block_size: int, shift_label: bool) -> tuple[int, str]:
     """(drafts per block, the formula) for a block drafter. Block position 0 holds the anchor (the last
     verified token): DFlash predicts positions 1..block_size-1; a drafter trained with next-token alignment
     (``shift_label``, DSpark's only mode) predicts from position 0, so all block_size positions are drafts
-    (sources on ``drafters.dflash.DSpark``)."""
+    (sources on ``drafters.dspark.DSpark``)."""
     return (block_size, "block_size") if shift_label else (block_size - 1, "block_size - 1")
 
 

@@ -51,7 +51,7 @@ def pool_slots(global_pool_size: int | None, max_batch_size: int) -> int:
 
 
 def enhancer_runtime_options(enhancer: SAEnhancerConfig | None, max_batch_size: int = 1) -> dict:
-    """The SA enhancer's settings as the reference decoder reads them (``runtime/drafters/load.py``): built here
+    """The SA enhancer's settings as the reference decoder reads them (``drafters/load.py``): built here
     once for the recipe's section (``Mechanism.runtime_options``) and for ``measure --sa-enhancer-threshold``."""
     if enhancer is None:
         return {}

@@ -105,7 +105,7 @@ class Engine:
         import torch
 
         from trtllm_spec.data.chat import load_tokenizer
-        from trtllm_spec.runtime.drafters.load import load_runtime_drafter
+        from trtllm_spec.drafters.load import load_runtime_drafter
         from trtllm_spec.runtime.targets import load_target
 
         info = load_bundle(bundle)

@@ -3,6 +3,7 @@ variant). Descriptors are light: heavy code (ModelOpt, torch) is imported lazily
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -11,22 +12,64 @@ from trtllm_spec.planner.acceptance import AcceptanceModel
 from trtllm_spec.planner.mechanism import DraftCost, DraftPass  # noqa: F401  (re-exported)
 
 
-class Mechanism:
-    """A drafting mechanism. Subclasses set the class attributes and implement the hooks."""
+@dataclass
+class Finding:
+    """One result of 'trtllm-spec doctor': a mechanism's checks (``Mechanism.doctor_checks``) and doctor's own
+    return them."""
 
+    level: str  # "ok" | "warning" | "error" | "info"
+    check: str
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"level": self.level, "check": self.check, "message": self.message}
+
+
+class Mechanism:
+    """A drafting mechanism: one package ``drafters/<name>/`` whose ``__init__.py`` holds this descriptor, added by
+    ``registry.register`` (docs/architecture.md, "Adding a drafting mechanism"). The attributes and hooks are grouped;
+    a subclass must set the required attributes and implement the required hooks, every other one has a default
+    that says "not this mechanism" (no training, no folder of its own, refused by an engine with a reason)."""
+
+    # ---- required ----------------------------------------------------------------------------------------------
     name: ClassVar[str]
     title: ClassVar[str]
+    # its recipe section (drafters/<name>/config.py: a core.recipe.DrafterSection whose ``type`` is ``name``)
+    config_class: ClassVar[type | None] = None
+    # the ``speculative_config.decoding_type`` tags it writes (every spelling TensorRT-LLM's LLM API accepts for
+    # it; () = none: TensorRT-LLM cannot serve it, and ``trtllm_refusal`` says why). A tag may be shared with other
+    # mechanisms (core.releases.DecodingTag.drafters): TensorRT-LLM tells them apart by the checkpoint's
+    # architecture, we by the bundle's record of its drafter type; registry.check_tags keeps the tag table and the
+    # descriptors in agreement
+    decoding_types: ClassVar[tuple[str, ...]] = ()
     acceptance_kind: ClassVar[str]  # "chain" (AL(D) from one run) or "block" (measure each D)
+    summary: ClassVar[str] = ""
+
+    # ---- a tag of its own, added by ``register`` (the built-in tags are records in core/releases.py) -------------
+    # the decoding tags it introduces (core.releases.DecodingTag; each also in ``decoding_types``; a tag it shares
+    # with a registered mechanism is in ``decoding_types`` only) and the pydantic class of its decoding config's
+    # own fields (the options mirror builds one class per release from it: deploy/trtllm_schema.py)
+    new_decoding_tags: ClassVar[tuple] = ()
+    trtllm_mirror_fields: ClassVar[type | None] = None
+
+    # ---- its drafter: trained, a folder of its own, or none ------------------------------------------------------
     needs_training: ClassVar[bool] = False
+    # no exported folder: the reference decoder builds it from options (``measure --drafter NAME``)
+    folderless: ClassVar[bool] = False
     recognised_last: ClassVar[bool] = False  # a plain model layout that drafter layouts must be tried before
+    # the drafter reads the target's hidden states, so its hidden_size must be the target's
+    shares_target_hidden: ClassVar[bool] = True
     # ModelOpt (modelopt.torch.speculative): the mode that trains it ("eagle" | "dflash"; None: not trained)
     # and, for "eagle", the preset config in modelopt.torch.speculative.config
     modelopt_mode: ClassVar[str | None] = None
     modelopt_preset: ClassVar[str | None] = None
     # trained with TensorRT-LLM's Eagle3DecoderLayer first-layer form (train.modelopt_setup.align_eagle3_first_layer)
     trtllm_first_layer: ClassVar[bool] = False
-    # the drafter reads the target's hidden states, so its hidden_size must be the target's
-    shares_target_hidden: ClassVar[bool] = True
+    # trained with a reduced draft vocabulary and its d2t table (ModelOpt's eagle mode: EAGLE-3, EAGLE-MTP);
+    # False: the drafter predicts over the target's vocabulary (a block drafter fills blocks with a mask token)
+    draft_vocabulary: ClassVar[bool] = False
+
+    # ---- engines -----------------------------------------------------------------------------------------------
     # the first TensorRT-LLM release whose engine applies draft_len_schedule / max_concurrency to it
     # (support_dynamic_draft_len; core.trtllm_gates.engine_schedule, docs/trtllm_compat.md), compared numerically
     # with every later release (core.releases.order); None = never: one D at every batch size
@@ -35,28 +78,6 @@ class Mechanism:
     # (and on a zero tier), in each of core.trtllm_gates.MAIN_STATES (floor at 1, then keep-warm); () = not
     # read (a mode without a schedule)
     implicit_tier: ClassVar[tuple[int, ...]] = ()
-    # trained with a reduced draft vocabulary and its d2t table (ModelOpt's eagle mode: EAGLE-3, EAGLE-MTP);
-    # False: the drafter predicts over the target's vocabulary (a block drafter fills blocks with a mask token)
-    draft_vocabulary: ClassVar[bool] = False
-    # the exported layout 'trtllm-spec doctor' checks (train/doctor.LAYOUT_CHECKS: eagle3, mtp, dflash; None: a
-    # plain model or nothing to check) and whether it runs the train/serve parity check against the target
-    doctor_layout: ClassVar[str | None] = None
-    doctor_parity: ClassVar[bool] = False
-    # the ``speculative_config.decoding_type`` tags it writes (every spelling TensorRT-LLM's LLM API accepts for
-    # it; () = none: TensorRT-LLM cannot serve it). A tag may be shared with other mechanisms (core.releases.
-    # DecodingTag.drafters): TensorRT-LLM tells them apart by the checkpoint's architecture, we by the bundle's
-    # record of its drafter type; drafters/registry.py checks that the tag table and the descriptors agree
-    decoding_types: ClassVar[tuple[str, ...]] = ()
-    # for a mechanism added after import (``registry.register``): its recipe section class, the decoding tags it
-    # introduces (core.releases.DecodingTag; each also in ``decoding_types``; a tag it shares with a registered
-    # mechanism is in ``decoding_types`` only) and the pydantic class of its decoding config's own fields (the
-    # options mirror builds one class per release from it: deploy/trtllm_schema.py)
-    config_class: ClassVar[type | None] = None
-    new_decoding_tags: ClassVar[tuple] = ()
-    trtllm_mirror_fields: ClassVar[type | None] = None
-    # no exported folder: the reference decoder builds it from options (``measure --drafter NAME``)
-    folderless: ClassVar[bool] = False
-    summary: ClassVar[str] = ""
     # llama.cpp's speculative type that runs this drafter (llama-server --spec-type; common/speculative.cpp), or
     # None with the reason llama.cpp cannot run it ('measure llamacpp' and 'assets serve' refuse it)
     llamacpp_spec_type: ClassVar[str | None] = None
@@ -67,30 +88,7 @@ class Mechanism:
     vllm_method: ClassVar[str | None] = None
     vllm_refusal: ClassVar[str] = "vLLM has no speculative method for it"
 
-    def llamacpp_convert(self, converter: Path, drafter_dir: Path, target_dir: Path, out_file: Path, dtype: str,
-                         log) -> dict:
-        """The drafter folder as the GGUF llama.cpp's ``llamacpp_spec_type`` reads (``trtllm_spec.llamacpp.convert``
-        runs the converter); a record of the conversion."""
-        from trtllm_spec.errors import UserError
-
-        raise UserError(f"drafter type {self.name}: {self.llamacpp_refusal}")
-
-    def vllm_options(self, runtime_options: dict) -> dict:
-        """The ``speculative_config`` fields beside method / model / num_speculative_tokens that make vLLM draft
-        as the reference decoder does with these runtime options (``runtime_options``'s dict)."""
-        return {}
-
-    @property
-    def sa_enhanced(self) -> bool:
-        """TensorRT-LLM's suffix-automaton enhancer (``sa_config``) applies to it: its recipe section has
-        ``sa_enhancer`` (EAGLE-3 and MTP: the decoding configs with sa_config, 1.3.0rc27 / 1.4.0rc4 API pages)."""
-        return "sa_enhancer" in self.config_class.model_fields
-
-    @property
-    def min_trtllm(self) -> str:
-        """The TensorRT-LLM release whose LLM API first has this decoding config (from the recipe class)."""
-        return self.config_class.min_trtllm
-
+    # ---- required: what the planner and every listing read ---------------------------------------------------
     def default_config(self):
         """The recipe drafter section this mechanism gets when none is given."""
         raise NotImplementedError
@@ -101,6 +99,7 @@ class Mechanism:
     def cost(self, target: ModelShape, cfg) -> DraftCost:
         raise NotImplementedError
 
+    # ---- where the drafter comes from, and which folder is its -----------------------------------------------
     def source(self, cfg, target: ModelShape) -> str:
         """How the drafter stage obtains this drafter: ``reuse`` (drafter.checkpoint), ``convert``
         (drafter.convert_from), ``train`` (ModelOpt), ``none`` (no model), or a mechanism's own way (``native``,
@@ -117,6 +116,10 @@ class Mechanism:
         (reuse, convert, train, none). ``target``: the resolved target (``core.targets.ResolvedTarget``)."""
         return None
 
+    def served_drafter_dir(self, cfg, drafter_dir: Path | None, base_dir: Path) -> Path | None:
+        """The folder the bundle copies and the measure stage reads, from the drafter stage's result."""
+        return drafter_dir
+
     def bundle_drafter(self, cfg, kind: str | None, drafter_dir: Path | None) -> tuple[str | None, str | None]:
         """(the bundle folder the drafter folder is copied into, or None; what the options name as the drafter
         model) for the drafter stage's outcome ``kind`` (``core.artifacts.DrafterKind``): a trained, reused or
@@ -128,32 +131,6 @@ class Mechanism:
         if kind == "hub":
             return None, cfg.checkpoint
         return None, None
-
-    def served_drafter_dir(self, cfg, drafter_dir: Path | None, base_dir: Path) -> Path | None:
-        """The folder the bundle copies and the measure stage reads, from the drafter stage's result."""
-        return drafter_dir
-
-    def measure_spec(self, drafter_dir: Path | None) -> str | None:
-        """What the reference decoder loads for this drafter (``measure --drafter``); None: nothing here."""
-        return str(drafter_dir) if drafter_dir is not None else None
-
-    def modelopt_architecture(self, cfg) -> dict:
-        """Entries this mechanism adds to ModelOpt's ``<mode>_architecture_config``."""
-        return {}
-
-    def modelopt_extend(self, model, cfg) -> None:
-        """Change, in place, the model ModelOpt converted in ``modelopt_mode`` (a plugin on that mode: modules, the
-        loss) before training starts; nothing by default."""
-
-    def exported_config(self, config: dict, cfg) -> dict:
-        """The ``config.json`` of the trained drafter, from the one ModelOpt's exporter for ``modelopt_mode`` wrote;
-        unchanged by default."""
-        return config
-
-    def build_refusal(self, cfg, target: ModelShape) -> tuple[str, str] | None:
-        """(what the target lacks, why) when ``build`` cannot bundle this drafter for this target although
-        train / measure / plan can; None when it can."""
-        return None
 
     def recognises(self, cfg: dict) -> bool:
         """Whether an exported folder's config.json holds this mechanism's drafter (torch-free)."""
@@ -169,6 +146,10 @@ class Mechanism:
         """(the largest D an exported drafter can propose, how it follows from its config.json); None: no limit
         of its own. ``where`` names the file in errors."""
         return None
+
+    def measure_spec(self, drafter_dir: Path | None) -> str | None:
+        """What the reference decoder loads for this drafter (``measure --drafter``); None: nothing here."""
+        return str(drafter_dir) if drafter_dir is not None else None
 
     def runtime_options(self, cfg, max_batch_size: int = 1) -> dict:
         """The recipe section's settings the reference decoder's drafter reads (JSON-able: they key the measure
@@ -186,22 +167,31 @@ class Mechanism:
         """The reference decoder's drafter for an exported folder (imports torch: called by ``runtime``)."""
         raise NotImplementedError(f"{self.name} has no exported-folder drafter in the reference decoder")
 
-    def trtllm_tensor_renames(self, cfg) -> dict[str, str]:
-        """Tensor-name prefixes to rewrite in the bundle's copy of the exported drafter so that every TensorRT-LLM
-        release loads it (docs/trtllm_compat.md, "Weights"); {}: ship the export as it is."""
-        return {}
-
-    def trtllm_refusal(self, cfg, profile: str) -> str | None:
-        """Why TensorRT-LLM ``profile`` cannot load this drafter configuration, for ``build`` to refuse before it
-        writes anything (train / measure / plan still run); None when it can."""
+    # ---- planner: which D it can run -------------------------------------------------------------------------
+    def max_draft_len(self, target: ModelShape, cfg) -> int | None:
+        """The largest D this drafter can propose (None: no limit of its own)."""
         return None
 
-    def trtllm_extras(self, drafter_dir: Path | None) -> dict:
-        """Values of an exported drafter folder that go into ``speculative_config`` (see
-        ``trtllm_speculative_config``'s ``extra``)."""
+    def only_draft_len(self, cfg) -> int | None:
+        """The one D TensorRT-LLM runs this drafter at, when it accepts no other (then the planner offers that D
+        or none at each batch size, never a ``draft_len_schedule``, and ends speculation above a batch size with
+        ``max_concurrency``); None: any D up to ``max_draft_len``, varied per batch by a schedule."""
+        return None
+
+    # ---- training (ModelOpt; train/launch.py's memory estimate, the bundle's data scripts) -------------------
+    def modelopt_architecture(self, cfg) -> dict:
+        """Entries this mechanism adds to ModelOpt's ``<mode>_architecture_config``."""
         return {}
 
-    # ---- training (train/launch.py's memory estimate, the bundle's data scripts) -----------------------------
+    def modelopt_extend(self, model, cfg) -> None:
+        """Change, in place, the model ModelOpt converted in ``modelopt_mode`` (a plugin on that mode: modules, the
+        loss) before training starts; nothing by default."""
+
+    def exported_config(self, config: dict, cfg) -> dict:
+        """The ``config.json`` of the trained drafter, from the one ModelOpt's exporter for ``modelopt_mode`` wrote;
+        unchanged by default."""
+        return config
+
     def trainable_params(self, cfg, target: ModelShape) -> int:
         """The drafter's trainable parameters when trained for ``target`` (``train --dry-run``'s estimate)."""
         raise NotImplementedError(f"a {self.name} drafter is not trained")
@@ -219,26 +209,80 @@ class Mechanism:
         features_savestate.sh), or None: the drafter reads none."""
         return None
 
-    def max_draft_len(self, target: ModelShape, cfg) -> int | None:
-        """The largest D this drafter can propose (None: no limit of its own)."""
-        return None
-
-    def only_draft_len(self, cfg) -> int | None:
-        """The one D TensorRT-LLM runs this drafter at, when it accepts no other (then the planner offers that D
-        or none at each batch size, never a ``draft_len_schedule``, and ends speculation above a batch size with
-        ``max_concurrency``); None: any D up to ``max_draft_len``, varied per batch by a schedule."""
-        return None
-
-    def unavailable_reason(self, target: ModelShape, cfg) -> str | None:
-        """Why this mechanism cannot serve this target (None when it can)."""
-        return None
-
+    # ---- engines: TensorRT-LLM, llama.cpp, vLLM --------------------------------------------------------------
     def trtllm_speculative_config(self, cfg, *, profile: str, max_draft_len: int, speculative_model: str | None,
                                   **extra) -> dict:
         """The TensorRT-LLM LLM API ``speculative_config`` for this mechanism under release ``profile``
         ("1.2" / "1.3"); keys and tags as mirrored in ``trtllm_spec.deploy.trtllm_schema``. ``extra`` carries
         values found at build time (e.g. ``eagle3_layers_to_capture``, ``dflash_mask_token_id``)."""
         raise NotImplementedError
+
+    def trtllm_extras(self, drafter_dir: Path | None) -> dict:
+        """Values of an exported drafter folder that go into ``speculative_config`` (see
+        ``trtllm_speculative_config``'s ``extra``)."""
+        return {}
+
+    def trtllm_tensor_renames(self, cfg) -> dict[str, str]:
+        """Tensor-name prefixes to rewrite in the bundle's copy of the exported drafter so that every TensorRT-LLM
+        release loads it (docs/trtllm_compat.md, "Weights"); {}: ship the export as it is."""
+        return {}
+
+    @property
+    def sa_enhanced(self) -> bool:
+        """TensorRT-LLM's suffix-automaton enhancer (``sa_config``) applies to it: its recipe section has
+        ``sa_enhancer`` (EAGLE-3 and MTP: the decoding configs with sa_config, 1.3.0rc27 / 1.4.0rc4 API pages)."""
+        return "sa_enhancer" in self.config_class.model_fields
+
+    @property
+    def min_trtllm(self) -> str:
+        """The TensorRT-LLM release whose LLM API first has this decoding config (from the recipe class)."""
+        return self.config_class.min_trtllm
+
+    def llamacpp_convert(self, converter: Path, drafter_dir: Path, target_dir: Path, out_file: Path, dtype: str,
+                         log) -> dict:
+        """The drafter folder as the GGUF llama.cpp's ``llamacpp_spec_type`` reads (``trtllm_spec.llamacpp.convert``
+        runs the converter); a record of the conversion."""
+        from trtllm_spec.errors import UserError
+
+        raise UserError(f"drafter type {self.name}: {self.llamacpp_refusal}")
+
+    def vllm_options(self, runtime_options: dict) -> dict:
+        """The ``speculative_config`` fields beside method / model / num_speculative_tokens that make vLLM draft
+        as the reference decoder does with these runtime options (``runtime_options``'s dict)."""
+        return {}
+
+    # ---- refusals: why it cannot run somewhere (None: it can) ------------------------------------------------
+    def unavailable_reason(self, target: ModelShape, cfg) -> str | None:
+        """Why this mechanism cannot serve this target (None when it can)."""
+        return None
+
+    def build_refusal(self, cfg, target: ModelShape) -> tuple[str, str] | None:
+        """(what the target lacks, why) when ``build`` cannot bundle this drafter for this target although
+        train / measure / plan can; None when it can."""
+        return None
+
+    def trtllm_refusal(self, cfg, profile: str) -> str | None:
+        """Why TensorRT-LLM ``profile`` cannot load this drafter configuration, for ``build`` to refuse before it
+        writes anything (train / measure / plan still run); None when it can."""
+        return None
+
+    # ---- doctor ----------------------------------------------------------------------------------------------
+    def doctor_checks(self, cfg: dict, tensors: dict, target_cfg: dict) -> list[Finding] | None:
+        """'trtllm-spec doctor''s checks of this mechanism's exported layout (``config.json``, the tensors as torch
+        tensors, the target's config.json), from its package's ``doctor.py`` (torch imported there); None: it has
+        no layout of its own to check (a plain draft model, or no folder), and doctor reports the folder as
+        unknown. The checks every export gets (dtypes, finite weights, rope) are doctor's own."""
+        return None
+
+    @property
+    def has_doctor_checks(self) -> bool:
+        return type(self).doctor_checks is not Mechanism.doctor_checks
+
+    def doctor_parity(self, drafter_dir: Path, target_dir: Path, heldout: Path | None, tolerance: float,
+                      placement=None) -> Finding | None:
+        """The train/serve parity check doctor runs when the layout checks found no error and a target is given
+        (EAGLE-3's: first-step accuracy recomputed from the export vs what training recorded); None: none."""
+        return None
 
 
 def head_params(cfg, target: ModelShape, fc_inputs: int) -> int:

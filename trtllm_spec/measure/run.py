@@ -85,7 +85,7 @@ def inspect_drafter(spec: str, target_cfg: dict, draft_len: int) -> DrafterInfo:
     if not folder.is_dir():
         raise UserError(f"--drafter {spec!r} is neither {' nor '.join(repr(n) for n in folderless())} nor an "
                         "existing folder")
-    from trtllm_spec.runtime.drafters.load import folder_kind
+    from trtllm_spec.drafters.load import folder_kind
 
     cfg, kind = _read_config(folder), folder_kind(folder)
     t_h, t_v = target_cfg.get("hidden_size"), target_cfg.get("vocab_size")
@@ -204,8 +204,8 @@ def measure(target_dir: str | Path, drafter_spec: str, draft_len: int, *, suite:
 
     import torch
 
+    from trtllm_spec.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.device import choose
-    from trtllm_spec.runtime.drafters.load import load_runtime_drafter
     from trtllm_spec.runtime.sampling import SamplingParams
 
     where = choose(device, dtype, torch)

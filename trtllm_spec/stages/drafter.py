@@ -91,7 +91,7 @@ def _convert(recipe: Recipe, target: ResolvedTarget, out: Path, *, resume: bool,
     ModelOpt exports and TensorRT-LLM loads, checked against the target's config."""
     import json
 
-    from trtllm_spec.train.convert import convert_drafter
+    from trtllm_spec.drafters.eagle3.convert import convert_drafter
     from trtllm_spec.train.run import check_out
 
     cf = recipe.drafter.convert_from

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
+from trtllm_spec.core.artifacts import META_FILE, read_meta  # noqa: F401  (read_meta: re-exported)
 from trtllm_spec.core.files import write_json_atomic
 
-META_FILE = "trtllm_spec_drafter.json"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 
@@ -62,6 +62,3 @@ def export_drafter(model, out: Path, dtype: str, meta: dict, state_dict: dict | 
     write_json_atomic(out / META_FILE, meta)
 
 
-def read_meta(folder: Path) -> dict:
-    p = folder / META_FILE
-    return json.loads(p.read_text()) if p.is_file() else {}

@@ -52,7 +52,6 @@ class DFlash(Mechanism):
     modelopt_mode = "dflash"
     dynamic_draft_len_since = "1.3"  # PR #12262 (DFlash)
     implicit_tier = (1, 1)  # core.trtllm_gates.MAIN_STATES: DFlash keeps the floor
-    doctor_layout, doctor_parity = "dflash", False  # train/doctor.LAYOUT_CHECKS
     summary = "decoder layers fused with target hidden states denoise a block of mask tokens in one pass"
 
     def trainable_params(self, cfg, target: ModelShape) -> int:
@@ -105,7 +104,7 @@ class DFlash(Mechanism):
         return block_drafts(block, bool(shift))
 
     def load_runtime(self, folder, target, max_len: int):
-        from trtllm_spec.runtime.drafters.dflash import DFlashDrafter as Runtime
+        from trtllm_spec.drafters.dflash.runtime import DFlashDrafter as Runtime
 
         return Runtime(folder, target, max_len=max_len)
 
@@ -153,3 +152,9 @@ class DFlash(Mechanism):
         if layers:
             out["target_layer_ids"] = [int(i) for i in layers]
         return out
+
+    def doctor_checks(self, cfg: dict, tensors: dict, target_cfg: dict) -> list:
+        from trtllm_spec.drafters.dflash.doctor import static
+
+        return static(cfg, tensors, target_cfg)
+

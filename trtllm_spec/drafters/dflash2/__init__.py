@@ -1,9 +1,9 @@
 """DFlash2: DFlash plus a grouped dynamic causal convolution around each sublayer and a top-K candidate selector
 over the target's logits (z-lab's ``DFlash2DraftModel``; the contract as read from the sources: docs/dflash2.md).
 
-One folder per mechanism (issue 45): this package holds the descriptor and the reference decoder's runtime
-(``runtime.py``, torch imported there only). Its recipe section is ``core.recipe.DFlash2Drafter`` (the recipe union
-still lists every section in core). It shares the decoding tag ``DFlash`` with DFlash v1: TensorRT-LLM selects
+One folder per mechanism (issue 45): this package holds the descriptor, its recipe section (``config.py``), what its
+config.json must hold (``layout.py``), the reference decoder's runtime (``runtime.py``), doctor's checks
+(``doctor.py``) and its training plugin (``train.py``); torch is imported in the last three only. It shares the decoding tag ``DFlash`` with DFlash v1: TensorRT-LLM selects
 DFlash2 by the checkpoint's architecture under the same ``DFlashDecodingConfig``.
 
 What runs here: training (``train.py``: a plugin on ModelOpt's DFlash mode, which has no DFlash2 of its own in
@@ -22,7 +22,7 @@ from trtllm_spec.drafters.dflash2.layout import field, layout_refusal
 from trtllm_spec.planner.acceptance import AcceptanceModel, chain, table
 
 # The release that runs DFlash2 under decoding_type DFlash is its recipe section's min_trtllm
-# (core/recipe.DFlash2Drafter: TensorRT-LLM PR #18155, merged 2026-09-14, per the issue that asked for it; not read
+# (drafters/dflash2/config.DFlash2Drafter: TensorRT-LLM PR #18155, merged 2026-09-14, per the issue that asked for it; not read
 # first-hand: docs/dflash2.md, "The issue's contract", rows 5-7). Its drafter attention backend is pinned: PR #19159
 # ("Reject TRTLLM attention backend for the drafter (as the non-causal SWA is unsupported)"); VANILLA is
 # DFlashDecodingConfig's 1.4 default (deploy/trtllm_schema._DFlash14).
@@ -67,7 +67,6 @@ class DFlash2(DFlash):
                     "Run it with 'measure llamacpp' or 'measure reference'")
     modelopt_mode = "dflash"  # DFlash's mode plus this package's plugin (train.py): ModelOpt 0.47 has no DFlash2
     dynamic_draft_len_since = DFlash2Drafter.min_trtllm  # the DFlash schedule, from the release that runs DFlash2
-    doctor_layout, doctor_parity = "dflash2", False  # train/doctor.LAYOUT_CHECKS
     summary = ("DFlash with a grouped dynamic causal convolution around each sublayer and a top-K selector walked "
                "over the target's logits; one parallel pass")
 
@@ -222,3 +221,9 @@ class DFlash2(DFlash):
                                                 speculative_model=speculative_model, **extra)
         out["attention_backend"] = DFLASH2_ATTENTION_BACKEND
         return out
+
+    def doctor_checks(self, cfg: dict, tensors: dict, target_cfg: dict) -> list:
+        from trtllm_spec.drafters.dflash2.doctor import static
+
+        return static(cfg, tensors, target_cfg)
+

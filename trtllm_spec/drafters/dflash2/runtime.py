@@ -1,6 +1,6 @@
 """DFlash2 in the reference decoder (imports torch; the descriptor in ``__init__`` does not).
 
-DFlash's context and block (``runtime.drafters.dflash``) with, per layer, a grouped dynamic causal convolution
+DFlash's context and block (``drafters.dflash.runtime``) with, per layer, a grouped dynamic causal convolution
 around each sublayer, and a top-K candidate selector walked left to right over the drafted rows. The equations are
 docs/dflash2.md's ("How a DFlash2 block is computed"), written from the sources listed there (z-lab's
 ``dflash/model.py``, vLLM 0.32's ``qwen3_dflash2.py``, llama.cpp's ``src/models/dflash.cpp``); no code is copied.
@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from trtllm_spec.drafters.dflash.runtime import DFlashDrafter
 from trtllm_spec.drafters.dflash2.layout import field, layout_refusal
 from trtllm_spec.errors import UserError
-from trtllm_spec.runtime.drafters.dflash import DFlashDrafter
 from trtllm_spec.runtime.llama import LlamaModel, apply_rope, attend, rms_norm
 
 

@@ -87,8 +87,8 @@ class DraftModel(Mechanism):
         return cfg.get("model_type") in ("llama", "mistral", "qwen2", "qwen3") and "dflash_config" not in cfg
 
     def load_runtime(self, folder, target, max_len: int):
+        from trtllm_spec.drafters.draft_model.runtime import DraftModelDrafter as Runtime
         from trtllm_spec.errors import UserError
-        from trtllm_spec.runtime.drafters.draft_model import DraftModelDrafter as Runtime
         from trtllm_spec.runtime.llama import LlamaModel
 
         model = LlamaModel.from_pretrained(folder, dtype=target.dtype, device=target.device)

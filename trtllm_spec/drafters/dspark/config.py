@@ -23,7 +23,7 @@ class DSparkDrafter(DFlashDrafter):
                              "(markov_w1: vocab -> rank, markov_w2: rank -> vocab)")
 
     def check(self, recipe: Recipe) -> None:
-        # TensorRT-LLM runs DSpark only at max_draft_len == block_size (drafters.dflash.DSpark.only_draft_len);
+        # TensorRT-LLM runs DSpark only at max_draft_len == block_size (drafters.dspark.DSpark.only_draft_len);
         # more than the block is refused by DFlashDrafter.check ("raise drafter.block_size")
         if isinstance(recipe.draft_len, int) and recipe.draft_len < self.block_size:
             raise ValueError(f"draft_len = {recipe.draft_len}: TensorRT-LLM runs DSpark only at D = drafter.block_size "

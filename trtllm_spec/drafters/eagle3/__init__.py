@@ -50,7 +50,6 @@ class Eagle3(Mechanism):
     trtllm_first_layer = True
     dynamic_draft_len_since = "1.3"  # one-model path: PR #10860, after the 1.2 branch
     implicit_tier = (1, 0)  # core.trtllm_gates.MAIN_STATES: linear EAGLE-3 one-model: back to 0, drafter kept warm
-    doctor_layout, doctor_parity = "eagle3", True  # train/doctor.LAYOUT_CHECKS
     draft_vocabulary = True  # ModelOpt eagle mode: draft_vocab_size and d2t
     summary = "1+ decoder layer + fc over 3 captured target hidden states; D sequential draft steps"
 
@@ -80,7 +79,7 @@ class Eagle3(Mechanism):
         return list(cfg.layers_to_capture or default_capture_layers(n))
 
     def load_runtime(self, folder, target, max_len: int):
-        from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter as Runtime
+        from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter as Runtime
 
         return Runtime(folder, target, max_len=max_len)
 
@@ -134,8 +133,19 @@ class Eagle3(Mechanism):
         layers = eagle3_layers_to_capture or cfg.layers_to_capture
         if layers:
             out["eagle3_layers_to_capture"] = sorted(int(i) for i in layers)
-        if cfg.sa_enhancer is not None:  # Eagle3DecodingConfig.sa_config (1.3+; drafters/suffix.py)
+        if cfg.sa_enhancer is not None:  # Eagle3DecodingConfig.sa_config (1.3+; drafters/suffix/)
             from trtllm_spec.drafters.suffix import sa_config
 
             out["sa_config"] = sa_config(cfg.sa_enhancer, profile, self.title)
         return out
+
+    def doctor_checks(self, cfg: dict, tensors: dict, target_cfg: dict) -> list:
+        from trtllm_spec.drafters.eagle3.doctor import static
+
+        return static(cfg, tensors, target_cfg)
+
+    def doctor_parity(self, drafter_dir, target_dir, heldout, tolerance, placement=None):
+        from trtllm_spec.drafters.eagle3.doctor import parity
+
+        return parity(drafter_dir, target_dir, heldout, tolerance, placement)
+

@@ -29,7 +29,6 @@ class EagleMTP(Mechanism):
     modelopt_mode, modelopt_preset = "eagle", "EAGLE_MTP_DEFAULT_CFG"
     dynamic_draft_len_since = "1.3"  # as MTP (PR #12262, MTP and MTP-Eagle), for the planner's what-if
     implicit_tier = (1, 0)  # core.trtllm_gates.MAIN_STATES: as MTP-Eagle one-model
-    doctor_layout, doctor_parity = "eagle_mtp", True  # train/doctor.LAYOUT_CHECKS
     draft_vocabulary = True  # ModelOpt eagle mode: draft_vocab_size and d2t
     summary = "trained EAGLE-MTP head (ModelOpt) over the target's last hidden state; sequential; not servable"
 
@@ -61,8 +60,8 @@ class EagleMTP(Mechanism):
         return is_eagle_layout(cfg) and (cfg.get("eagle_config") or {}).get("use_aux_hidden_state") is False
 
     def load_runtime(self, folder, target, max_len: int):
-        # an EAGLE-MTP head is an EAGLE layout without fc (see runtime/drafters/eagle3.py)
-        from trtllm_spec.runtime.drafters.eagle3 import Eagle3Drafter as Runtime
+        # an EAGLE-MTP head is an EAGLE layout without fc (see drafters/eagle3/runtime.py)
+        from trtllm_spec.drafters.eagle3.runtime import Eagle3Drafter as Runtime
 
         return Runtime(folder, target, max_len=max_len)
 
@@ -78,3 +77,14 @@ class EagleMTP(Mechanism):
             weight_params=cfg.num_layers * per_module,
             kv_shape=module,
         )
+
+    def doctor_checks(self, cfg: dict, tensors: dict, target_cfg: dict) -> list:
+        from trtllm_spec.drafters.eagle_mtp.doctor import static
+
+        return static(cfg, tensors, target_cfg)
+
+    def doctor_parity(self, drafter_dir, target_dir, heldout, tolerance, placement=None):
+        from trtllm_spec.drafters.eagle3.doctor import parity
+
+        return parity(drafter_dir, target_dir, heldout, tolerance, placement)
+

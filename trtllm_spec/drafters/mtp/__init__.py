@@ -1,5 +1,5 @@
 """MTP: the target's own multi-token-prediction module(s) (DeepSeek-V3/R1). A head trained with ModelOpt's
-EAGLE-MTP preset is its own mechanism (drafters/eagle_mtp.py)."""
+EAGLE-MTP preset is its own mechanism (drafters/eagle_mtp/)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class MTP(Mechanism):
         from trtllm_spec.core.releases import get
 
         out: dict = {"decoding_type": "MTP", get(profile).spelling["mtp_draft_len_key"]: max_draft_len}
-        if cfg.sa_enhancer is not None:  # MTPDecodingConfig.sa_config (1.3+; drafters/suffix.py)
+        if cfg.sa_enhancer is not None:  # MTPDecodingConfig.sa_config (1.3+; drafters/suffix/)
             from trtllm_spec.drafters.suffix import sa_config
 
             out["sa_config"] = sa_config(cfg.sa_enhancer, profile, self.title)

@@ -51,7 +51,7 @@ class NGram(Mechanism):
         return {"prompt_lookup_max": int(runtime_options.get("max_matching_ngram_size", 3)), "prompt_lookup_min": 1}
 
     def load_builtin(self, options: dict):
-        from trtllm_spec.runtime.drafters.ngram import NGramDrafter as Runtime
+        from trtllm_spec.drafters.ngram.runtime import NGramDrafter as Runtime
 
         return Runtime(options.get("max_matching_ngram_size", 3), options.get("is_use_oldest", True))
 

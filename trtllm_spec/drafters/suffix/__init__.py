@@ -79,7 +79,7 @@ class Suffix(Mechanism):
                 "pool_slots": cfg.pool_slots(max_batch_size) if cfg.enable_global_pool else None}
 
     def load_builtin(self, options: dict):
-        from trtllm_spec.runtime.drafters.suffix import SuffixDrafter as Runtime
+        from trtllm_spec.drafters.suffix.runtime import SuffixDrafter as Runtime
 
         return Runtime(max_matching_ngram_size=options.get("max_matching_ngram_size", -1),
                        enable_global_pool=bool(options.get("enable_global_pool")),

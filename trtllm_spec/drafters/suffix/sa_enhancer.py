@@ -20,8 +20,8 @@ import time
 import torch
 
 from trtllm_spec.core.sa import SA_THRESHOLD_DEFAULT
+from trtllm_spec.drafters.suffix.runtime import SuffixDrafter
 from trtllm_spec.runtime.decoder import Drafter
-from trtllm_spec.runtime.drafters.suffix import SuffixDrafter
 
 SOURCES = ("sa", "neural")
 

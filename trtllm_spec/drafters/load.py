@@ -65,7 +65,7 @@ def load_runtime_drafter(spec: str, target: LlamaModel, *, expect: str | None = 
             raise UserError(f"sa_enhancer: TensorRT-LLM's sa_config exists on the decoding configs of {_enhanced()}, "
                             f"not on a {kind} drafter")
         from trtllm_spec.core.sa import SA_THRESHOLD_DEFAULT
-        from trtllm_spec.runtime.drafters.sa_enhancer import SAEnhancedDrafter
+        from trtllm_spec.drafters.suffix.sa_enhancer import SAEnhancedDrafter
 
         drafter = SAEnhancedDrafter(drafter, int(enhancer.get("threshold", SA_THRESHOLD_DEFAULT)), bool(enhancer.get("enable_global_pool")),
                                     enhancer.get("pool_slots"))

@@ -1,1 +1,0 @@
-"""Runtime drafters read the *exported* drafter folders (the files TensorRT-LLM loads), without ModelOpt."""
