@@ -18,9 +18,9 @@ ALLOWED: list[tuple[str, str]] = []  # none: every such comparison is inside a m
 
 def _names() -> set[str]:
     from trtllm_spec.core.recipe import DRAFTER_TYPES
-    from trtllm_spec.train.modelopt_setup import MODE_CONFIGS
+    from trtllm_spec.drafters.registry import MECHANISMS
 
-    return {*DRAFTER_TYPES, "native", *MODE_CONFIGS}
+    return {*DRAFTER_TYPES, "native", *(m.modelopt_mode for m in MECHANISMS.values() if m.modelopt_mode)}
 
 
 def _strings(node: ast.AST) -> list[str]:

@@ -8,9 +8,10 @@ import json
 
 import pytest
 
+from trtllm_spec.drafters.eagle3.llamacpp import capture_ids as llamacpp_capture_ids
 from trtllm_spec.errors import DependencyMissing, UserError
 from trtllm_spec.llamacpp import build as lb
-from trtllm_spec.llamacpp.convert import byte_level_bpe, llamacpp_capture_ids, outtype
+from trtllm_spec.llamacpp.convert import byte_level_bpe, outtype
 from trtllm_spec.measure.llamacpp_engine import SpecCounts, counts_between, iterations_from_counts
 from trtllm_spec.serve.llamacpp import DraftSpec, parse_prometheus, server_command
 
@@ -263,14 +264,18 @@ def test_comparison_per_category_and_greedy_agreement():
 
 
 def test_each_descriptor_runs_its_own_llamacpp_converter(monkeypatch, tmp_path):
-    """The converter is the descriptor's (Mechanism.llamacpp_convert), not a table in stages/llamacpp.py."""
+    """The converter is the descriptor's (Mechanism.llamacpp_convert, from its package), not a table in
+    stages/llamacpp.py."""
+    import trtllm_spec.drafters.dflash.llamacpp as dflash_lc
+    import trtllm_spec.drafters.eagle3.llamacpp as eagle3_lc
     import trtllm_spec.llamacpp.convert as convert
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.errors import UserError
 
     calls = []
-    for fn in ("convert_eagle3", "convert_dflash", "convert_target"):
-        monkeypatch.setattr(convert, fn, lambda *a, _fn=fn: calls.append((_fn, a)) or {"fn": _fn})
+    for module, attr, fn in ((eagle3_lc, "convert", "convert_eagle3"), (dflash_lc, "convert", "convert_dflash"),
+                             (convert, "convert_target", "convert_target")):
+        monkeypatch.setattr(module, attr, lambda *a, _fn=fn: calls.append((_fn, a)) or {"fn": _fn})
     d, t, o = tmp_path / "d", tmp_path / "t", tmp_path / "o.gguf"
     want = {"eagle3": ("convert_eagle3", ("conv", d, t, o, "f32", print)),
             "dflash": ("convert_dflash", ("conv", d, t, o, "f32", print)),

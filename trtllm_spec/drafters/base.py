@@ -179,6 +179,12 @@ class Mechanism:
         return None
 
     # ---- training (ModelOpt; train/launch.py's memory estimate, the bundle's data scripts) -------------------
+    def modelopt_config(self, target_cfg: dict, cfg, *, draft_vocab_size: int | None, mask_token_id: int | None,
+                        offline: bool) -> dict:
+        """The config of ModelOpt's ``modelopt_mode`` for this section and target (``mtsp.convert(model, [(mode,
+        config)])``, train/modelopt_setup.convert), from its package's ``modelopt.py``."""
+        raise NotImplementedError(f"a {self.name} drafter is not trained")
+
     def modelopt_architecture(self, cfg) -> dict:
         """Entries this mechanism adds to ModelOpt's ``<mode>_architecture_config``."""
         return {}
@@ -312,3 +318,17 @@ def extended(rates: list[float], n: int, step: float, floor: float) -> list[floa
     while len(out) < n:
         out.append(max(floor, out[-1] - step))
     return out
+
+
+def rope_theta(cfg: dict) -> float:
+    """The target's rope theta (transformers 4 and 5 spellings)."""
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    return float(cfg.get("rope_theta") or rope.get("rope_theta") or 10000.0)
+
+
+def draft_dims(cfg: dict) -> dict:
+    """A drafter layer's dimensions from the target's config.json (ModelOpt's defaults are Llama-3-8B's)."""
+    heads = cfg["num_attention_heads"]
+    return dict(num_attention_heads=heads, num_key_value_heads=cfg.get("num_key_value_heads") or heads,
+                head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+                intermediate_size=cfg["intermediate_size"], rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)))

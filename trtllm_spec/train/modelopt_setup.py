@@ -1,9 +1,11 @@
-"""Turn a target into a target + drafter with ModelOpt (``mtsp.convert``), per drafter type.
+"""Turn a target into a target + drafter with ModelOpt (``mtsp.convert``), in the mode the mechanism names.
 
-- eagle3: ``EAGLE3_DEFAULT_CFG``; eagle_mtp (targets without native MTP layers): ``EAGLE_MTP_DEFAULT_CFG``;
-  dflash / dspark: the ``dflash`` mode, DSpark via ``dflash_architecture_config.projector_type: dspark``.
-- Drafter dimensions come from the target (ModelOpt's defaults are Llama-3-8B's), ``torch.compile`` is off
-  (on CPU it costs ~90 s and runs slower), and no rope scaling is injected at export.
+- The mode's config is the mechanism's (``Mechanism.modelopt_config``, its package's ``modelopt.py``): eagle3:
+  ``EAGLE3_DEFAULT_CFG``; eagle_mtp (targets without native MTP layers): ``EAGLE_MTP_DEFAULT_CFG``; dflash /
+  dspark / dflash2: the ``dflash`` mode, DSpark via ``dflash_architecture_config.projector_type: dspark``, DFlash2
+  with its plugin (``Mechanism.modelopt_extend``) after the conversion. Drafter dimensions come from the target
+  (ModelOpt's defaults are Llama-3-8B's), ``torch.compile`` is off (on CPU it costs ~90 s and runs slower), and no
+  rope scaling is injected at export.
 - ``align_eagle3_first_layer``: ModelOpt's HF EAGLE-3 first layer feeds ``hidden_norm(input_layernorm(g))``
   to attention while TensorRT-LLM's ``Eagle3DecoderLayer`` (and SafeAILab's reference) use ``hidden_norm(g)``;
   after training, ``input_layernorm`` is no longer uniform and the two disagree. We train with TensorRT-LLM's
@@ -16,78 +18,11 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import types
 
 import torch
 
-from trtllm_spec.drafters.dflash.config import DFlashDrafter
-from trtllm_spec.drafters.eagle3.config import Eagle3Drafter
-from trtllm_spec.drafters.eagle_mtp.config import EagleMTPDrafter
 from trtllm_spec.errors import UserError
-
-
-def _rope_theta(cfg: dict) -> float:
-    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-    return float(cfg.get("rope_theta") or rope.get("rope_theta") or 10000.0)
-
-
-def draft_dims(cfg: dict) -> dict:
-    heads = cfg["num_attention_heads"]
-    return dict(num_attention_heads=heads, num_key_value_heads=cfg.get("num_key_value_heads") or heads,
-                head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
-                intermediate_size=cfg["intermediate_size"], rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)))
-
-
-def eagle_mode_config(target_cfg: dict, drafter: Eagle3Drafter | EagleMTPDrafter, draft_vocab_size: int,
-                      offline: bool = False) -> dict:
-    from modelopt.torch.speculative import config as presets
-
-    from trtllm_spec.drafters.registry import get
-
-    mech = get(drafter.type)
-    cfg = copy.deepcopy(getattr(presets, mech.modelopt_preset)["config"])
-    theta = _rope_theta(target_cfg)
-    arch = cfg["eagle_architecture_config"]
-    arch.update(draft_dims(target_cfg), num_hidden_layers=drafter.num_layers or 1, rope_theta=theta,
-                rope_scaling={"rope_type": "default", "rope_theta": theta}, draft_vocab_size=draft_vocab_size,
-                torch_dtype="float32", **mech.modelopt_architecture(drafter))
-    layers = getattr(drafter, "layers_to_capture", None)
-    if layers:
-        n = target_cfg["num_hidden_layers"]
-        bad = [i for i in layers if not 0 <= i < n]
-        if bad:
-            raise UserError(f"drafter.layers_to_capture {bad} out of range for a {n}-layer target (0..{n - 1})")
-        arch["eagle_aux_hidden_state_layer_ids"] = list(layers)
-    cfg.update(eagle_use_torch_compile=False, eagle_export_rope_scaling={}, eagle_offline=offline)
-    if drafter.training.ttt_steps:
-        cfg["eagle_ttt_steps"] = drafter.training.ttt_steps
-    return cfg
-
-
-def dflash_mode_config(target_cfg: dict, drafter: DFlashDrafter, mask_token_id: int) -> dict:
-    n = target_cfg["num_hidden_layers"]
-    if drafter.num_layers > n:
-        raise UserError(f"drafter.num_layers = {drafter.num_layers} exceeds the target's {n} layers")
-    arch = dict(draft_dims(target_cfg), num_hidden_layers=drafter.num_layers)
-    if drafter.target_layer_ids:
-        arch["target_layer_ids"] = list(drafter.target_layer_ids)
-    from trtllm_spec.drafters.registry import get
-
-    arch.update(get(drafter.type).modelopt_architecture(drafter))
-    return dict(dflash_block_size=drafter.block_size, dflash_mask_token_id=mask_token_id,
-                dflash_num_anchors=drafter.num_anchors,
-                dflash_architecture_config=arch, dflash_use_torch_compile=False, dflash_export_rope_scaling={})
-
-
-# the config of each ModelOpt speculative mode this trainer sets up, keyed like ModelOpt's own mode registry
-# (modelopt.torch.speculative: mtsp.convert(model, [(mode, config)])); a descriptor names its mode (modelopt_mode)
-MODE_CONFIGS = {
-    "eagle": lambda target_cfg, drafter, *, draft_vocab_size, mask_token_id, offline: eagle_mode_config(
-        target_cfg, drafter, draft_vocab_size or target_cfg["vocab_size"], offline),
-    "dflash": lambda target_cfg, drafter, *, draft_vocab_size, mask_token_id, offline: dflash_mode_config(
-        target_cfg, drafter, mask_token_id),
-}
 
 
 def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = None,
@@ -99,12 +34,12 @@ def convert(model, target_cfg: dict, drafter, draft_vocab_size: int | None = Non
     from trtllm_spec.drafters.registry import get
 
     mech = get(drafter.type)
-    if mech.modelopt_mode not in MODE_CONFIGS:
-        raise UserError(f"drafter type {drafter.type} is not trained (ModelOpt mode {mech.modelopt_mode!r}; this "
-                        f"trainer sets up {', '.join(MODE_CONFIGS)})")
+    if mech.modelopt_mode is None:
+        raise UserError(f"drafter type {drafter.type} is not trained with ModelOpt (its descriptor names no "
+                        "modelopt_mode)")
     try:  # a family ModelOpt's conversion does not read is a refusal naming it, not a traceback
-        config = MODE_CONFIGS[mech.modelopt_mode](target_cfg, drafter, draft_vocab_size=draft_vocab_size,
-                                                  mask_token_id=mask_token_id, offline=offline)
+        config = mech.modelopt_config(target_cfg, drafter, draft_vocab_size=draft_vocab_size,
+                                      mask_token_id=mask_token_id, offline=offline)
         from trtllm_spec.train.quiet import modelopt_quiet
 
         with modelopt_quiet():  # its "Found base_model_..." lines: --verbose only

@@ -134,9 +134,9 @@ class DFlash(Mechanism):
         return {"dflash_mask_token_id": dcfg.get("mask_token_id"), "dflash_target_layer_ids": dcfg.get("target_layer_ids")}
 
     def llamacpp_convert(self, converter, drafter_dir, target_dir, out_file, dtype, log) -> dict:
-        from trtllm_spec.llamacpp import convert
+        from trtllm_spec.drafters.dflash import llamacpp
 
-        return convert.convert_dflash(converter, drafter_dir, target_dir, out_file, dtype, log)
+        return llamacpp.convert(converter, drafter_dir, target_dir, out_file, dtype, log)
 
     def trtllm_speculative_config(self, cfg: DFlashDrafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, dflash_mask_token_id: int | None = None,
@@ -152,6 +152,11 @@ class DFlash(Mechanism):
         if layers:
             out["target_layer_ids"] = [int(i) for i in layers]
         return out
+
+    def modelopt_config(self, target_cfg, cfg, *, draft_vocab_size, mask_token_id, offline) -> dict:
+        from trtllm_spec.drafters.dflash.modelopt import mode_config
+
+        return mode_config(target_cfg, cfg, mask_token_id)
 
     def doctor_checks(self, cfg: dict, tensors: dict, target_cfg: dict) -> list:
         from trtllm_spec.drafters.dflash.doctor import static

@@ -193,8 +193,8 @@ class DFlash2(DFlash):
     def llamacpp_convert(self, converter, drafter_dir, target_dir, out_file, dtype, log) -> dict:
         import json
 
+        from trtllm_spec.drafters.dflash import llamacpp
         from trtllm_spec.errors import UserError
-        from trtllm_spec.llamacpp import convert
 
         path = drafter_dir / "config.json"
         cfg = json.loads(path.read_text()) if path.is_file() else {}  # none: the converter names what is missing
@@ -208,7 +208,7 @@ class DFlash2(DFlash):
             raise UserError(why)
         # one converter for both: conversion/qwen.py's DFlashModel writes the four dflash.* keys when
         # conv_kernel_size is in dflash_config and appends .weight to the two bare codebook names
-        return convert.convert_dflash(converter, drafter_dir, target_dir, out_file, dtype, log)
+        return llamacpp.convert(converter, drafter_dir, target_dir, out_file, dtype, log)
 
     def trtllm_speculative_config(self, cfg: DFlash2Drafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, **extra) -> dict:

@@ -116,9 +116,9 @@ class Eagle3(Mechanism):
                 "for a TensorRT-LLM bundle (train / measure / plan still run with more layers)")
 
     def llamacpp_convert(self, converter, drafter_dir, target_dir, out_file, dtype, log) -> dict:
-        from trtllm_spec.llamacpp import convert
+        from trtllm_spec.drafters.eagle3 import llamacpp
 
-        return convert.convert_eagle3(converter, drafter_dir, target_dir, out_file, dtype, log)
+        return llamacpp.convert(converter, drafter_dir, target_dir, out_file, dtype, log)
 
     def trtllm_speculative_config(self, cfg: Eagle3Drafter, *, profile: str, max_draft_len: int,
                                   speculative_model: str | None, eagle3_layers_to_capture=None, **extra) -> dict:
@@ -138,6 +138,11 @@ class Eagle3(Mechanism):
 
             out["sa_config"] = sa_config(cfg.sa_enhancer, profile, self.title)
         return out
+
+    def modelopt_config(self, target_cfg, cfg, *, draft_vocab_size, mask_token_id, offline) -> dict:
+        from trtllm_spec.drafters.eagle3.modelopt import mode_config
+
+        return mode_config(target_cfg, cfg, draft_vocab_size or target_cfg["vocab_size"], offline)
 
     def doctor_checks(self, cfg: dict, tensors: dict, target_cfg: dict) -> list:
         from trtllm_spec.drafters.eagle3.doctor import static

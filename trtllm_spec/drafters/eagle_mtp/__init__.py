@@ -78,6 +78,13 @@ class EagleMTP(Mechanism):
             kv_shape=module,
         )
 
+    def modelopt_config(self, target_cfg, cfg, *, draft_vocab_size, mask_token_id, offline) -> dict:
+        from trtllm_spec.drafters.eagle3.modelopt import (
+            mode_config,  # ModelOpt's eagle mode, its EAGLE-MTP preset
+        )
+
+        return mode_config(target_cfg, cfg, draft_vocab_size or target_cfg["vocab_size"], offline)
+
     def doctor_checks(self, cfg: dict, tensors: dict, target_cfg: dict) -> list:
         from trtllm_spec.drafters.eagle_mtp.doctor import static
 
