@@ -22,6 +22,7 @@ class Model:
     """The planner's step model for one group on the probed CPU: ``speedup(c, D, tokens_per_step)``."""
 
     def __init__(self, hw_file: Path, group: str, isl: int, osl: int, concurrency: list[int]):
+        import trtllm_spec.drafters  # noqa: F401  (registers the mechanisms before a recipe is read)
         from trtllm_spec.core.recipe_load import recipe_from_dict
         from trtllm_spec.drafters.registry import MECHANISMS
         from trtllm_spec.planner.inputs import plan_inputs

@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--no-record", action="store_true", help="write no record (a trial run)")
     args = ap.parse_args()
 
+    import trtllm_spec.drafters  # noqa: F401  (registers the mechanisms before a recipe is read)
     from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.measure.run import measure

@@ -233,6 +233,7 @@ def planner_check(data: dict, hw_file: Path, eagle: Path | None, stats: dict | N
     LLM pads to D under CUDA graphs, this CPU does not), so a step is priced at each iteration's own width."""
     import tempfile
 
+    import trtllm_spec.drafters  # noqa: F401  (registers the mechanisms before a recipe is read)
     from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.inputs import plan_inputs

@@ -67,6 +67,7 @@ def export_checkpoint(recipe, target_dir: Path, final_drafter: Path, ckpt: Path,
 
 
 def main() -> None:
+    import trtllm_spec.drafters  # noqa: F401  (registers the mechanisms before a recipe is read)
     from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.measure.run import measure

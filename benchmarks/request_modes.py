@@ -169,6 +169,7 @@ QUICK_HEAD = {"type": "eagle3", "draft_vocab_size": 4096, "training": {
 
 
 def train_head(out: Path) -> Path:
+    import trtllm_spec.drafters  # noqa: F401  (registers the mechanisms before a recipe is read)
     from trtllm_spec.core.recipe_load import recipe_from_dict
     from trtllm_spec.data.model_assets import fetch_model
     from trtllm_spec.stages.drafter import run_train

@@ -11,6 +11,7 @@ import statistics
 import sys
 import time
 
+import trtllm_spec.drafters  # noqa: F401  (registers the mechanisms before a recipe is read)
 from trtllm_spec.core.recipe_load import load_recipe
 from trtllm_spec.stages.plan import compute_plan
 

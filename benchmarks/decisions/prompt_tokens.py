@@ -23,6 +23,7 @@ def main() -> None:
     ap.add_argument("--old-limit", type=int, default=128, help="the max_prompt_tokens the old rule read as 4x chars")
     args = ap.parse_args()
 
+    import trtllm_spec.drafters  # noqa: F401  (registers the mechanisms before a recipe is read)
     from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.core.targets import resolve_target
     from trtllm_spec.data.chat import load_tokenizer, prompt_token_counter, recipe_training_items

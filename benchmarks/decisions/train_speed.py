@@ -54,6 +54,7 @@ def run(steps: int, profile: bool) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
+    import trtllm_spec.drafters  # noqa: F401  (registers the mechanisms before a recipe is read)
     from trtllm_spec.core.recipe_load import load_recipe
     from trtllm_spec.train import modelopt_setup as ms
     from trtllm_spec.train.samples import Schedule
