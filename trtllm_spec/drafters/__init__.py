@@ -1,6 +1,8 @@
 """The drafting mechanisms, one package each (``drafters/<name>/``: its recipe section in ``config.py``, its
-descriptor in ``__init__.py``, and whatever else it needs: runtime, layout rules, training plugin), and the registry
-(``registry.py``) that every listing reads: CLI choices, help text, docs, the recipe's union, the decoding-tag table.
+descriptor in ``__init__.py``, and whatever else it needs: its reference-decoder runtime, doctor checks, ModelOpt
+mode config and plugin, llama.cpp and third-party conversions, layout rules), the folder loader (``load.py``) and
+the registry (``registry.py``) that every listing reads: CLI choices, help text, docs, the recipe's union, the
+decoding-tag table.
 
 Importing this package registers the built-in mechanisms, in the order every listing shows them, through the same
 ``registry.register`` call a mechanism from elsewhere uses (docs/architecture.md, "Adding a drafting mechanism").
