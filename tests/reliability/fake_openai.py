@@ -3,7 +3,8 @@
 A fake, named as one: it stands for a misbehaving trtllm-serve / vLLM / llama.cpp server, which cannot be made to
 misbehave on purpose. Its good replies follow the OpenAI API reference shapes (``GET /v1/models`` list,
 ``POST /v1/chat/completions`` object or ``text/event-stream`` of ``chat.completion.chunk`` events ending in
-``data: [DONE]``); each test replaces one route's reply with a bad one (``Reply``). Bounded: it serves on its own
+``data: [DONE]``); each test replaces one route's reply with a bad one (``Reply``), or with successive ones
+(``Reply.bodies``: a ``/metrics`` page whose counters move over a level). Bounded: it serves on its own
 thread, only on 127.0.0.1, and stops by itself after ``lifetime_s`` even if a test forgets it; ``with`` stops it at
 once. Its address is registered with the reliability network block (``conftest.LOCAL_FAKES``), the only addresses
 tests may connect to.
@@ -36,6 +37,7 @@ class Reply:
     content_type: str | None = None
     good_first: int = 0  # the first N requests of the route get the good reply (e.g. the server check's probe)
     delay_s: float = 0.0  # wait this long before answering
+    bodies: list | None = None  # successive bodies: the i-th request of the route gets bodies[i], later ones the last
 
 
 def good_completion(text: str = "Hello there.") -> dict:
@@ -108,6 +110,9 @@ class FakeOpenAI:
         reply = self.routes.get(key)
         if reply is None or self.requests.count(key) <= reply.good_first:
             reply = self._default(key)
+        if reply.bodies:  # e.g. /metrics counters read before and after a level
+            body = reply.bodies[min(self.requests.count(key), len(reply.bodies)) - 1]
+            reply = Reply(body, status=reply.status, content_type=reply.content_type)
         try:
             if reply.delay_s:
                 time.sleep(reply.delay_s)

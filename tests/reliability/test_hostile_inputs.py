@@ -342,6 +342,74 @@ def _(w, b):
             "--bundle", b, "--json"]
 
 
+# ---- issue 55: the engine's numbers checked before they are believed; a broken file named as broken ---------------
+
+@case("bench-accepted-over-drafted", "a trtllm-bench report whose average request accepts 120 of 100 draft tokens",
+      "num_accepted_draft_tokens_percentiles.average = 120", "> decoding_stats.num_draft_tokens_percentiles.average "
+      "= 100", "acceptance rate of 1.2", "at most 1", "rerun the benchmark", bundle=True)
+def _(w, b):
+    return ["measure", "from-bench", _report(w, b, decoding_stats__num_draft_tokens_percentiles__average=100.0),
+            "--json"]
+
+
+@case("calibrate-bench-accepted-over-drafted", "plan --calibrate with a trtllm-bench report accepting more drafts "
+      "than it drafted", "fake_bench_eagle3_d3_c1.json", "num_accepted_draft_tokens_percentiles.average",
+      "acceptance rate of", "rerun the benchmark")
+def _(w, b):
+    from tests import calibration_fakes as fakes
+
+    rep = json.loads((fakes.FIXTURES / fakes.FILES[3]).read_text())
+    stats = rep["decoding_stats"]
+    stats["num_draft_tokens_percentiles"]["average"] = stats["num_accepted_draft_tokens_percentiles"]["average"] - 1
+    (w / fakes.FILES[3]).write_text(json.dumps(rep))
+    recipe = w / "r.yaml"
+    recipe.write_text(yaml.safe_dump(fakes.recipe_dict()))
+    return ["plan", "--recipe", recipe, "--out", w / "plan", "--calibrate", fakes.FIXTURES / fakes.FILES[0],
+            w / fakes.FILES[3]]
+
+
+@case("metrics-accepted-over-drafted", "iteration stats accepting 9 of 6 draft tokens",
+      "stats.json: entry 0 cannot be true", "specDecodingStats.numAcceptedTokens = 9",
+      "specDecodingStats.numDraftTokens = 6", "acceptance rate of 1.5")
+def _(w, b):
+    p = w / "stats.json"
+    p.write_text(json.dumps([{"specDecodingStats": {"numDraftTokens": 6, "numAcceptedTokens": 9,
+                                                    "numRequestsWithDraftTokens": 2}}]))
+    return ["measure", "from-metrics", p, "--draft-len", "3", "--json"]
+
+
+def _served_pair(w: Path) -> tuple[Path, str, str]:
+    """A recipe and two FAKE 'measure served' folders that calibrate it (tests/unit/test_served_calibration.py)."""
+    from tests import calibration_fakes as fakes
+    from tests.unit.test_served_calibration import served
+
+    recipe = w / "r.yaml"
+    recipe.write_text(yaml.safe_dump(fakes.recipe_dict()))
+    return recipe, served(w, "plain", 0), served(w, "d3", 3)
+
+
+@case("calibrate-served-truncated", "plan --calibrate with a served folder whose served_measurement.json was cut "
+      "short", "d3/served_measurement.json", "is not readable JSON", "at line 1, column", "cut short or damaged",
+      "trtllm-spec measure served", "measure again")
+def _(w, b):
+    recipe, plain, spec = _served_pair(w)
+    f = Path(spec) / "served_measurement.json"
+    f.write_text(f.read_text()[:300])
+    return ["plan", "--recipe", recipe, "--out", w / "plan", "--calibrate", plain, spec]
+
+
+@case("calibrate-served-counters-lie", "plan --calibrate with a served file recording 400 accepted of 300 drafted",
+      "d3/served_measurement.json: levels[0]", "server_acceptance.num_accepted_tokens = 400",
+      "server_acceptance.num_draft_tokens = 300", "measure again")
+def _(w, b):
+    recipe, plain, spec = _served_pair(w)
+    f = Path(spec) / "served_measurement.json"
+    data = json.loads(f.read_text())
+    data["levels"][0]["server_acceptance"]["num_accepted_tokens"] = 400
+    f.write_text(json.dumps(data))
+    return ["plan", "--recipe", recipe, "--out", w / "plan", "--calibrate", plain, spec]
+
+
 @case("verify-symlink-file", "verify: a bundle file replaced by a symlink to an identical copy outside",
       "symlink", code=1, bundle=True)
 def _(w, b):
@@ -437,3 +505,54 @@ def test_measure_prints_its_budget_first(cli, tmp_path, tiny_target, tiny_suite)
             "--num-prompts", "1", "--max-new-tokens", "4", "--json")
     assert r.exit_code == 0, r.output
     assert "budget: 2 requests (1 prompts x 2 decodes: the target alone and speculative) x up to 4 new tokens" in r.stderr
+
+
+def test_one_model_under_two_names_calibrates_its_bundle(cli, tmp_path, tiny_suite, tiny_draft, monkeypatch):
+    """Issue 55 item 3: served runs measured with ``--target smollm2-135m`` (a fetched asset; here a tiny model in
+    its place) calibrate a bundle built from that asset, whose recipe now names its ``target/`` copy: both resolve
+    to the same config.json (was: refused, "another model's runs cannot calibrate it", while the same folders
+    calibrated the recipe). Runs of another checkpoint are still refused, naming both resolutions."""
+    from tests.tiny import write_model
+    from tests.unit.test_served_calibration import served
+    from trtllm_spec.core.targets import asset_dir
+
+    monkeypatch.setenv("TRTLLM_SPEC_CACHE", str(tmp_path / "cache"))
+    write_model(tmp_path / "cache" / "models" / "smollm2-135m" / "hf")
+    asset = asset_dir("smollm2-135m")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "same", "target": {"model": "smollm2-135m"}, "drafter": {"type": "ngram"},
+                                      "draft_len": 3, "hardware": {"gpu": "h100"},
+                                      "measure": {"max_new_tokens": 8, "categories": ["coding"], "num_prompts": 1},
+                                      "workload": {"batch_sizes": [1, 8], "isl": 64, "osl": 32}}))
+    bundle = tmp_path / "bundle"
+    r = cli("build", recipe, "--out", bundle)
+    assert r.exit_code == 0, r.output
+    assert (bundle / "target" / "config.json").is_file()
+
+    def measured(name: str, d: int, target: Path) -> str:
+        """A FAKE 'measure served --target smollm2-135m' folder: its target recorded as that command records it."""
+        folder = served(tmp_path, name, d, drafter="ngram", target="smollm2-135m")
+        f = Path(folder) / "served_measurement.json"
+        data = json.loads(f.read_text())
+        data["target"] = {"spec": "smollm2-135m", "path": str(target)}
+        f.write_text(json.dumps(data))
+        return folder
+
+    stats = tmp_path / "stats.json"  # the acceptance at the bundle's D = 3 (trtllm-serve iteration stats)
+    stats.write_text(json.dumps([{"specDecodingStats": {"numDraftTokens": 6, "numAcceptedTokens": 3,
+                                                        "numRequestsWithDraftTokens": 2}}]))
+    runs = [measured("plain", 0, asset), measured("d3", 3, asset)]
+    for args in (["plan", "--recipe", recipe], ["replan", "--bundle", bundle, "--from-trtllm-metrics", stats]):
+        out = tmp_path / args[0]
+        r = cli(*args, "--out", out, "--calibrate", *runs)
+        assert r.exit_code == 0, r.output
+        assert (out / "host_costs.json").is_file()
+    other = measured("other", 3, tiny_draft)  # another checkpoint (2 layers) under the same --target name
+    before = snapshot(tmp_path)
+    r = cli("replan", "--bundle", bundle, "--from-trtllm-metrics", stats, "--out", tmp_path / "re2", "--calibrate",
+            runs[0], other)
+    line = assert_clean_failure(r.output, r.exit_code, 2, ("other/served_measurement.json", "another model's runs",
+                                                            f"resolves to {tiny_draft} (config.json sha256",
+                                                            f"resolves to {bundle.resolve()}/target (config.json "
+                                                            "sha256"), before, snapshot(tmp_path))
+    assert "smollm2-135m" in line

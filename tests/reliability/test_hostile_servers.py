@@ -37,6 +37,32 @@ def _chunk(**choice) -> dict:
     return {"choices": [{"index": 0, **choice}]}
 
 
+def _vllm_page(drafts, draft_tokens, accepted) -> bytes:
+    """vLLM's Prometheus counters (vllm/v1/spec_decode/metrics.py) as its /metrics serves them."""
+    return (f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}\n'
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {draft_tokens}\n'
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}\n').encode()
+
+
+def _metrics(*pages) -> dict[str, Reply]:
+    """/metrics read before and after the level (measure served differences them)."""
+    return {"GET /metrics": Reply(bodies=list(pages), content_type="text/plain; version=0.0.4")}
+
+
+def _with_last(extra: dict) -> dict[str, Reply]:
+    """The streamed reply with ``extra`` on its last (usage) event: where vLLM streams ``metrics`` and llama.cpp
+    its ``timings``."""
+    events = good_stream()
+    events[-2] = {**events[-2], **extra}
+    return {STREAM: Reply(events=events)}
+
+
+# vLLM's per-request block (--per-request-spec-decode-metrics): 10 draft tokens in 2 steps, 4 accepted
+BLOCK = {"metrics": {"speculative_decoding": {"num_spec_steps": 2, "num_draft_tokens": 10,
+                                              "num_accepted_draft_tokens": 4}}}
+SERVES = ("--serves-drafter", "ngram", "--serves-draft-len", "3")
+
+
 CASES = [
     # ---- class 1: replies of the wrong shape, bodies cut short, bad URLs
     Hostile("models-data-not-list", "regenerate", "/v1/models 'data' is a string", {MODELS: Reply({"data": "m"})},
@@ -92,6 +118,52 @@ CASES = [
             ("'meta-llama/Llama-3.1-70B'", "does not name the target", "target", "--server-model"), named=False),
     Hostile("metrics-url-port", "metrics", "--from-trtllm-metrics URL with a non-numeric port", {},
             ("'http://127.0.0.1:9x'", "port"), url="http://127.0.0.1:9x"),
+    # ---- issue 55 item 1: the engine's own acceptance numbers, checked before they are believed
+    Hostile("vllm-accepted-over-drafted", "measure", "vLLM /metrics counters: 30 accepted of 20 drafted over the "
+            "level (acceptance rate 1.5)", _metrics(_vllm_page(0, 0, 0), _vllm_page(10, 20, 30)),
+            ("server http://127.0.0.1", "at concurrency 1", "vllm:spec_decode_num_accepted_tokens over the level = 30",
+             "vllm:spec_decode_num_draft_tokens over the level = 20", "acceptance rate of 1.5", "at most 1",
+             "metrics are broken")),
+    Hostile("vllm-counter-negative", "measure", "vLLM /metrics counter read as -20", _metrics(
+            _vllm_page(0, 0, 0), _vllm_page(10, -20, 5)), ("vllm:spec_decode_num_draft_tokens = -20", "is negative",
+                                                          "a whole number >= 0")),
+    Hostile("vllm-counter-nan", "measure", "vLLM /metrics counter NaN", _metrics(
+            _vllm_page(0, 0, 0), _vllm_page(10, 20, "NaN")), ("vllm:spec_decode_num_accepted_tokens = nan",
+                                                             "not a finite number")),
+    Hostile("llamacpp-accepted-over-drafted", "measure", "llama-server /metrics: 12 accepted of 8 drafted",
+            _metrics(b"llamacpp:spec_decode_num_drafts_total 0\nllamacpp:spec_decode_num_draft_tokens_total 0\n"
+                     b"llamacpp:spec_decode_num_accepted_tokens_total 0\n",
+                     b"llamacpp:spec_decode_num_drafts_total 4\nllamacpp:spec_decode_num_draft_tokens_total 8\n"
+                     b"llamacpp:spec_decode_num_accepted_tokens_total 12\n"),
+            ("llamacpp:spec_decode_num_accepted_tokens over the level = 12", "num_draft_tokens over the level = 8",
+             "acceptance rate of 1.5")),
+    Hostile("trtllm-stats-accepted-over-drafted", "measure", "trtllm-serve /metrics iteration stats: 9 accepted of "
+            "6 drafted (was skipped as if absent)", {"GET /metrics": Reply([{"iter": 3, "specDecodingStats": {
+                "numDraftTokens": 6, "numAcceptedTokens": 9, "numRequestsWithDraftTokens": 2,
+                "acceptanceLength": 2.5}}])},
+            ("server http://127.0.0.1", "/metrics iteration stats: entry 0", "specDecodingStats.numAcceptedTokens = 9",
+             "specDecodingStats.numDraftTokens = 6")),
+    Hostile("block-accepted-over-drafted", "measure", "a response's metrics.speculative_decoding: 9 accepted of 6",
+            _with_last({"metrics": {"speculative_decoding": {"num_spec_steps": 2, "num_draft_tokens": 6,
+                                                             "num_accepted_draft_tokens": 9}}}),
+            ("suite prompt coding/mt_bench/0", "metrics.speculative_decoding.num_accepted_draft_tokens = 9",
+             "num_draft_tokens = 6")),
+    Hostile("timings-accepted-over-drafted", "measure", "llama.cpp response timings: draft_n_accepted 6 of draft_n 4",
+            _with_last({"timings": {"draft_n": 4, "draft_n_accepted": 6}}),
+            ("response timings (llama.cpp)", "timings.draft_n_accepted = 6 > timings.draft_n = 4")),
+    # ---- issue 55 item 2: --serves-* checked against every source the response carries, in one check
+    Hostile("serves-d-blocks", "measure", "--serves-draft-len 3, no /metrics, per-request blocks of 10 draft tokens "
+            "in 2 steps", _with_last(BLOCK), ("5.00 tokens per step at concurrency 1", "metrics.speculative_decoding",
+                                              "10 draft tokens in 2 steps", "more than --serves-draft-len 3"),
+            extra=SERVES),
+    Hostile("serves-d-counters", "measure", "--serves-draft-len 3, /metrics counters of 5 draft tokens per step",
+            _metrics(_vllm_page(0, 0, 0), _vllm_page(2, 10, 4)),
+            ("5.00 tokens per step at concurrency 1", "vllm:spec_decode_* counters", "10 draft tokens in 2 steps",
+             "more than --serves-draft-len 3"), extra=SERVES),
+    Hostile("serves-d0-blocks", "measure", "--serves-draft-len 0, per-request blocks that drafted",
+            _with_last(BLOCK), ("drafted 10 draft tokens at concurrency 1", "metrics.speculative_decoding",
+                                "--serves-draft-len 0 says it runs the target alone"),
+            extra=("--serves-draft-len", "0")),
     # ---- class 2: runs where requests fail exit non-zero with the count, the first error and the rerun command
     Hostile("regen-all-500", "regenerate", "every request answers HTTP 500 (after the server check)",
             {CHAT: Reply({"error": "boom"}, status=500, good_first=1)},
@@ -308,3 +380,26 @@ def test_metrics_answering_500_is_reported_with_what_it_answered(cli, work, tiny
     acc = json.loads((work / "served" / "served_measurement.json").read_text())["levels"][0]["server_acceptance"]
     assert acc["reported"] is False
     assert "/metrics answered HTTP 500" in acc["note"] and "exporter crashed" in acc["note"], acc["note"]
+
+
+def test_a_declaration_is_checked_against_every_source_and_says_which(cli, work, tiny_target):
+    """Issue 55 item 2, the good side: counters and blocks that agree with --serves-draft-len 5 are both named as
+    checked; a server with neither says which sources could not be checked and why (was: "unchecked: the engine
+    reports no draft counters" although the run had read the blocks)."""
+    routes = {**_metrics(_vllm_page(0, 0, 0), _vllm_page(2, 10, 4)), **_with_last(BLOCK)}
+    declared = ("--serves-drafter", "ngram", "--serves-draft-len", "5")
+    with FakeOpenAI(routes, lifetime_s=60) as fake:
+        r = cli(*_args(Hostile("both", "measure", "", {}, (), extra=declared), work, tiny_target, fake.url))
+        assert r.exit_code == 0, r.output
+    serves = json.loads((work / "served" / "served_measurement.json").read_text())["server"]["serves"]
+    assert serves["checked"] == ("checked against /metrics vllm:spec_decode_* counters (vLLM) and the responses' "
+                                 "metrics.speculative_decoding (draft tokens per step <= D)")
+    assert "server runs (as declared): ngram, D = 5; checked against" in (work / "served" / "report.md").read_text()
+    with FakeOpenAI(lifetime_s=60) as fake:
+        r = cli(*_args(Hostile("none", "measure", "", {}, (), extra=declared), work, tiny_target, fake.url),
+                "--force")
+        assert r.exit_code == 0, r.output
+    checked = json.loads((work / "served" / "served_measurement.json").read_text())["server"]["serves"]["checked"]
+    assert checked.startswith(f"unchecked: no source counts draft steps: the engine's counters ({fake.url}/metrics "
+                              "answered HTTP 404"), checked
+    assert "the per-request blocks (no response carried one: metrics.speculative_decoding" in checked

@@ -101,14 +101,39 @@ def test_measure_served_refuses_a_contradictory_declaration(cli, args, match):
     assert r.exit_code == 2 and match in r.output, r.output
 
 
-def test_the_engine_counters_check_the_declaration():
+def test_every_source_checks_the_declaration():
+    """One check for every source a level carries (issue 55 item 2): the engine's counters (/metrics, iteration
+    stats) and the responses' per-request blocks alike refuse more draft tokens per step than D, and drafts under
+    D = 0; where none counts steps, the record says which sources could not be checked and why."""
     from trtllm_spec.errors import UserError
-    from trtllm_spec.stages.served import check_serves_counters
+    from trtllm_spec.stages.served import check_serves_reports
 
-    lv = {"concurrency": 4, "server_acceptance": {"reported": True, "source": "vLLM", "num_drafts": 10,
-                                                  "num_draft_tokens": 40}}
-    assert check_serves_counters({"drafter": "ngram", "draft_len": 4}, [lv], "u").startswith("checked")
-    with pytest.raises(UserError, match="more than --serves-draft-len 3"):
-        check_serves_counters({"drafter": "ngram", "draft_len": 3}, [lv], "u")
-    with pytest.raises(UserError, match="runs the target alone"):
-        check_serves_counters({"drafter": None, "draft_len": 0}, [lv], "u")
+    counters = {"concurrency": 4, "server_acceptance": {"reported": True, "source": "vLLM", "num_drafts": 10,
+                                                        "num_draft_tokens": 40}}
+    blocks = {"concurrency": 1, "server_acceptance": {"reported": False, "why": "it has no /metrics"},
+              "per_request_acceptance": {"reported": True, "draft_counts": {
+                  "source": "the responses' metrics.speculative_decoding", "responses": 2, "responses_drafting": 2,
+                  "num_spec_steps": 4, "num_draft_tokens": 10, "max_draft_tokens_per_step": 5.0,
+                  "max_at": "coding/mt_bench/0: 10 draft tokens in 2 steps"}}}
+    trtllm = {"concurrency": 2, "server_acceptance": {"reported": True, "source": "iteration stats",
+                                                      "num_requests_with_draft_tokens": 6, "num_draft_tokens": 24}}
+    assert check_serves_reports({"drafter": "ngram", "draft_len": 4}, [counters], "u").startswith(
+        "checked against vLLM (draft tokens per step <= D)")
+    assert "checked against iteration stats" in check_serves_reports({"drafter": "ngram", "draft_len": 4}, [trtllm],
+                                                                    "u")
+    assert check_serves_reports({"drafter": "ngram", "draft_len": 5}, [blocks], "u") == (
+        "checked against the responses' metrics.speculative_decoding (draft tokens per step <= D)")
+    for lv, says in ((counters, "4.00 tokens per step at concurrency 4 (vLLM: 40 draft tokens in 10 steps)"),
+                     (trtllm, "4.00 tokens per step at concurrency 2 (iteration stats"),
+                     (blocks, "5.00 tokens per step at concurrency 1 (the responses' metrics.speculative_decoding; "
+                              "coding/mt_bench/0: 10 draft tokens in 2 steps)")):
+        with pytest.raises(UserError, match="more than --serves-draft-len 3") as err:
+            check_serves_reports({"drafter": "ngram", "draft_len": 3}, [lv], "u")
+        assert says in str(err.value)
+        with pytest.raises(UserError, match="runs the target alone"):
+            check_serves_reports({"drafter": None, "draft_len": 0}, [lv], "u")
+    silent = {"concurrency": 1, "server_acceptance": {"reported": False, "why": "u/metrics answered HTTP 404"},
+              "per_request_acceptance": {"reported": False}}
+    said = check_serves_reports({"drafter": "ngram", "draft_len": 3}, [silent], "u")
+    assert said.startswith("unchecked: no source counts draft steps: the engine's counters (u/metrics answered HTTP "
+                           "404); the per-request blocks (no response carried one"), said

@@ -12,11 +12,15 @@ from trtllm_spec.errors import UserError
 
 @pytest.mark.parametrize("block, says", [
     ({"num_spec_steps": 4, "num_draft_tokens": 12, "num_accepted_draft_tokens": 13},
-     "num_accepted_draft_tokens=13 > num_draft_tokens=12"),
-    ({"num_spec_steps": 4, "num_draft_tokens": -3, "num_accepted_draft_tokens": 0}, "cannot be negative"),
-    ({"num_spec_steps": 4, "num_draft_tokens": 12, "num_accepted_draft_tokens": "7"}, "must be whole numbers"),
-    ({"num_spec_steps": 0, "num_draft_tokens": 12, "num_accepted_draft_tokens": 3}, "num_spec_steps=0"),
-    ({"num_spec_steps": -1, "num_draft_tokens": 12, "num_accepted_draft_tokens": 3}, "num_spec_steps=-1"),
+     "metrics.speculative_decoding.num_accepted_draft_tokens = 13 > metrics.speculative_decoding.num_draft_tokens = "
+     "12 (an acceptance rate of 1.08; at most 1"),
+    ({"num_spec_steps": 4, "num_draft_tokens": -3, "num_accepted_draft_tokens": 0}, "num_draft_tokens = -3 is negative"),
+    ({"num_spec_steps": 4, "num_draft_tokens": 12, "num_accepted_draft_tokens": "7"},
+     "num_accepted_draft_tokens = '7' is not a finite number (a count: a whole number >= 0)"),
+    ({"num_spec_steps": 4, "num_draft_tokens": 12.5, "num_accepted_draft_tokens": 3}, "12.5 is not a whole number"),
+    ({"num_spec_steps": 0, "num_draft_tokens": 12, "num_accepted_draft_tokens": 3},
+     "num_spec_steps = 0 with metrics.speculative_decoding.num_draft_tokens = 12"),
+    ({"num_spec_steps": -1, "num_draft_tokens": 12, "num_accepted_draft_tokens": 3}, "num_spec_steps = -1 is negative"),
 ])
 def test_a_per_request_block_that_lies_is_one_line(block, says):
     from tests.reliability.fake_openai import FakeOpenAI, Reply
@@ -28,6 +32,7 @@ def test_a_per_request_block_that_lies_is_one_line(block, says):
                        count_tokens=len)
     msg = str(err.value)
     assert "\n" not in msg and "metrics.speculative_decoding" in msg and says in msg
+    assert msg.startswith(f"server {srv.url}, suite prompt ") and "metrics are broken" in msg
 
 
 def test_cli_exit_2_on_a_lying_block(tmp_path, monkeypatch, tiny_target):
@@ -43,7 +48,8 @@ def test_cli_exit_2_on_a_lying_block(tmp_path, monkeypatch, tiny_target):
         r = CliRunner().invoke(main, ["measure", "served", "--server-url", srv.url, "--server-model", "fake-model",
                                       "--target", str(tiny_target), "--concurrency", "1", "--out", tmp_path / "o"])
     assert r.exit_code == 2, r.output
-    assert "num_accepted_draft_tokens=9 > num_draft_tokens=6" in r.output and not (tmp_path / "o").exists()
+    assert "num_accepted_draft_tokens = 9 > metrics.speculative_decoding.num_draft_tokens = 6" in r.output
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_block_missing_on_some_responses_is_counted():

@@ -238,12 +238,19 @@ def check_calibrate_args(command: str, reports, calibrate: bool, example: str) -
                         f"{example}")
 
 
-def echo_narrowing(plan: dict, err: bool) -> None:
-    """After a calibration: how much it narrowed the predicted-speedup intervals (plan.json uncertainty)."""
-    cal = (plan.get("uncertainty") or {}).get("calibration") or {}
-    if cal.get("median_relative_width_before") is not None and cal.get("median_relative_width_after") is not None:
-        click.echo(f"speedup intervals narrowed from {cal['median_relative_width_before']:.0%} to "
-                   f"{cal['median_relative_width_after']:.0%} of the prediction (median width)", err=err)
+def echo_interval_change(plan: dict, err: bool) -> None:
+    """After a calibration: whether it narrowed or widened the predicted-speedup intervals, and by how much
+    (plan.json ``uncertainty.calibration``, worded by report.host_costs.interval_change)."""
+    from trtllm_spec.report.host_costs import interval_change
+
+    c = interval_change((plan.get("uncertainty") or {}).get("calibration") or {})
+    if c is None:
+        return
+    if c["verb"] == "unchanged":
+        click.echo(f"speedup intervals unchanged at {c['before']} of the prediction (median width)", err=err)
+    else:
+        click.echo(f"speedup intervals {c['verb']} from {c['before']} to {c['after']} of the prediction (median "
+                   f"width, {c['by']}){': ' + c['why'] if c['why'] else ''}", err=err)
 
 
 def name_flags_in(text: str, origins: dict[str, str]) -> str:

@@ -135,8 +135,9 @@ def served_options(f):
         click.option("--gpu", metavar="NAME|FILE", help="The hardware of the prediction (a catalogue name, or a "
                      "'hw probe' file of the server's machine) instead of the recipe's."),
         click.option("--serves-drafter", metavar="TYPE", help="What the server drafts with (a drafter type, e.g. "
-                     "ngram, eagle3), as you started it: recorded, checked against the engine's own counters where "
-                     "it reports them, and what 'plan --calibrate' reads the file as. Give it with "
+                     "ngram, eagle3), as you started it: recorded, checked against every source that counts drafts "
+                     "(the engine's counters, the responses' per-request blocks), and what 'plan --calibrate' reads "
+                     "the file as. Give it with "
                      "--serves-draft-len."),
         click.option("--serves-draft-len", type=int, metavar="D", help="The draft length the server runs (0: the "
                      "target alone, no --serves-drafter); needed for 'plan --calibrate' to read the file."),

@@ -8,8 +8,8 @@ import click
 
 from trtllm_spec.cli.common import (
     check_calibrate_args,
+    echo_interval_change,
     echo_json,
-    echo_narrowing,
     field_choices,
     main,
     parse_int_list,
@@ -183,4 +183,4 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
             t = result.host_costs.terms()
             click.echo(f"host costs fitted ({out}/host_costs.json): " + ", ".join(f"{k} {v * 1e3:.3f} ms"
                                                                                    for k, v in t.items()), err=as_json)
-            echo_narrowing(result.plan.to_json(), as_json)
+            echo_interval_change(result.plan.to_json(), as_json)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtllm_spec.cli.common import check_calibrate_args, echo_json, echo_narrowing, main
+from trtllm_spec.cli.common import check_calibrate_args, echo_interval_change, echo_json, main
 
 
 @main.command("replan")
@@ -50,4 +50,4 @@ def replan_cmd(bundle: Path, bench_report: Path | None, metrics: str | None, dra
         t = res["host_costs"].terms()
         click.echo(f"host costs fitted ({res['out']}/host_costs.json): "
                    + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in t.items()), err=as_json)
-        echo_narrowing(res["plan"], as_json)
+        echo_interval_change(res["plan"], as_json)

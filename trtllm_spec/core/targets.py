@@ -104,3 +104,49 @@ def resolve_target(spec: str, base_dir: Path | None = None) -> ResolvedTarget:
 
 def resolve_shape(spec: str, base_dir: Path | None = None) -> ModelShape:
     return resolve_target(spec, base_dir).shape
+
+
+# config.json keys that name or stamp a checkpoint without changing the model it holds
+_CONFIG_STAMPS = ("_name_or_path", "transformers_version")
+
+
+def config_sha256(cfg: dict) -> str:
+    """The sha256 of a checkpoint's config (sorted JSON, without ``_CONFIG_STAMPS``): the same model under any
+    folder name or copy (a bundle's ``target/``, a fetched asset, the user's folder) has the same one."""
+    import hashlib
+
+    body = {k: v for k, v in cfg.items() if k not in _CONFIG_STAMPS}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TargetIdentity:
+    """What a target name resolves to: ``key`` (``config.json sha256 ...`` for a checkpoint folder or fetched
+    asset; None for a preset or a name that resolves to nothing here, which only names can be compared on) and a
+    ``label`` naming the resolution for messages."""
+
+    key: str | None
+    label: str
+
+
+def target_identity(spec: str | None, path: str | None = None, config_hash: str | None = None,
+                    base_dir: Path | None = None) -> TargetIdentity:
+    """The identity of a target given as ``spec`` (a path, fetched asset or preset name), its resolved folder
+    ``path`` where one was recorded, or the ``config_hash`` recorded with it (``config_sha256``); the first of these
+    that resolves here wins, in the order hash, path, spec."""
+    if config_hash:
+        return TargetIdentity(f"config.json sha256 {config_hash}", f"{path or spec} (config.json sha256 "
+                                                                    f"{config_hash[:12]}, as recorded)")
+    for given in (path, spec):
+        if not given:
+            continue
+        try:
+            t = resolve_target(str(given), base_dir)
+        except (ShapeError, OSError):
+            continue
+        if t.path is not None and isinstance(t.config, dict) and t.config:
+            h = config_sha256(t.config)
+            return TargetIdentity(f"config.json sha256 {h}", f"{t.path} (config.json sha256 {h[:12]})")
+        if t.kind == "preset":
+            return TargetIdentity(None, f"preset {t.shape.name} ({t.hf_id})")
+    return TargetIdentity(None, f"{spec or path!r} (not found here)")

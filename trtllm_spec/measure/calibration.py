@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_spec.core.releases import tag_types
+from trtllm_spec.core.targets import TargetIdentity
 from trtllm_spec.errors import UserError
 from trtllm_spec.measure.engine_reports import bench_section, drafts_per_iteration, read_bench_report
 from trtllm_spec.planner.calibrate import StepMeasurement
@@ -49,6 +50,8 @@ class RunExpectation:
     speculative: RunOptions
     # further speculative options files of the bundle at other draft lengths (llm_api_options.calibrate.yaml)
     other_speculative: tuple[RunOptions, ...] = ()
+    # what the target resolves to (core.targets.target_identity): served runs are compared on it, not on names
+    identity: TargetIdentity | None = None
 
     def speculative_for(self, draft_len: int) -> RunOptions:
         """The speculative options file that runs ``draft_len`` (the main one where none sets it)."""

@@ -87,20 +87,25 @@ def read_bench_report(path: Path) -> dict:
 
 
 def _check_percentiles(dec: dict, where: str) -> None:
-    """Every percentile the report gives is null or a finite number >= 0 (a rate also <= 1): NaN, Infinity or a
-    negative count is a broken report, and would reach the profile (JSON has no NaN)."""
+    """The one check of an engine's numbers (measure/counters.py) over the report's percentiles: each null or a
+    finite number >= 0 (a rate also <= 1: NaN, Infinity or a negative count is a broken report, and would reach
+    the profile, JSON has no NaN), and the average request accepts no more draft tokens than it drafted."""
+    from trtllm_spec.measure.counters import check_counts
+
+    fix = "the report is broken: rerun the benchmark (bench.sh)"
     for key in PERCENTILE_KEYS:
         stats = dec.get(key)
         if stats is None:
             continue
         if not isinstance(stats, dict):
             raise UserError(f"{where}: decoding_stats.{key} must be an object of percentiles, got {stats!r:.60}")
-        for name, v in stats.items():
-            bad = not (v is None or (finite_number(v) and v >= 0 and (key != "draft_acceptance_rate_percentiles" or v <= 1)))
-            if bad:
-                allowed = "a rate in [0, 1]" if key == "draft_acceptance_rate_percentiles" else "a finite number >= 0"
-                raise UserError(f"{where}: decoding_stats.{key}.{name} = {v!r} is not {allowed} (or null); the report "
-                                "is broken: rerun the benchmark (bench.sh)")
+        said = {f"decoding_stats.{key}.{name}": v for name, v in stats.items() if v is not None}
+        check_counts(where, said, rates=said.keys() if key == "draft_acceptance_rate_percentiles" else (), fix=fix)
+    accepted, drafted = (f"decoding_stats.{k}_percentiles.average" for k in ("num_accepted_draft_tokens",
+                                                                             "num_draft_tokens"))
+    check_counts(where, {accepted: dec["num_accepted_draft_tokens_percentiles"]["average"],
+                         drafted: dec["num_draft_tokens_percentiles"]["average"]}, at_most=[(accepted, drafted)],
+                 fix=fix)
 
 
 def check_report_belongs(report: dict, where: str, options: dict | None, bundle: Bundle | None) -> None:

@@ -13,15 +13,16 @@ from pathlib import Path
 
 from trtllm_spec.core.bundle import Bundle
 from trtllm_spec.errors import UserError
+from trtllm_spec.measure.counters import check_counts
 from trtllm_spec.measure.engine_common import (
     bundle_draft_len,
     engine_profile,
-    finite_number,
     options_type,
     sha256_of,
 )
 
 METRICS_SOURCE = "trtllm-serve /metrics (iteration stats)"
+COUNTS = ("numDraftTokens", "numAcceptedTokens", "numRequestsWithDraftTokens")  # specDecodingStats, in this order
 METRICS_TIMEOUT_S = 10.0
 
 
@@ -73,19 +74,16 @@ def iteration_totals(stats: Iterable, where: str, required: bool = True) -> dict
         spec = data.get("specDecodingStats")
         if not isinstance(spec, dict):
             continue
-        vals = [spec.get(k, 0) for k in ("numDraftTokens", "numAcceptedTokens", "numRequestsWithDraftTokens")]
-        if not all(finite_number(v) and v >= 0 for v in vals):
-            raise UserError(f"{where}: entry {i} specDecodingStats has non-counts {vals}")
-        n_d, n_a, n_r = (int(v) for v in vals)
+        counts = {f"specDecodingStats.{k}": spec.get(k, 0) for k in COUNTS}
         al_said = spec.get("acceptanceLength")
-        if al_said is not None and not (finite_number(al_said) and al_said >= 0):
-            raise UserError(f"{where}: entry {i} specDecodingStats.acceptanceLength = {al_said!r} is not a finite "
-                            "number >= 0")
+        said = {**counts, **({"specDecodingStats.acceptanceLength": al_said} if al_said is not None else {})}
+        check_counts(f"{where}: entry {i}", said, whole=counts.keys(),
+                     at_most=[("specDecodingStats.numAcceptedTokens", "specDecodingStats.numDraftTokens")],
+                     steps=("specDecodingStats.numRequestsWithDraftTokens", "specDecodingStats.numDraftTokens"))
+        n_d, n_a, n_r = (int(v) for v in counts.values())
         if n_r == 0 or n_d == 0:
             continue
         reported_al = max(reported_al, float(al_said or 0))
-        if n_a > n_d:
-            raise UserError(f"{where}: entry {i} accepts {n_a} of {n_d} draft tokens")
         drafted, accepted, requests, iterations = drafted + n_d, accepted + n_a, requests + n_r, iterations + 1
         per_iter_max = max(per_iter_max, n_d / n_r)
     if requests == 0:

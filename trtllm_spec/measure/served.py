@@ -24,7 +24,9 @@ Acceptance only where the server reports it (``server_acceptance``), never infer
 - trtllm-serve ``/metrics`` (a JSON list of iteration stats, drained by each read; needs
   ``enable_iter_perf_stats``): ``specDecodingStats`` (NVIDIA/TensorRT-LLM 1.2.1,
   ``cpp/include/tensorrt_llm/executor/types.h``), AL = (accepted + requests) / requests.
-Otherwise "not reported", with what was looked for.
+Otherwise "not reported", with what was looked for. Every number read from any of them passes the one check of
+``measure/counters.py`` first (a count that is negative, not finite, or more accepted than drafted is refused,
+naming the server, the counter and its value), per request as each response arrives and per level for counters.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 
 from trtllm_spec.data.openai_http import PROBE, RequestFailed, chat_body, get_text, stream_chat
 from trtllm_spec.errors import UserError
+from trtllm_spec.measure.counters import check_counts
 
 CONTENT_KEYS = ("content", "reasoning_content", "reasoning")  # generated text, answer or thinking
 VLLM_COUNTERS = {"num_drafts": "vllm:spec_decode_num_drafts", "num_draft_tokens": "vllm:spec_decode_num_draft_tokens",
@@ -73,6 +76,7 @@ class StreamedRequest:
     timings: dict | None = None  # llama.cpp server's per-request timings, where it sends them
     spec: dict | None = None  # a per-request speculative-decoding block in the response (PER_REQUEST_BLOCKS)
     tokens: int = 0
+    where: str = "the server"  # named by a refusal of the counts the response carries
 
     def add(self, t: float, event) -> None:
         """One streamed event (``chat.completion.chunk``: a ``data.openai_reply.ChatChunk``, or its JSON, which is
@@ -92,7 +96,11 @@ class StreamedRequest:
             self.usage_tokens = chunk.usage.completion_tokens
         if chunk.timings is not None:
             self.timings = chunk.timings.model_dump()
-        block = per_request_block(chunk)
+            said = {f"timings.{k}": self.timings[k] for k in ("draft_n_accepted", "draft_n")
+                    if self.timings.get(k) is not None}
+            check_counts(f"{self.where}: response timings (llama.cpp)", said, whole=said.keys(),
+                         at_most=[("timings.draft_n_accepted", "timings.draft_n")])
+        block = per_request_block(chunk, self.where)
         if block is not None:
             self.spec = block
         self.t_end = t
@@ -116,7 +124,7 @@ class StreamedRequest:
 def stream_request(url: str, body: dict, item_id: str, timeout: float) -> StreamedRequest:
     """One streamed chat completion, timed on arrival of each event."""
     t = time.perf_counter()
-    req = StreamedRequest(item_id, t, t_end=t)
+    req = StreamedRequest(item_id, t, t_end=t, where=f"server {url}, suite prompt {item_id}")
     for t, event in stream_chat(url, body, timeout):
         req.add(t, event)
     return req
@@ -207,11 +215,24 @@ def _iteration_stats(text: str | None) -> list | None:
 LLAMACPP_METRICS = "llamacpp:spec_decode_"
 
 
-def llamacpp_acceptance(before: str | None, after: str | None) -> dict | None:
+def _level_counts(where: str, name: dict[str, str], a: dict[str, float], b: dict[str, float],
+                  pairs: Sequence[tuple[str, str]] = (("num_accepted_tokens", "num_draft_tokens"),)) -> None:
+    """The one check (measure/counters.py) of a /metrics page's counters (``name``: key -> the metric's name): each
+    as read after the level, then each over the level (after - before; a counter that went down is negative), and
+    for each (accepted, drafted) pair accepted <= drafted."""
+    check_counts(f"{where}: /metrics after the level", {name[k]: v for k, v in a.items()}, whole=name.values())
+    d = {f"{name[k]} over the level": v - b.get(k, 0.0) for k, v in a.items()}
+    check_counts(f"{where}: /metrics", d, whole=d.keys(),
+                 at_most=[(f"{name[x]} over the level", f"{name[y]} over the level") for x, y in pairs
+                          if x in a and y in a])
+
+
+def llamacpp_acceptance(before: str | None, after: str | None, where: str = "the server") -> dict | None:
     """llama-server's ``/metrics`` (started with ``--metrics``) differenced over a level: ``num_drafts_total`` counts
     verification steps, ``num_accepted_tokens_per_pos_total{position=i}`` the steps that accepted draft i + 1
     (tools/server/server-task.cpp), so AL per verification step = 1 + accepted / steps and the marginal rate of
-    position i = per_pos[i] / steps. None when the page has no such counters or no step ran."""
+    position i = per_pos[i] / steps. None when the page has no such counters or no step ran; counters that cannot
+    be true are refused (``_level_counts``), as is a position accepted in more steps than ran."""
     def read(text: str | None) -> dict[str, float]:
         out: dict[str, float] = {}
         for line in (text or "").splitlines():
@@ -222,6 +243,13 @@ def llamacpp_acceptance(before: str | None, after: str | None) -> dict | None:
         return out
 
     a, b = read(after), read(before)
+    pos = [k for k in a if k.startswith("num_accepted_tokens_per_pos[")]
+    counts = {k: v for k, v in a.items() if k in ("num_drafts", "num_draft_tokens", "num_accepted_tokens", *pos)}
+    if counts:  # the counters read below (any other spec_decode metric is not ours to judge)
+        name = {k: LLAMACPP_METRICS + (k if "[" not in k else
+                                       f'{k[:k.index("[")]}{{position="{k[k.index("[") + 1:-1]}"}}') for k in counts}
+        _level_counts(where, name, counts, b, (("num_accepted_tokens", "num_draft_tokens"),
+                                               *((k, "num_drafts") for k in pos)))
     steps = a.get("num_drafts", 0.0) - b.get("num_drafts", 0.0)
     if "num_drafts" not in a or steps <= 0:
         return None
@@ -262,13 +290,10 @@ PER_REQUEST_BLOCKS = ("metrics.speculative_decoding", "choices[0].speculative_de
 _COUNT_NAMES = (("num_draft_tokens", "num_accepted_draft_tokens"), ("total_draft_tokens", "total_accepted_draft_tokens"))
 
 
-def _count(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def per_request_block(chunk) -> dict | None:
+def per_request_block(chunk, where: str = "the server") -> dict | None:
     """The per-request speculative-decoding block of a response chunk (see ``PER_REQUEST_BLOCKS``), when it has
-    the counts: {'steps', 'drafted', 'accepted'} (steps may be None); UserError for a block whose counts lie."""
+    the counts: {'steps', 'drafted', 'accepted', 'field'} (steps may be None); counts that cannot be true are
+    refused by the one check (measure/counters.py), naming ``where`` (the server and the request)."""
     extra = chunk.model_extra or {}
     candidates = [("metrics.speculative_decoding", (extra.get("metrics") or {}).get("speculative_decoding")
                    if isinstance(extra.get("metrics"), dict) else None)]
@@ -276,27 +301,21 @@ def per_request_block(chunk) -> dict | None:
         choice = chunk.choices[0].model_extra or {}
         candidates += [("choices[0].speculative_decoding_stats", choice.get("speculative_decoding_stats")),
                        ("choices[0].speculative_decoding", choice.get("speculative_decoding"))]
-    for where, block in candidates:
+    for field_name, block in candidates:
         if not isinstance(block, dict):
             continue
         for drafted_name, accepted_name in _COUNT_NAMES:
             if drafted_name not in block and accepted_name not in block:
                 continue
             acc, drafted, steps = block.get(accepted_name), block.get(drafted_name), block.get("num_spec_steps")
-            problem = None
-            if not _count(acc) or not _count(drafted):
-                problem = f"{accepted_name}={acc!r}, {drafted_name}={drafted!r}: both must be whole numbers"
-            elif acc < 0 or drafted < 0:
-                problem = f"{accepted_name}={acc}, {drafted_name}={drafted}: a count cannot be negative"
-            elif acc > drafted:
-                problem = f"{accepted_name}={acc} > {drafted_name}={drafted}: more drafts accepted than drafted"
-            elif steps is not None and (not _count(steps) or steps < 0 or (steps == 0 and drafted > 0)):
-                problem = f"num_spec_steps={steps!r} with {drafted_name}={drafted}"
-            if problem:
-                raise UserError(f"the server's per-request acceptance ({where}) cannot be true: {problem}; the "
-                                "server's speculative-decoding metrics are broken (measure without them, or report "
-                                "it to the engine)")
-            return {"steps": steps if steps else None, "drafted": drafted, "accepted": acc}
+            said = {f"{field_name}.{accepted_name}": acc, f"{field_name}.{drafted_name}": drafted,
+                    **({f"{field_name}.num_spec_steps": steps} if steps is not None else {})}
+            names = list(said)
+            check_counts(f"{where}: the response's per-request acceptance", said, whole=names,
+                         at_most=[(names[0], names[1])], steps=(names[2], names[1]) if len(names) > 2 else None,
+                         fix="the server's speculative-decoding metrics are broken: measure without them (serve "
+                             "without per-request metrics) and report it to the engine")
+            return {"steps": steps if steps else None, "drafted": drafted, "accepted": acc, "field": field_name}
     return None
 
 
@@ -334,18 +353,44 @@ def per_request_acceptance(requests: Sequence[StreamedRequest], categories: dict
     fields; ``reported`` False (and the counters stay the measurement) where no response carried them."""
     rows = [(categories.get(r.item_id, "?"), request_acceptance(r)) for r in requests]
     got = [(c, a) for c, a in rows if a is not None]
+    drafts = draft_counts(requests)
+    with_drafts = {"draft_counts": drafts} if drafts is not None else {}
     if not got:
         return {"reported": False, "note": "no response carried per-request acceptance ("
                 + "; ".join([*PER_REQUEST_BLOCKS, "timings.draft_n / draft_n_accepted"]) + "): the level's "
-                "counters are the measurement"}
+                "counters are the measurement", **with_drafts}
     sources = sorted({a[1] for _, a in got})
     cats = sorted({c for c, _ in got})
     return {"reported": True, "source": ", ".join(sources), "requests_without": len(rows) - len(got),
             "overall": _percentiles([a[0] for _, a in got]),
-            "categories": {c: _percentiles([a[0] for cc, a in got if cc == c]) for c in cats}}
+            "categories": {c: _percentiles([a[0] for cc, a in got if cc == c]) for c in cats}, **with_drafts}
 
 
-def _llamacpp_timings(requests: Sequence[StreamedRequest], before: str | None, after: str | None) -> dict | None:
+def draft_counts(requests: Sequence[StreamedRequest]) -> dict | None:
+    """What the responses' own fields say about drafting, to check what the server runs against (stages/served.py):
+    over the responses whose block counts steps, the steps, the draft tokens and the most draft tokens per step of
+    one response (``max_at`` names it); and how many responses drafted at all (a block or llama.cpp's timings).
+    None where no response carried a block or timings with draft counts."""
+    def drafted(r: StreamedRequest) -> int:
+        return (r.spec or {}).get("drafted") or (r.timings or {}).get("draft_n") or 0
+
+    carried = [r for r in requests if r.spec is not None or (r.timings or {}).get("draft_n") is not None]
+    if not carried:
+        return None
+    stepped = [r for r in carried if r.spec is not None and r.spec["steps"]]
+    top = max(stepped, key=lambda r: r.spec["drafted"] / r.spec["steps"], default=None)
+    fields = sorted({r.spec["field"] for r in carried if r.spec is not None})
+    return {"source": "the responses' " + " / ".join(fields or ["timings.draft_n"]),
+            "responses": len(carried), "responses_drafting": sum(1 for r in carried if drafted(r) > 0),
+            "num_spec_steps": sum(r.spec["steps"] for r in stepped) if stepped else None,
+            "num_draft_tokens": sum(drafted(r) for r in carried),
+            "max_draft_tokens_per_step": round(top.spec["drafted"] / top.spec["steps"], 4) if top else None,
+            "max_at": (f"{top.item_id}: {top.spec['drafted']} draft tokens in {top.spec['steps']} steps"
+                       if top else None)}
+
+
+def _llamacpp_timings(requests: Sequence[StreamedRequest], before: str | None, after: str | None, where: str
+                      ) -> dict | None:
     timed = [r.timings for r in requests if r.timings and isinstance(r.timings.get("draft_n"), int)]
     drafted = sum(t["draft_n"] for t in timed)
     if not (timed and drafted):
@@ -357,8 +402,11 @@ def _llamacpp_timings(requests: Sequence[StreamedRequest], before: str | None, a
             "of drafts: acceptance length is not derivable"}
 
 
-def _vllm_counters(requests: Sequence[StreamedRequest], before: str | None, after: str | None) -> dict | None:
+def _vllm_counters(requests: Sequence[StreamedRequest], before: str | None, after: str | None, where: str
+                   ) -> dict | None:
     a, b = prometheus_counters(after), prometheus_counters(before)
+    if a:
+        _level_counts(where, {k: VLLM_COUNTERS[k] for k in a}, a, b)
     if not all(k in a for k in VLLM_COUNTERS):
         return None
     d = {k: a[k] - b.get(k, 0.0) for k in VLLM_COUNTERS}
@@ -371,17 +419,16 @@ def _vllm_counters(requests: Sequence[StreamedRequest], before: str | None, afte
             "acceptance_length": round(1 + d["num_accepted_tokens"] / d["num_drafts"], 6)}
 
 
-def _trtllm_iteration_stats(requests: Sequence[StreamedRequest], before: str | None, after: str | None
+def _trtllm_iteration_stats(requests: Sequence[StreamedRequest], before: str | None, after: str | None, where: str
                             ) -> dict | None:
+    """trtllm-serve's iteration stats on /metrics: entries that are not objects are not iteration stats (another
+    server's JSON); counts that cannot be true are refused (iteration_stats.iteration_totals), not skipped."""
     from trtllm_spec.measure.trtllm_engine import iteration_acceptance
 
     stats = _iteration_stats(after)
     if stats is None:
         return None
-    try:
-        its = iteration_acceptance(stats)
-    except UserError:
-        return None
+    its = iteration_acceptance([e for e in stats if isinstance(e, dict)], f"{where}: /metrics iteration stats")
     if its is None:
         return None
     return {"reported": True, "source": "/metrics specDecodingStats iteration stats (trtllm-serve)",
@@ -394,16 +441,17 @@ def _trtllm_iteration_stats(requests: Sequence[StreamedRequest], before: str | N
 @dataclass(frozen=True)
 class AcceptanceSource:
     """One way a server reports its acceptance over a level: what it is (``looked_for``, named when nothing is
-    found) and ``read(requests, /metrics before, /metrics after) -> record | None``. Adding an engine's report is
-    one entry of ``ACCEPTANCE_SOURCES``."""
+    found) and ``read(requests, /metrics before, /metrics after, where) -> record | None`` (``where``: the server
+    and level, named when its numbers cannot be true). Adding an engine's report is one entry of
+    ``ACCEPTANCE_SOURCES``."""
 
     looked_for: str
-    read: Callable[[Sequence[StreamedRequest], str | None, str | None], dict | None]
+    read: Callable[[Sequence[StreamedRequest], str | None, str | None, str], dict | None]
 
 
 ACCEPTANCE_SOURCES = (
     AcceptanceSource("/metrics llamacpp:spec_decode_* counters (llama-server --metrics)",
-                     lambda _reqs, before, after: llamacpp_acceptance(before, after)),
+                     lambda _reqs, before, after, where: llamacpp_acceptance(before, after, where)),
     AcceptanceSource("response timings.draft_n / draft_n_accepted (llama.cpp server)", _llamacpp_timings),
     AcceptanceSource("/metrics vllm:spec_decode_* counters (vLLM)", _vllm_counters),
     AcceptanceSource("/metrics specDecodingStats iteration stats (trtllm-serve)", _trtllm_iteration_stats),
@@ -412,16 +460,18 @@ LOOKED_FOR = tuple(s.looked_for for s in ACCEPTANCE_SOURCES)
 
 
 def server_acceptance(requests: Sequence[StreamedRequest], before: str | None, after: str | None,
-                      metrics_failure: str | None = None) -> dict:
+                      metrics_failure: str | None = None, where: str = "the server") -> dict:
     """The acceptance the server itself reports over one level: the first of ``ACCEPTANCE_SOURCES`` that has it
     (see the module docstring), else not reported, naming what was looked for."""
     for src in ACCEPTANCE_SOURCES:
-        got = src.read(requests, before, after)
+        got = src.read(requests, before, after, where)
         if got is not None:
             return got
+    why = (metrics_failure or "it has no /metrics" if after is None else
+           "/metrics has no speculative-decoding counters that moved over the level, and no response timings")
     return {"reported": False, "source": None, "acceptance_length": None, "draft_acceptance_rate": None,
             "note": "not reported: the server sent none of " + "; ".join(LOOKED_FOR)
-            + ("" if after is not None else f" ({metrics_failure or 'it has no /metrics'})")}
+            + ("" if after is not None else f" ({metrics_failure or 'it has no /metrics'})"), "why": why}
 
 
 # ---- one concurrency level -----------------------------------------------------------------------------------
@@ -499,7 +549,8 @@ def run_level(url: str, model: str, items: Sequence, concurrency: int, *, max_to
         "tokens_per_event": round(tokens / chunks, 3) if chunks else None,
         "finish_reasons": reasons,
         "server_acceptance": server_acceptance(reqs, before, after,
-                                               metrics_failures[-1] if metrics_failures else None),
+                                               metrics_failures[-1] if metrics_failures else None,
+                                               f"server {url} at concurrency {concurrency}"),
         "per_request_acceptance": per_request_acceptance(reqs, {it.id: it.category for it in items}),
         "requests_detail": [{"id": r.item_id, "tokens": r.tokens, "events": len(r.content_times),
                              "ttft_ms": round(r.ttft_s * 1e3, 3) if r.ttft_s is not None else None,

@@ -56,11 +56,12 @@ def request_acceptance(completion) -> RequestAcceptance:
     return RequestAcceptance(tokens, accepted, drafted, iterations)
 
 
-def iteration_acceptance(stats: Iterable) -> dict | None:
-    """Totals over ``llm.get_stats()`` entries (dicts, or their JSON text); None without speculative steps."""
+def iteration_acceptance(stats: Iterable, where: str = "llm.get_stats()") -> dict | None:
+    """Totals over ``llm.get_stats()`` entries (dicts, or their JSON text; ``where`` names them); None without
+    speculative steps."""
     from trtllm_spec.measure.iteration_stats import iteration_totals
 
-    t = iteration_totals(stats, "llm.get_stats()", required=False)
+    t = iteration_totals(stats, where, required=False)
     if t is None:
         return None
     drafted, accepted, requests = (t[k] for k in ("num_draft_tokens", "num_accepted_tokens",

@@ -8,6 +8,27 @@ def _ms(s: float) -> str:
     return f"{s * 1e3:.3f}"
 
 
+WIDER_WHY = ("the fitted runs miss the step model by more than the release profile's own uncertainty "
+             "(host_costs.json fit.measurements[].fitted_error): check that they ran what they declare, at the "
+             "concurrency asked for, on one quiet machine")
+
+
+def interval_change(cal: dict) -> dict | None:
+    """How a calibration changed the median speedup interval (plan.json ``uncertainty.calibration``), in words that
+    match its numbers: {'verb': 'narrowed' | 'widened' | 'unchanged', 'before', 'after' (percent of the
+    prediction, as printed), 'by' ('81% narrower' / '131% wider'), 'why' (a widening's likely cause, else '')};
+    None without both widths. Unchanged where the two print the same."""
+    before, after = cal.get("median_relative_width_before"), cal.get("median_relative_width_after")
+    if before is None or after is None:
+        return None
+    b, a = f"{before:.0%}", f"{after:.0%}"
+    if a == b or not before:
+        return {"verb": "unchanged", "before": b, "after": a, "by": "", "why": ""}
+    if after < before:
+        return {"verb": "narrowed", "before": b, "after": a, "by": f"{1 - after / before:.0%} narrower", "why": ""}
+    return {"verb": "widened", "before": b, "after": a, "by": f"{after / before - 1:.0%} wider", "why": WIDER_WHY}
+
+
 def host_costs_markdown(plan: dict) -> list[str]:
     hc = plan.get("host_costs")
     if not hc:
@@ -70,11 +91,13 @@ def uncertainty_markdown(plan: dict) -> list[str]:
             feats = ", ".join(f"{f['feature']} ({f['source']})" for f in rule.get("features", [])) or "none"
             lines += [f"Host costs by the release rule: {rule['text']}. Base {rule['base']}, {rule['distance']:g} "
                       f"minor release(s) away; features applied: {feats}.", ""]
-    cal = u.get("calibration")
-    if cal and cal.get("median_relative_width_before") is not None:
-        lines += [f"The calibration narrowed the median interval from {cal['median_relative_width_before']:.0%} to "
-                  f"{cal['median_relative_width_after']:.0%} of the prediction ({cal['narrowed_by']:.0%} narrower).",
-                  ""]
+    change = interval_change(u.get("calibration") or {})
+    if change:
+        lines += [(f"The calibration left the median interval unchanged at {change['before']} of the prediction"
+                   if change["verb"] == "unchanged" else
+                   f"The calibration {change['verb']} the median interval from {change['before']} to "
+                   f"{change['after']} of the prediction ({change['by']})") + "."
+                  + (f" {change['why'][0].upper()}{change['why'][1:]}." if change["why"] else ""), ""]
     if u.get("note"):
         lines += [f"Decision: {u['note']}.", ""]
     return lines

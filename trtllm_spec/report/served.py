@@ -52,6 +52,10 @@ def render_table(data: dict) -> str:
              f"predicted: {p['label']}"]
     if s.get("unchecked"):
         notes.append(f"server: {s['unchecked']}")
+    if s.get("serves"):
+        runs = s["serves"]
+        notes.append(f"server runs (as declared): {runs.get('drafter') or 'the target alone'}, D = "
+                     f"{runs['draft_len']}; {runs.get('checked') or 'unchecked'}")
     notes += sorted({f"server acceptance: {lv['server_acceptance']['note']}" for lv in data["levels"]
                      if lv["server_acceptance"].get("note")})
     mode = (data.get("settings") or {}).get("request_mode")

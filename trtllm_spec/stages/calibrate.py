@@ -11,6 +11,7 @@ import datetime
 from pathlib import Path
 from typing import get_args
 
+from trtllm_spec.core.artifacts import SERVED_FILE
 from trtllm_spec.core.bundle import (
     CALIBRATE_OPTIONS_FILE,
     OPTIONS_FILE,
@@ -32,13 +33,21 @@ def _model_ids(recipe: Recipe, target_id: str, *extra: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(i for i in ids if i))
 
 
+def _identity(recipe: Recipe):
+    """What the recipe's target resolves to (a checkpoint's config hash, or a preset): served runs are compared on
+    it (measure/served_calibration.same_target)."""
+    from trtllm_spec.core.targets import target_identity
+
+    return target_identity(recipe.target.model, base_dir=recipe.base_dir)
+
+
 def recipe_expectation(recipe: Recipe, target_id: str, where: str) -> RunExpectation:
     """Without a bundle: the runs must match the recipe's model, GPU count and the engine settings a bundle of it
     writes (max_batch_size, free_gpu_memory_fraction); any D."""
     batch = recipe.engine.max_batch_size or max(recipe.workload.all_batch_sizes())
     opts = RunOptions("the recipe's engine settings", batch, recipe.engine.free_gpu_memory_fraction)
     return RunExpectation(where, _model_ids(recipe, target_id), recipe.hardware.tp * recipe.hardware.pp,
-                          recipe.trtllm_profile, recipe.drafter.type, opts, opts)
+                          recipe.trtllm_profile, recipe.drafter.type, opts, opts, identity=_identity(recipe))
 
 
 def bundle_expectation(bundle: Bundle, recipe: Recipe, target_id: str) -> RunExpectation:
@@ -61,9 +70,10 @@ def bundle_expectation(bundle: Bundle, recipe: Recipe, target_id: str) -> RunExp
     others = (options_of(CALIBRATE_OPTIONS_FILE, load(CALIBRATE_OPTIONS_FILE)),) if (
         CALIBRATE_OPTIONS_FILE in bundle.options) else ()
     extra = (TARGET_DIR,) if (bundle.path / TARGET_DIR).is_dir() else ()
-    return RunExpectation(f"bundle {bundle.path}", _model_ids(recipe, target_id, *extra),
+    built = str((bundle.recipe.get("target") or {}).get("model") or "")  # the name it was built from
+    return RunExpectation(f"bundle {bundle.path}", _model_ids(recipe, target_id, *extra, built, Path(built).name),
                           recipe.hardware.tp * recipe.hardware.pp, bundle.profile, bundle.drafter,
-                          plain, spec, others)
+                          plain, spec, others, identity=_identity(recipe))
 
 
 def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Bundle | None = None) -> HostProfile:
@@ -83,10 +93,17 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Bundle | N
     engine, release = "TensorRT-LLM", recipe.trtllm_profile
     if any(served):
         if not all(served):
+            from trtllm_spec.measure.calibration import read_run_report
+
             bad = next(p for p, s in zip(reports, served, strict=True) if not s)
-            raise UserError(f"--calibrate {bad}: not a served measurement, beside served measurements; give one "
+            if Path(bad).is_dir():
+                raise UserError(f"--calibrate {bad}: the folder holds no {SERVED_FILE} ('trtllm-spec measure served "
+                                "... --out DIR' writes one); give the --out folders of 'measure served'")
+            read_run_report(bad)  # a file that is no report at all says so (unreadable JSON: where it breaks)
+            raise UserError(f"--calibrate {bad}: a trtllm-bench report, beside served measurements; give one "
                             "kind: 'measure served' files of one engine, or trtllm-bench reports")
-        measurements, files, engine = read_served_measurements(reports, exp.model_ids, exp.drafter_type, exp.where)
+        measurements, files, engine = read_served_measurements(reports, exp.model_ids, exp.drafter_type, exp.where,
+                                                               exp.identity)
         release = SERVED_RELEASE
     else:
         measurements, files = read_measurements(reports, exp)

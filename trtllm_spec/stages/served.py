@@ -84,6 +84,7 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
                serves: tuple[str | None, int | None] = (None, None)) -> dict:
     from trtllm_spec.core.artifacts import ServedMeasurement
     from trtllm_spec.core.files import check_output_dir
+    from trtllm_spec.core.targets import config_sha256
     from trtllm_spec.data.openai_http import base_url, check_server
     from trtllm_spec.data.user_suite import check_context, measure_budget, select_suite, suite_checker
     from trtllm_spec.measure.run import check_settings
@@ -133,14 +134,14 @@ def run_served(*, server_url: str, server_model: str | None, concurrency: str, t
                               seed=seed, timeout=timeout_s, progress=progress, request_mode=mode,
                               count_tokens=lambda text: len(tok(text, add_special_tokens=False).input_ids))
     if declared is not None:
-        declared["checked"] = check_serves_counters(declared, measured, url)
+        declared["checked"] = check_serves_reports(declared, measured, url)
     data = ServedMeasurement.build(
         engine="openai",
         server={"url": url, "model": model, "checks": checked.checks, "serves_target_checked": checked.token_checked,
                 **({"unchecked": checked.note} if checked.note else {}),
                 **({"owned_by": checked.owned_by} if checked.owned_by else {}),
                 **({"serves": declared} if declared is not None else {})},
-        target={"spec": recipe.target.model, "path": str(folder)},
+        target={"spec": recipe.target.model, "path": str(folder), "config_sha256": config_sha256(cfg)},
         suite={**suite_prov, "name": suite if suite == SUITE_NAME else Path(suite).name, "seed": seed,
                "num_prompts_per_category": num_prompts, "item_ids": [it.id for it in items],
                "prompt_tokens_mean": round(sum(prompt_lens) / len(prompt_lens), 2) if prompt_lens else None,
@@ -185,29 +186,64 @@ def check_serves(drafter: str | None, draft_len: int | None) -> dict | None:
     return {"drafter": drafter, "draft_len": draft_len}
 
 
-def check_serves_counters(declared: dict, levels: Sequence[dict], url: str) -> str:
-    """What the engine's own counters say about the declared D: a server that drafted while said to run the target
-    alone, or drafted more than D per step, is refused (the file would calibrate the wrong thing)."""
-    d, seen = declared["draft_len"], False
+PER_REQUEST_FIELDS = ("metrics.speculative_decoding", "choices[0].speculative_decoding(_stats)", "timings.draft_n")
+
+
+def _draft_reports(lv: dict) -> tuple[list[dict], list[str]]:
+    """What each source of one level says about drafting ({source, steps, tokens, per_step, at}: the engine's own
+    counters, /metrics or iteration stats; the responses' per-request blocks or timings), and why each source that
+    says nothing could not be read."""
+    acc, per = lv.get("server_acceptance") or {}, lv.get("per_request_acceptance") or {}
+    said, silent = [], []
+    if acc.get("reported"):
+        steps = acc.get("num_drafts", acc.get("num_requests_with_draft_tokens"))
+        tokens = acc.get("num_draft_tokens")
+        said.append({"source": acc.get("source"), "steps": steps, "tokens": tokens, "at": None,
+                     "per_step": tokens / steps if steps and tokens is not None else None})
+    else:
+        silent.append(f"the engine's counters ({acc.get('why') or acc.get('note') or 'not reported'})")
+    drafts = per.get("draft_counts")
+    if drafts:
+        steps, tokens = drafts.get("num_spec_steps"), drafts.get("num_draft_tokens")
+        said.append({"source": drafts.get("source"), "steps": steps, "tokens": tokens,
+                     "per_step": drafts.get("max_draft_tokens_per_step"), "at": drafts.get("max_at")})
+    else:
+        silent.append("the per-request blocks (no response carried one: "
+                      + "; ".join(PER_REQUEST_FIELDS) + ")")
+    return said, silent
+
+
+def check_serves_reports(declared: dict, levels: Sequence[dict], url: str) -> str:
+    """The declared D checked against every source of every level that counts drafts (the engine's /metrics
+    counters or iteration stats, and the responses' per-request blocks, in one check): a server that drafted while
+    said to run the target alone, or drafted more than D tokens per step (for blocks: in any one response), is
+    refused (the file would calibrate the wrong thing). Returns what was checked against, or which sources could
+    not be checked and why."""
+    d, checked, unchecked = declared["draft_len"], {}, {}
     for lv in levels:
-        acc = lv.get("server_acceptance") or {}
-        drafts, tokens = acc.get("num_drafts"), acc.get("num_draft_tokens")
-        if not acc.get("reported") or not drafts:
-            continue
-        seen = True
-        if d == 0:
-            raise UserError(f"server {url} drafted ({drafts} drafts at concurrency {lv['concurrency']}, "
-                            f"{acc.get('source')}) but --serves-draft-len 0 says it runs the target alone; give the "
-                            "draft length it was started with")
-        if tokens is not None and tokens > d * drafts:
-            raise UserError(f"server {url} drafted {tokens / drafts:.2f} tokens per draft at concurrency "
-                            f"{lv['concurrency']} ({acc.get('source')}), more than --serves-draft-len {d}; give the "
-                            "draft length it was started with")
-    if d == 0:
-        return "the engine reported no drafts" if any((lv.get("server_acceptance") or {}).get("reported") is False
-                                                      for lv in levels) else "unchecked"
-    return "checked against the engine's counters (drafts per step <= D)" if seen else \
-        "unchecked: the engine reports no draft counters"
+        said, silent = _draft_reports(lv)
+        for why in silent:
+            unchecked.setdefault(why.split(" (")[0], why)
+        for rep in said:
+            source, where = rep["source"], f"at concurrency {lv['concurrency']}"
+            if d == 0 and (rep["tokens"] or rep["steps"]):
+                raise UserError(f"server {url} drafted {rep['tokens']} draft tokens {where} ({source}) but "
+                                "--serves-draft-len 0 says it runs the target alone; give the draft length it was "
+                                "started with")
+            if rep["per_step"] is not None and rep["per_step"] > d + 1e-9:
+                detail = f"; {rep['at']}" if rep["at"] else f": {rep['tokens']} draft tokens in {rep['steps']} steps"
+                raise UserError(f"server {url} drafted {rep['per_step']:.2f} tokens per step {where} ({source}"
+                                f"{detail}), more than --serves-draft-len {d}; give the draft length it was started "
+                                "with")
+            if rep["per_step"] is not None or (d == 0 and rep["tokens"] is not None):
+                checked[source] = True
+            else:
+                unchecked.setdefault(source, f"{source} (draft tokens, no step count)")
+    rule = "no drafts" if d == 0 else "draft tokens per step <= D"
+    if checked:
+        return f"checked against {' and '.join(checked)} ({rule})"
+    return (f"unchecked: no source counts {'drafts' if d == 0 else 'draft steps'}: "
+            + "; ".join(unchecked.values()))
 
 
 def _write(data: dict, out: Path, force: bool, folder: Path, recipe_file: Path | None, args: dict) -> None:
