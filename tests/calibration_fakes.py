@@ -18,7 +18,10 @@ import json
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "engine_reports"
-KNOWN_TERMS_S = {"iteration_s": 6.0e-4, "spec_iteration_s": 3.5e-4, "draft_step_s": 1.2e-4}
+# the step model's six host terms (planner/step.py): per iteration, per speculative iteration, per draft step, each
+# with a per-sequence part; the reports at two concurrencies (FILES at 1, FILES_HIGH at HIGH) identify all of them
+KNOWN_TERMS_S = {"iteration_s": 6.0e-4, "sequence_s": 4.0e-5, "spec_iteration_s": 3.5e-4, "spec_sequence_s": 3.0e-5,
+                 "draft_step_s": 1.2e-4, "draft_sequence_s": 1.5e-5}
 TARGET = "llama-3.1-8b-instruct"
 HF_ID = "meta-llama/Llama-3.1-8B-Instruct"
 GPU = "h100"
@@ -27,6 +30,8 @@ ISL, OSL, REQUESTS = 412, 256, 64
 # accepted drafts per request (trtllm-bench's average) at each D: AL = 1 + A / (OSL - A - 1)
 ACCEPTED = {1: 90.0, 2: 139.0, 3: 157.0, 4: 167.0, 5: 174.0, 6: 178.0, 7: 181.0}
 FILES = {0: "fake_bench_plain_c1.json", 3: "fake_bench_eagle3_d3_c1.json", 2: "fake_bench_eagle3_d2_c1.json"}
+HIGH = 8  # the second concurrency: one batch size cannot separate the per-sequence terms
+FILES_HIGH = {d: name.replace("_c1.json", f"_c{HIGH}.json") for d, name in FILES.items()}
 
 
 def recipe_dict(batch_sizes=(1, 8, 64)) -> dict:
@@ -108,7 +113,8 @@ def fake_report(draft_len: int, concurrency: float = 1.0, tpot_s: float | None =
 
 
 def expected_files() -> dict[str, dict]:
-    return {name: fake_report(d) for d, name in FILES.items()}
+    return {name: fake_report(d) for d, name in FILES.items()} | {
+        name: fake_report(d, float(HIGH)) for d, name in FILES_HIGH.items()}
 
 
 def write_fixtures() -> list[Path]:

@@ -15,6 +15,7 @@ from trtllm_spec.planner.calibrate import nonneg_least_squares, split_speculativ
 
 F = fakes.FIXTURES
 PLAIN, D3, D2 = (F / fakes.FILES[d] for d in (0, 3, 2))
+PLAIN8, D3_8, D2_8 = (F / fakes.FILES_HIGH[d] for d in (0, 3, 2))
 KNOWN = fakes.KNOWN_TERMS_S
 
 
@@ -40,32 +41,63 @@ def plan_calibrated(cli, recipe, tmp_path, *reports):
     return r, json.loads((out / "host_costs.json").read_text()), json.loads((out / "plan.json").read_text())
 
 
-def test_two_reports_recover_what_they_identify_and_both_tpots(cli, recipe, tmp_path):
-    r, host, plan = plan_calibrated(cli, recipe, tmp_path, PLAIN, D3)
+def test_two_concurrencies_one_d_recover_what_they_identify_and_every_tpot(cli, recipe, tmp_path):
+    r, host, plan = plan_calibrated(cli, recipe, tmp_path, PLAIN, PLAIN8, D3, D3_8)
     assert host["iteration_s"] == pytest.approx(KNOWN["iteration_s"], rel=0.10)
+    assert host["sequence_s"] == pytest.approx(KNOWN["sequence_s"], rel=0.10)
     # one D identifies what the step waits for: the exposed share of spec_iteration_s (the release's overlap
-    # scheduler hides the rest) plus 3 draft steps
+    # scheduler hides the rest) plus 3 draft steps, and the same sum per sequence
     c = 1 - TRTLLM_HOST_PROFILES["1.2"].overlap_hides
     spec_sum = c * host["spec_iteration_s"] + 3 * host["draft_step_s"]
     assert spec_sum == pytest.approx(c * KNOWN["spec_iteration_s"] + 3 * KNOWN["draft_step_s"], rel=0.10)
-    for row in host["fit"]["measurements"]:  # both measured TPOTs reproduced by the step model
+    seq_sum = c * host["spec_sequence_s"] + 3 * host["draft_sequence_s"]
+    assert seq_sum == pytest.approx(c * KNOWN["spec_sequence_s"] + 3 * KNOWN["draft_sequence_s"], rel=0.10)
+    for row in host["fit"]["measurements"]:  # every measured TPOT reproduced by the step model
         assert row["fitted_tpot_s"] == pytest.approx(row["measured_tpot_s"], rel=0.01)
-        assert abs(row["prior_tpot_s"] / row["measured_tpot_s"] - 1) > 0.05  # the release profile did not
-    assert "one draft length (D = 3)" in host["note"] and host["fit"]["identified"][1].startswith("spec_iteration_s +")
+    assert any(abs(row["prior_tpot_s"] / row["measured_tpot_s"] - 1) > 0.05 for row in host["fit"]["measurements"])
+    assert "one draft length, D = 3" in host["note"] and "spec_iteration_s + n draft_step_s" in host["fit"]["identified"]
     assert plan["host_costs"]["name"].startswith("calibrated: TensorRT-LLM 1.2.1 on NVIDIA H100")
     assert plan["host_costs"]["terms_s"]["iteration_s"] == pytest.approx(host["iteration_s"])
-    assert "host costs fitted" in r.output and len(host["fitted_on"]) == 2 and host["fit"]["files"][0]["sha256"]
+    assert "host costs fitted" in r.output and len(host["fitted_on"]) == 4 and host["fit"]["files"][0]["sha256"]
+    terms = {t["term"]: t for t in plan["step_terms"]}  # the plan's term table names every term's source
+    assert terms["sequence_s"]["source"].startswith("fitted on the engine's own runs")
+    assert terms["work"]["source"].startswith("roofline") and "captured CUDA-graph batch sizes" in terms["work"]["source"]
 
 
-def test_a_second_draft_length_recovers_every_term(cli, recipe, tmp_path):
-    _r, host, _plan = plan_calibrated(cli, recipe, tmp_path, PLAIN, D3, D2)
+def test_two_concurrencies_two_d_recover_every_term(cli, recipe, tmp_path):
+    _r, host, _plan = plan_calibrated(cli, recipe, tmp_path, PLAIN, PLAIN8, D3, D3_8, D2, D2_8)
     for term, value in KNOWN.items():
         assert host[term] == pytest.approx(value, rel=0.10), term
-    assert host["note"] == "" and host["fit"]["identified"] == ["iteration_s", "spec_iteration_s", "draft_step_s"]
+    assert host["note"] == "" and host["fit"]["identified"] == [
+        "iteration_s", "sequence_s", "spec_iteration_s", "draft_step_s", "spec_sequence_s", "draft_sequence_s"]
+
+
+def test_one_concurrency_is_refused_naming_what_to_bench(cli, recipe, tmp_path):
+    out = tmp_path / "plan"
+    r = cli("plan", "--recipe", recipe, "--out", out, "--calibrate", PLAIN, D3, D2)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "every run is at batch size (concurrency) 1" in r.output and "second concurrency" in r.output
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("error:")]) == 1 and not out.exists()
+
+
+def test_a_design_without_a_swept_draft_length_leaves_the_speculative_per_sequence_terms_to_the_prior(
+        cli, recipe, tmp_path):
+    """D = 3 only at concurrency 1 and D = 2 only at 8: no draft length at two batch sizes, so the per-sequence
+    speculative terms stay the prior's (0), and the note says what to run; a design that requires them is refused."""
+    from trtllm_spec.planner.calibrate import DesignError, StepMeasurement, design
+
+    _r, host, _plan = plan_calibrated(cli, recipe, tmp_path, PLAIN, PLAIN8, D3, D2_8)
+    assert host["spec_sequence_s"] == host["draft_sequence_s"] == 0.0 and "no draft length ran at two" in host["note"]
+    from trtllm_spec.core.hardware import load_hardware
+    from trtllm_spec.planner.mechanism import DraftCost
+
+    runs = [StepMeasurement(b, d, 1.5 if d else 1.0, 100, 100, 0.01, "x") for b, d in ((1, 0), (8, 0), (1, 3), (8, 2))]
+    with pytest.raises(DesignError, match="cannot fit spec_sequence_s"):
+        design(runs, load_hardware("h100"), DraftCost((), 1, 0.0, None), require=("spec_sequence_s",))
 
 
 def test_host_costs_file_plans_again(cli, recipe, tmp_path):
-    _r, host, plan = plan_calibrated(cli, recipe, tmp_path, PLAIN, D3, D2)
+    _r, host, plan = plan_calibrated(cli, recipe, tmp_path, PLAIN, PLAIN8, D3, D3_8, D2, D2_8)
     r = cli("plan", "--recipe", recipe, "--host-costs", tmp_path / "plan" / "host_costs.json", "--json")
     assert r.exit_code == 0, r.output
     again = json.loads(r.output[r.output.index("{"):])
@@ -98,7 +130,7 @@ def test_calibrate_refuses_reports_of_something_else(cli, recipe, tmp_path, whic
     else:
         spec, plain = D3, write_variant(tmp_path, fakes.FILES[0], **changes)
     out = tmp_path / "out"
-    r = cli("plan", "--recipe", recipe, "--out", out, "--calibrate", plain, spec)
+    r = cli("plan", "--recipe", recipe, "--out", out, "--calibrate", plain, PLAIN8, spec, D3_8)
     assert r.exit_code == 2, r.output
     assert match in r.output and "Traceback" not in r.output
     assert not out.exists()
@@ -117,7 +149,7 @@ def test_calibrate_flag_and_reports_go_together(cli, recipe):
 
 def test_calibration_refuses_an_override_of_a_fitted_term(cli, recipe, tmp_path):
     r = cli("plan", "--recipe", recipe, "--json", "--set", "hardware.overrides={overheads: {iteration_s: 0.001}}",
-            "--calibrate", PLAIN, D3)
+            "--calibrate", PLAIN, PLAIN8, D3, D3_8)
     assert r.exit_code == 2 and "which the calibration" in r.output
 
 

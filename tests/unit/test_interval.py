@@ -101,8 +101,8 @@ def _calibrated(cli, tmp_path):
     recipe.write_text(yaml.safe_dump(fakes.recipe_dict()))
     F = fakes.FIXTURES
     out = tmp_path / "cal"
-    r = cli("plan", "--recipe", recipe, "--out", out, "--calibrate", F / fakes.FILES[0], F / fakes.FILES[3],
-            F / fakes.FILES[2])
+    r = cli("plan", "--recipe", recipe, "--out", out, "--calibrate",
+            *(F / f[d] for f in (fakes.FILES, fakes.FILES_HIGH) for d in (0, 3, 2)))
     assert r.exit_code == 0, r.output
     assert "speedup intervals narrowed from 63% to 12% of the prediction" in r.output
     return recipe, out
@@ -128,7 +128,8 @@ def test_one_draft_length_narrows_less_than_two(cli, tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump(fakes.recipe_dict()))
     F = fakes.FIXTURES
-    r = cli("plan", "--recipe", recipe, "--out", tmp_path / "one", "--calibrate", F / fakes.FILES[0], F / fakes.FILES[3])
+    r = cli("plan", "--recipe", recipe, "--out", tmp_path / "one", "--calibrate",
+            *(F / f[d] for f in (fakes.FILES, fakes.FILES_HIGH) for d in (0, 3)))
     assert r.exit_code == 0, r.output
     one = json.loads((tmp_path / "one" / "plan.json").read_text())["uncertainty"]
     _recipe, out = _calibrated(cli, tmp_path)

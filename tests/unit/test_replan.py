@@ -51,8 +51,10 @@ def golden(name: str, text: str) -> None:
 
 def test_golden_scripts():
     golden("bench.sh", scripts.bench_sh(model="meta-llama/Llama-3.1-8B-Instruct", concurrency=[1, 8, 64]))
-    golden("replan.sh", scripts.replan_sh())
-    for text in (scripts.replan_sh(), scripts.replan_sh(report="bench_results/report_c4.json", out="replan4")):
+    golden("replan.sh", scripts.replan_sh(high_batch=64))
+    for text in (scripts.replan_sh(), scripts.replan_sh(high_batch=64),
+                 scripts.replan_sh(report="bench_results/report_c4.json", out="replan4", high_batch=32,
+                                   calibrate_report="bench_results_calibrate/report_c4.json")):
         assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
 
 
@@ -217,13 +219,14 @@ json.dump(rep, open(opt("--report_json"), "w"))
 def calibration_tools(tools, tmp_path) -> dict:
     bench = tmp_path / "bin" / "trtllm-bench"
     bench.write_text(CALIBRATION_BENCH.format(python=sys.executable, repo=str(REPO)))
-    return {**tools, "CONCURRENCY": "1"}
+    return {**tools, "CONCURRENCY": "1 64"}  # the calibration's two concurrencies (smallest and largest planned)
 
 
 def test_bench_calibrate_sh_separates_every_host_term(cli, bundle, calibration_tools):
-    """A chain drafter's bundle also ships its drafter at a second D (llm_api_options.calibrate.yaml,
-    bench_calibrate.sh at the smallest batch): with the plain and the speculative runs, replan.sh fits all three
-    host terms, not only spec_iteration_s + D x draft_step_s."""
+    """A chain drafter's bundle also ships its drafter at a second D (llm_api_options.calibrate.yaml) and at its own
+    D without the draft_len_schedule (llm_api_options.calibrate_main.yaml: at the second concurrency that run is
+    one D's), both run by bench_calibrate.sh at the smallest and the largest planned batch: with the plain runs at
+    both, replan.sh fits all six host terms, not only spec_iteration_s + D x draft_step_s at one batch."""
     from tests.calibration_fakes import KNOWN_TERMS_S as known
 
     main = yaml.safe_load((bundle / "llm_api_options.yaml").read_text())["speculative_config"]
@@ -234,21 +237,22 @@ def test_bench_calibrate_sh_separates_every_host_term(cli, bundle, calibration_t
         k: v for k, v in yaml.safe_load((bundle / "llm_api_options.yaml").read_text()).items()
         if k not in ("speculative_config", "max_seq_len")}
     script = (bundle / "bench_calibrate.sh").read_text()
-    assert "llm_api_options.calibrate.yaml" in script and 'CONCURRENCY="${CONCURRENCY:-1}"' in script
+    assert "llm_api_options.calibrate.yaml" in script and 'CONCURRENCY="${CONCURRENCY:-1 64}"' in script
     res = run(bundle / "replan.sh", {**calibration_tools})
     assert res.returncode == 2  # no reports yet
     for name in ("bench.sh", "bench_plain.sh"):
         assert run(bundle / name, calibration_tools).returncode == 0
     res = run(bundle / "replan.sh", calibration_tools)
-    assert res.returncode == 0 and "bench_calibrate.sh writes it" in res.stderr  # says what the third run adds
+    assert res.returncode == 0 and "bench_calibrate.sh writes them" in res.stderr  # says what the third run adds
     assert run(bundle / "bench_calibrate.sh", calibration_tools).returncode == 0
     res = run(bundle / "replan.sh", calibration_tools, "--force")
     assert res.returncode == 0, res.stderr
     host = json.loads((bundle / "replan" / "host_costs.json").read_text())
     for term, value in known.items():
         assert host[term] == pytest.approx(value, rel=0.10), term
-    assert host["fit"]["identified"] == ["iteration_s", "spec_iteration_s", "draft_step_s"] and not host.get("note")
-    assert len(host["fit"]["measurements"]) == 3
+    assert host["fit"]["identified"] == ["iteration_s", "sequence_s", "spec_iteration_s", "draft_step_s",
+                                         "spec_sequence_s", "draft_sequence_s"] and not host.get("note")
+    assert len(host["fit"]["measurements"]) == 6
     for row in host["fit"]["measurements"]:
         assert row["fitted_tpot_s"] == pytest.approx(row["measured_tpot_s"], rel=0.01)
     assert cli("verify", bundle).exit_code == 0  # bench_results_calibrate/ is not bundle content
@@ -266,9 +270,12 @@ def test_replan_sh_calibrates_host_costs_from_plain_and_speculative_runs(cli, bu
     host = json.loads((bundle / "replan" / "host_costs.json").read_text())
     d = yaml.safe_load((bundle / "llm_api_options.yaml").read_text())["speculative_config"]["max_draft_len"]
     assert host["iteration_s"] == pytest.approx(known["iteration_s"], rel=0.10)
-    c = 1 - host["overlap_hides"]  # one D fixes what the step waits for: the exposed spec_iteration_s + D steps
+    c = 1 - host["overlap_hides"]  # one D at one batch fixes what the step waits for there: the exposed
+    # spec_iteration_s + D steps, with that batch's per-sequence speculative cost (no D ran at a second batch)
     assert c * host["spec_iteration_s"] + d * host["draft_step_s"] == pytest.approx(
-        c * known["spec_iteration_s"] + d * known["draft_step_s"], rel=0.10)
+        c * (known["spec_iteration_s"] + known["spec_sequence_s"])
+        + d * (known["draft_step_s"] + known["draft_sequence_s"]), rel=0.10)
+    assert host["sequence_s"] == pytest.approx(known["sequence_s"], rel=0.10)  # two concurrencies fix it
     for row in host["fit"]["measurements"]:
         assert row["fitted_tpot_s"] == pytest.approx(row["measured_tpot_s"], rel=0.01)
     plan = json.loads((bundle / "replan" / "plan" / "plan.json").read_text())
@@ -312,13 +319,14 @@ def test_a_bundle_left_without_speculation_replans_from_its_speculative_alternat
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump({"name": "nospec", "target": {"model": "llama-3.1-8b-instruct"},
                                       "drafter": {"type": "ngram"}, "hardware": {"gpu": "h100"},
+                                      "engine": {"max_batch_size": 256},
                                       "workload": {"batch_sizes": [128], "isl": 1024, "osl": 256}}))
     bundle = tmp_path / "bundle"
     assert cli("build", recipe, "--out", bundle).exit_code == 0
     assert "speculative_config" not in yaml.safe_load((bundle / "llm_api_options.yaml").read_text())
     assert (bundle / "llm_api_options.speculative.yaml").is_file()
     assert not (bundle / "llm_api_options.calibrate.yaml").exists()  # n-gram: no per-draft-step model cost
-    env = {**calibration_tools, "CONCURRENCY": "128"}
+    env = {**calibration_tools, "CONCURRENCY": "128 256"}  # the calibration's second concurrency: 8 x 128, capped
     for script in ("bench.sh", "bench_speculative.sh"):
         assert run(bundle / script, env).returncode == 0
     res = run(bundle / "replan.sh", env)

@@ -17,6 +17,7 @@ from trtllm_spec.cli import (  # noqa: E402,F401  (registers the commands)
     recipe,
     replan,
     train,
+    tune,
 )
 from trtllm_spec.cli.common import main
 

@@ -136,8 +136,9 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
     Example: trtllm-spec plan --target llama-3.1-8b-instruct --drafter eagle3 --gpu h100 --batch-sizes 1,8,64
     --isl 1024 --osl 512 --out plan/
 
-    With your engine's host costs: trtllm-spec plan --recipe r.yaml --out plan/ --calibrate
-    bench_results_plain/report_c1.json bench_results/report_c1.json
+    With your engine's host costs (runs at two concurrencies: one cannot separate the per-sequence costs):
+    trtllm-spec plan --recipe r.yaml --out plan/ --calibrate bench_results_plain/report_c1.json
+    bench_results_plain/report_c8.json bench_results/report_c1.json bench_results/report_c8.json
     """
     from trtllm_spec.cli.common import record_flag_origins
     from trtllm_spec.core.recipe_load import apply_overrides, load_recipe, recipe_from_dict, recipe_to_dict
@@ -149,8 +150,9 @@ def plan_cmd(recipe_file: Path | None, overrides: tuple[str, ...], out: Path | N
 
         check_level(interval_level)
     record_flag_origins(flag_origins(flags, overrides, recipe_file is not None))
-    check_calibrate_args("plan", reports, calibrate, "a plain run and a speculative run, e.g. --calibrate "
-                         "bench_results_plain/report_c1.json bench_results/report_c1.json")
+    check_calibrate_args("plan", reports, calibrate, "plain and speculative runs at two concurrencies, e.g. "
+                         "--calibrate bench_results_plain/report_c1.json bench_results_plain/report_c8.json "
+                         "bench_results/report_c1.json bench_results/report_c8.json")
     if out is None and not as_json:
         raise UserError("plan needs --out DIR (files) or --json (stdout), or both")
     if recipe_file is None and flags.get("target") is None:

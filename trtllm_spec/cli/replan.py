@@ -36,7 +36,8 @@ def replan_cmd(bundle: Path, bench_report: Path | None, metrics: str | None, dra
     from trtllm_spec.stages.replan import replan
 
     check_calibrate_args("replan", reports, calibrate, "bench_results_plain/report_c1.json "
-                         "bench_results/report_c1.json (bash bench_plain.sh, bash bench.sh)")
+                         "bench_results_plain/report_c8.json bench_results/report_c1.json bench_results/report_c8.json "
+                         "(bash bench_plain.sh, bash bench.sh: two concurrencies)")
     res = replan(bundle, bench_report=bench_report, metrics=metrics, draft_len=draft_len, out=out, force=force,
                  temperature=temperature, calibrate=list(reports) or None)
     if as_json:

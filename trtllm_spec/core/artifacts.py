@@ -105,6 +105,8 @@ class Plan(_Artifact):
     host_costs: dict[str, Any] | None = None  # the host-cost profile used (core/host_costs.py)
     uncertainty: dict[str, Any] | None = None  # the speedup intervals: level, how, calibration narrowing
     robustness: dict[str, Any] | None = None  # the pick with each host term halved and doubled
+    step_terms: list[dict[str, Any]] | None = None  # every term of the step model and its source (planner/step.py)
+    speedup_kinds: dict[str, str] | None = None  # what each predicted number is (TPOT vs server throughput)
 
 
 PROFILE_SCHEMA = "trtllm-spec/speculation_profile/v1"

@@ -27,8 +27,14 @@ OPTIONS_FILE = "llm_api_options.yaml"
 PLAIN_OPTIONS_FILE = "llm_api_options.plain.yaml"  # the options without speculation (bench_plain.sh)
 SPECULATIVE_OPTIONS_FILE = "llm_api_options.speculative.yaml"  # the drafter where the plan left none (bench_speculative.sh)
 CALIBRATE_OPTIONS_FILE = "llm_api_options.calibrate.yaml"  # the drafter at a second D (bench_calibrate.sh)
+# the drafter at the bundle's own D with no draft_len_schedule: its run at the second concurrency is one D's
+CALIBRATE_MAIN_OPTIONS_FILE = "llm_api_options.calibrate_main.yaml"
+# where bench_calibrate.sh writes each file's reports (a report does not name its options file: its folder does)
+CALIBRATE_RESULTS = {CALIBRATE_OPTIONS_FILE: "bench_results_calibrate",
+                     CALIBRATE_MAIN_OPTIONS_FILE: "bench_results_calibrate_main"}
 DATASET_FILE = "dataset.jsonl"
-OPTIONS_FILES = (OPTIONS_FILE, SPECULATIVE_OPTIONS_FILE, PLAIN_OPTIONS_FILE, CALIBRATE_OPTIONS_FILE)
+OPTIONS_FILES = (OPTIONS_FILE, SPECULATIVE_OPTIONS_FILE, PLAIN_OPTIONS_FILE, CALIBRATE_OPTIONS_FILE,
+                 CALIBRATE_MAIN_OPTIONS_FILE)
 TARGET_DIR = "target"  # a small local target copied into the bundle (else the options name its HF id)
 DRAFTER_DIR = "drafter"  # an exported drafter's folder (Mechanism.bundle_drafter; a draft model has its own)
 REPORT_DIR = "report"  # the report stage: the plan, the overhead report, the measured profile
@@ -43,7 +49,7 @@ OVERHEAD_MD = f"{REPORT_DIR}/overhead.md"
 
 # folders the bundle's own scripts write into it (bench.sh, bench_speculative.sh, replan.sh): not bundle content
 RUNTIME_OUTPUTS = ("bench_results", "bench_results_speculative", "bench_results_plain", "bench_results_calibrate",
-                   "replan")
+                   "bench_results_calibrate_main", "replan")
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,19 @@ class Overheads(StrictModel):
                                    "benchmarks/planner_validation.py)")
     draft_step_s: float = Field(4e-4, ge=0, description="per sequential draft step: sampling, bookkeeping")
     spec_iteration_s: float = Field(2.5e-4, ge=0, description="per speculative iteration: acceptance, KV rewind")
+    # per-sequence terms (issue 53): what grows with the number of requests in the batch, beside the GPU work the
+    # roofline prices. Fitted by 'trtllm-spec tune' / 'plan --calibrate' from runs at two batch sizes or more; a
+    # release prior without per-sequence measurements has them at 0 (plan.json step_terms says so).
+    sequence_s: float = Field(0.0, ge=0, description="per sequence per iteration: per-request scheduling, "
+                              "sampling and output processing")
+    spec_sequence_s: float = Field(0.0, ge=0, description="per sequence per speculative iteration: proposer, "
+                                   "rejection sampler, per-request draft metadata")
+    draft_sequence_s: float = Field(0.0, ge=0, description="per sequence per draft step (chain) or per draft "
+                                    "token (a measured step)")
+    measured_step: bool = Field(False, description="the engine's own step was measured ('trtllm-spec tune' on an "
+                                "engine whose kernels the roofline does not price): the target's and the drafter's "
+                                "passes are not priced, the fitted terms carry them (per draft token for every "
+                                "drafter kind)")
     allreduce_latency_s: float = Field(1e-5, ge=0, description="per all-reduce call (p2p latency)")
     overlap_hides: float = Field(0.0, ge=0, le=1, description="fraction of iteration_s an overlap scheduler hides "
                                  "behind the previous step's GPU work on plain decoding")

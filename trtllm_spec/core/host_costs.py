@@ -29,7 +29,10 @@ from trtllm_spec.core.releases import get as get_release
 from trtllm_spec.core.schema import StrictModel, format_validation_error
 from trtllm_spec.errors import UserError
 
-HOST_TERMS = ("iteration_s", "spec_iteration_s", "draft_step_s")
+# the step model's host terms (planner/step.py): per iteration, per speculative iteration and per draft step, each
+# with its per-sequence part (issue 53)
+HOST_TERMS = ("iteration_s", "sequence_s", "spec_iteration_s", "spec_sequence_s", "draft_step_s", "draft_sequence_s")
+PER_SEQUENCE_TERMS = ("sequence_s", "spec_sequence_s", "draft_sequence_s")
 HOST_COSTS_SCHEMA = "trtllm-spec/host_costs/v1"
 Framework = Literal["TensorRT-LLM", "vLLM", "SGLang", "llama.cpp", "an OpenAI-compatible server"]
 # a profile fitted on served runs of another engine than TensorRT-LLM (plan --calibrate with 'measure served' files):
@@ -47,6 +50,14 @@ class HostProfile(StrictModel):
     iteration_s: float = Field(ge=0)
     spec_iteration_s: float = Field(ge=0)
     draft_step_s: float = Field(ge=0)
+    sequence_s: float = Field(0.0, ge=0, description="per sequence per iteration (0: no per-sequence measurement)")
+    spec_sequence_s: float = Field(0.0, ge=0, description="per sequence per speculative iteration")
+    draft_sequence_s: float = Field(0.0, ge=0, description="per sequence per draft step")
+    measured_step: bool | None = Field(None, description="the terms carry the engine's whole step (fitted by "
+                                       "'trtllm-spec tune' on a measured engine): the roofline is not used")
+    prefill: dict[str, float] | None = Field(None, description="time to first token fitted on the engine's runs "
+                                             "(tune): ttft_s + b ttft_sequence_s, plus spec_ttft_s + b "
+                                             "spec_ttft_sequence_s with speculation (seconds)")
     moe_layer_units: float | None = Field(None, ge=0, description="kernel units per MoE layer (None: the GPU's)")
     per_expert_s: float | None = Field(None, ge=0, description="per expert touched (None: the GPU's)")
     measured_release: str = Field(description="the engine release(s) the fitting measurements ran")
@@ -68,12 +79,16 @@ class HostProfile(StrictModel):
     def overhead_fields(self) -> dict[str, float]:
         """The ``Overheads`` fields this profile sets."""
         extra = {k: getattr(self, k) for k in ("moe_layer_units", "per_expert_s", "overlap_hides",
-                                               "overlap_with_speculation") if getattr(self, k) is not None}
+                                               "overlap_with_speculation", "measured_step")
+                 if getattr(self, k) is not None}
         return self.terms() | extra
 
     def summary(self) -> dict[str, Any]:
         """What a plan records about the profile it used (everything but the calibration detail)."""
-        return self.model_dump(mode="json", by_alias=True, exclude={"fit"}, exclude_none=True)
+        out = self.model_dump(mode="json", by_alias=True, exclude={"fit"}, exclude_none=True)
+        if self.fit:
+            out["identified"] = list(self.fit.get("identified") or [])
+        return out
 
 
 def with_host_costs(hw: Hardware, fields: dict[str, float]) -> Hardware:

@@ -17,6 +17,7 @@ from typing import Literal
 
 # the bundle's LLM API options files (core/bundle.py names them; stages/bundle.py writes them)
 from trtllm_spec.core.bundle import (
+    CALIBRATE_MAIN_OPTIONS_FILE,
     CALIBRATE_OPTIONS_FILE,
     DATASET_FILE,
     OPTIONS_FILE,
@@ -25,7 +26,7 @@ from trtllm_spec.core.bundle import (
 )
 from trtllm_spec.errors import UserError
 
-__all__ = ["CALIBRATE_OPTIONS_FILE", "OPTIONS_FILE", "PLAIN_OPTIONS_FILE", "SPECULATIVE_OPTIONS_FILE"]
+__all__ = ["CALIBRATE_MAIN_OPTIONS_FILE", "CALIBRATE_OPTIONS_FILE", "OPTIONS_FILE", "PLAIN_OPTIONS_FILE", "SPECULATIVE_OPTIONS_FILE"]
 
 
 def serve_image(profile: str) -> str:
@@ -126,15 +127,19 @@ def bench_dataset_jsonl(prompts: Sequence[str], output_tokens: int | Sequence[in
 def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None = None,
              dataset: str = DATASET_FILE, options_file: str = OPTIONS_FILE, num_requests: int | None = None,
              warmup: int = 2, streaming: bool = True, report_dir: str = "bench_results",
-             purpose: str = "Throughput/latency of {model} with its drafter, one run per concurrency.") -> str:
+             purpose: str = "Throughput/latency of {model} with its drafter, one run per concurrency.",
+             also: Sequence[tuple[str, str]] = ()) -> str:
     """``bench.sh``: ``trtllm-bench --model M [--model_path P] throughput`` once per concurrency, each writing
     ``report_dir/report_c{N}.json`` (its ``decoding_stats`` hold the acceptance percentiles); BENCH_RESULTS
-    overrides ``report_dir`` at run time, e.g. for a bundle mounted read-only."""
+    overrides ``report_dir`` at run time, e.g. for a bundle mounted read-only. ``also``: further (options file,
+    report folder) pairs run the same way after the first (bench_calibrate.sh's two fixed draft lengths)."""
     model = _relative(model, "model")
-    for value, what in ((dataset, "dataset"), (options_file, "options file"), (report_dir, "report folder")):
+    for value, what in ((dataset, "dataset"), (options_file, "options file"), (report_dir, "report folder"),
+                        *((x, "options file") for x, _ in also), *((y, "report folder") for _, y in also)):
         _relative(value, what)
-    if not re.fullmatch(r"[A-Za-z0-9_./-]+", report_dir):  # written unquoted inside "${BENCH_RESULTS:-...}"
-        raise UserError(f"report folder {report_dir!r} may only contain letters, digits and . _ - /")
+    for folder in (report_dir, *(y for _, y in also)):
+        if not re.fullmatch(r"[A-Za-z0-9_./-]+", folder):  # written unquoted inside "${BENCH_RESULTS:-...}"
+            raise UserError(f"report folder {folder!r} may only contain letters, digits and . _ - /")
     levels = [_positive(c, "concurrency") for c in concurrency]
     if not levels:
         raise UserError("bench.sh needs at least one concurrency level")
@@ -144,63 +149,101 @@ def bench_sh(*, model: str, concurrency: Sequence[int], model_path: str | None =
     extra = " --streaming" if streaming else ""
     if num_requests:
         extra += f" --num_requests {_positive(num_requests, 'num_requests')}"
+    def one(opts: str, folder: str, var: str, env: str) -> str:
+        return (f'{var}="${{{env}:-{folder}}}"\n'
+                f'if ! mkdir -p "${var}" 2>/dev/null || [ ! -w "${var}" ]; then\n'
+                f'    echo "bench.sh: cannot write the reports to ${var} (is the bundle read-only?);" \\\n'
+                f'         "set {env} to a writable folder" >&2\n'
+                '    exit 2\n'
+                'fi\n'
+                'for c in $CONCURRENCY; do\n'
+                f'    trtllm-bench {model_args} throughput \\\n'
+                f'        --dataset {shlex.quote(dataset)} --extra_llm_api_options {shlex.quote(opts)} \\\n'
+                f'        --concurrency "$c" --warmup {int(warmup)}{extra} \\\n'
+                f'        --report_json "${var}"/"report_c${{c}}.json" "$@"\n'
+                'done\n')
+
+    runs = one(options_file, report_dir, "RESULTS", "BENCH_RESULTS") + "".join(
+        one(o, f, f"RESULTS{i + 2}", f"BENCH_RESULTS{i + 2}") for i, (o, f) in enumerate(also))
     return _header(purpose.format(model=model)) + (
         'cd "$(dirname "$0")"\n'
-        f'CONCURRENCY="${{CONCURRENCY:-{" ".join(map(str, levels))}}}"\n'
-        f'RESULTS="${{BENCH_RESULTS:-{report_dir}}}"\n'
-        'if ! mkdir -p "$RESULTS" 2>/dev/null || [ ! -w "$RESULTS" ]; then\n'
-        '    echo "bench.sh: cannot write the reports to $RESULTS (is the bundle read-only?);" \\\n'
-        '         "set BENCH_RESULTS to a writable folder" >&2\n'
-        '    exit 2\n'
-        'fi\n'
-        'for c in $CONCURRENCY; do\n'
-        f'    trtllm-bench {model_args} throughput \\\n'
-        f'        --dataset {shlex.quote(dataset)} --extra_llm_api_options {shlex.quote(options_file)} \\\n'
-        f'        --concurrency "$c" --warmup {int(warmup)}{extra} \\\n'
-        '        --report_json "$RESULTS"/"report_c${c}.json" "$@"\n'
-        'done\n')
+        f'CONCURRENCY="${{CONCURRENCY:-{" ".join(map(str, levels))}}}"\n' + runs)
 
 
 def replan_sh(*, report: str = "bench_results/report_c1.json", out: str = "replan",
               plain_report: str = "bench_results_plain/report_c1.json", bench: str = "bench.sh",
               plain_bench: str = "bench_plain.sh", calibrate_report: str | None = None,
-              calibrate_bench: str = "bench_calibrate.sh") -> str:
+              calibrate_bench: str = "bench_calibrate.sh", high_batch: int | None = None,
+              calibrate_main_report: str | None = None) -> str:
     """``replan.sh``: ``trtllm-spec replan`` on the speculative report a bench script wrote; when the plain run's
-    report is there too, ``--calibrate PLAIN SPECULATIVE [SECOND_D]`` fits the host costs from them first (the
-    report of the speculative options at a second D, ``calibrate_report``, separates the per-iteration and
-    per-draft-step terms). The new plan, options file, its diff and the fitted host costs go to ``out`` (never
-    over the bundle's files). REPORT, PLAIN_REPORT, CALIBRATE_REPORT and REPLAN_OUT environment variables override
-    the defaults (REPLAN_OUT, not a bare OUT, which job runners and CI systems often export for their own use)."""
+    reports are there too, ``--calibrate`` fits the host costs from them first. The step model's per-sequence terms
+    need two concurrencies (planner/step.py): the plain reports at the smallest batch and at ``high_batch`` (the
+    same file name with ``report_c<high_batch>``), the speculative one at the smallest batch and, for a speculative
+    run at the second concurrency, either ``bench_calibrate.sh``'s reports (``calibrate_report`` at both
+    concurrencies: the drafter at a fixed second D, which also separates the per-iteration and per-draft-step
+    terms; ``calibrate_main_report`` at ``high_batch``: the bundle's own D without its draft_len_schedule, so that
+    run is one D's) or, without them, the speculative report at ``high_batch`` (a bundle whose engine applies no
+    schedule). The new plan, options file, its diff and the fitted host costs go to ``out`` (never over the
+    bundle's files). REPORT, PLAIN_REPORT, CALIBRATE_REPORT (and their _HIGH twins) and REPLAN_OUT environment
+    variables override the defaults (REPLAN_OUT, not a bare OUT, which job runners and CI systems often export)."""
     report, out = _relative(report, "report"), _relative(out, "replan folder")
     plain_report, bench, plain_bench = (_relative(plain_report, "plain report"), _word(bench, "bench script"),
                                         _word(plain_bench, "bench script"))
-    second = ""
-    if calibrate_report is not None:
-        calibrate_report, calibrate_bench = (_relative(calibrate_report, "calibration report"),
-                                             _word(calibrate_bench, "bench script"))
-        second = (f'CALIBRATE_REPORT="${{CALIBRATE_REPORT:-{calibrate_report}}}"\n'
-                  'if [ -f "$PLAIN_REPORT" ] && [ -f "$CALIBRATE_REPORT" ]; then\n'
-                  '    CALIBRATE+=("$CALIBRATE_REPORT")\n'
-                  'elif [ -f "$PLAIN_REPORT" ]; then\n'
-                  f'    echo "replan.sh: no $CALIBRATE_REPORT (bash {calibrate_bench} writes it): one draft length '
-                  'fixes spec_iteration_s + D x draft_step_s only" >&2\n'
-                  'fi\n')
-    return _header("Re-plan from this bundle's own trtllm-bench reports: new plan + options file as a diff in "
-                   f"{out}/; with the plain run's report, host costs fitted from both.") + (
-        'cd "$(dirname "$0")"\n'
-        f'REPORT="${{REPORT:-{report}}}"\n'
-        f'PLAIN_REPORT="${{PLAIN_REPORT:-{plain_report}}}"\n'
-        f'REPLAN_OUT="${{REPLAN_OUT:-{out}}}"\n'
+    if high_batch is not None:
+        _positive(high_batch, "second concurrency")
+
+    def high(name: str) -> str:
+        return re.sub(r"report_c\d+\.json$", f"report_c{high_batch}.json", name)
+
+    lines = [f'REPORT="${{REPORT:-{report}}}"', f'PLAIN_REPORT="${{PLAIN_REPORT:-{plain_report}}}"']
+    if high_batch is not None:
+        lines.append(f'PLAIN_REPORT_HIGH="${{PLAIN_REPORT_HIGH:-{high(plain_report)}}}"')
+        if calibrate_report is not None:
+            calibrate_report, calibrate_bench = (_relative(calibrate_report, "calibration report"),
+                                                 _word(calibrate_bench, "bench script"))
+            main_report = _relative(calibrate_main_report or report, "calibration report")
+            lines += [f'CALIBRATE_REPORT="${{CALIBRATE_REPORT:-{calibrate_report}}}"',
+                      f'CALIBRATE_REPORT_HIGH="${{CALIBRATE_REPORT_HIGH:-{high(calibrate_report)}}}"',
+                      f'REPORT_HIGH="${{REPORT_HIGH:-{high(main_report)}}}"']
+        else:
+            lines.append(f'REPORT_HIGH="${{REPORT_HIGH:-{high(report)}}}"')
+    lines.append(f'REPLAN_OUT="${{REPLAN_OUT:-{out}}}"')
+    body = "\n".join(lines) + "\n" + (
         'if [ ! -f "$REPORT" ]; then\n'
         f'    echo "replan.sh: no $REPORT; run bash {bench} first (it writes {report.rsplit("/", 1)[0]}/report_c<N>.json)" >&2\n'
         '    exit 2\n'
         'fi\n'
-        'CALIBRATE=()\n'
-        'if [ -f "$PLAIN_REPORT" ]; then\n'
-        '    CALIBRATE=(--calibrate "$PLAIN_REPORT" "$REPORT")\n'
-        'else\n'
-        f'    echo "replan.sh: no $PLAIN_REPORT (bash {plain_bench} writes it): host costs stay the release profile\'s" >&2\n'
-        'fi\n' + second +
+        'CALIBRATE=()\n')
+    lo = report.rsplit("_c", 1)[-1].removesuffix(".json")
+    if high_batch is None:
+        body += ('echo "replan.sh: the engine runs one batch size, which cannot separate the per-sequence host costs: '
+                 'host costs stay the release profile\'s" >&2\n')
+    else:
+        body += ('if [ -f "$PLAIN_REPORT" ] && [ -f "$PLAIN_REPORT_HIGH" ]; then\n'
+                 '    CALIBRATE=(--calibrate "$PLAIN_REPORT" "$PLAIN_REPORT_HIGH" "$REPORT")\n')
+        if calibrate_report is not None:
+            body += ('    if [ -f "$CALIBRATE_REPORT" ] && [ -f "$CALIBRATE_REPORT_HIGH" ] && [ -f "$REPORT_HIGH" ]; then\n'
+                     '        CALIBRATE+=("$REPORT_HIGH" "$CALIBRATE_REPORT" "$CALIBRATE_REPORT_HIGH")\n'
+                     '    else\n'
+                     f'        echo "replan.sh: no $CALIBRATE_REPORT / $CALIBRATE_REPORT_HIGH / $REPORT_HIGH (bash '
+                     f'{calibrate_bench} writes them): one draft length at one concurrency fixes spec_iteration_s + '
+                     'D x draft_step_s only, and no per-sequence speculative cost" >&2\n'
+                     '    fi\n')
+        else:
+            body += ('    if [ -f "$REPORT_HIGH" ]; then\n'
+                     '        CALIBRATE+=("$REPORT_HIGH")\n'
+                     '    else\n'
+                     f'        echo "replan.sh: no $REPORT_HIGH (bash {bench} writes it at concurrency {high_batch}): '
+                     'no per-sequence speculative cost" >&2\n'
+                     '    fi\n')
+        body += ('else\n'
+                 f'    echo "replan.sh: no $PLAIN_REPORT and $PLAIN_REPORT_HIGH (bash {plain_bench} writes them, at '
+                 f'concurrency {lo} and {high_batch}: one concurrency cannot separate the per-sequence costs): host '
+                 'costs stay the release profile\'s" >&2\n'
+                 'fi\n')
+    return _header("Re-plan from this bundle's own trtllm-bench reports: new plan + options file as a diff in "
+                   f"{out}/; with the plain runs' reports at two concurrencies, host costs fitted from them.") + (
+        'cd "$(dirname "$0")"\n' + body +
         'exec trtllm-spec replan --bundle . --from-trtllm-bench "$REPORT" --out "$REPLAN_OUT" '
         '${CALIBRATE[@]+"${CALIBRATE[@]}"} "$@"\n')
 

@@ -35,6 +35,7 @@ class RunOptions:
     free_gpu_memory_fraction: float | None
     max_draft_len: int | None = None  # None: any D (a recipe, not a bundle)
     draft_len_schedule: dict[int, int] | None = None
+    report_dir: str | None = None  # the folder its bench script writes reports to (bench_calibrate.sh's two)
 
 
 @dataclass(frozen=True)
@@ -53,22 +54,32 @@ class RunExpectation:
     # what the target resolves to (core.targets.target_identity): served runs are compared on it, not on names
     identity: TargetIdentity | None = None
 
-    def speculative_for(self, draft_len: int) -> RunOptions:
-        """The speculative options file that runs ``draft_len`` (the main one where none sets it)."""
-        return next((o for o in self.other_speculative if o.max_draft_len == draft_len), self.speculative)
+    def speculative_for(self, draft_len: int, path: Path | None = None) -> RunOptions:
+        """The speculative options file that runs ``draft_len``: a further file whose bench script writes to the
+        report's folder, else the main one where it runs that D (or sets none), else a further one that does. A
+        report does not name its options file, so two files at one D (the bundle's own and the same without its
+        draft_len_schedule) are told apart by the folder their script writes to."""
+        same = [o for o in self.other_speculative if o.max_draft_len == draft_len]
+        if path is not None:
+            here = next((o for o in same if o.report_dir and Path(path).parent.name == o.report_dir), None)
+            if here is not None:
+                return here
+        if self.speculative.max_draft_len in (None, draft_len) or not same:
+            return self.speculative
+        return same[0]
 
     def speculative_files(self) -> str:
         return " or ".join(o.file for o in (self.speculative, *self.other_speculative))
 
 
-def options_of(file: str, options: dict) -> RunOptions:
+def options_of(file: str, options: dict, report_dir: str | None = None) -> RunOptions:
     """The report-visible settings of a bundle's LLM API options file."""
     spec = options.get("speculative_config") or {}
     d = spec.get("max_draft_len") or spec.get("num_nextn_predict_layers")
     sched = spec.get("draft_len_schedule")
     return RunOptions(file, options.get("max_batch_size"),
                       (options.get("kv_cache_config") or {}).get("free_gpu_memory_fraction"), d,
-                      {int(k): int(v) for k, v in sched.items()} if sched else None)
+                      {int(k): int(v) for k, v in sched.items()} if sched else None, report_dir)
 
 
 def _norm(name: object) -> str:
@@ -119,7 +130,7 @@ def check_report(report: dict, exp: RunExpectation, path: Path) -> RunOptions:
     opts = exp.plain
     if "decoding_stats" in report:
         d = drafts_per_iteration(report)
-        opts = exp.speculative_for(round(d)) if d is not None else exp.speculative
+        opts = exp.speculative_for(round(d), path) if d is not None else exp.speculative
     _check_options(report, opts, where)
     return opts
 

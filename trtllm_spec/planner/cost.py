@@ -224,9 +224,11 @@ def layer_overhead_units(shape: ModelShape, moe_layer_units: float = 3.0) -> flo
 
 
 def forward_time(shape: ModelShape, hw: Hardware, prec: Precision, par: Parallelism, batch: int, q_len: int,
-                 context: int, lm_head_vocab: int | None = None, extra_params: float = 0.0) -> Breakdown:
-    """One forward pass of ``shape`` (all its layers + lm_head) for ``batch`` x ``q_len`` tokens."""
-    m = batch * q_len
+                 context: int, lm_head_vocab: int | None = None, extra_params: float = 0.0,
+                 gemm_batch: int | None = None) -> Breakdown:
+    """One forward pass of ``shape`` (all its layers + lm_head) for ``batch`` x ``q_len`` tokens; ``gemm_batch``:
+    the batch the GEMMs run at when the engine pads it (a captured CUDA-graph size, planner/step.snap_batch)."""
+    m = (gemm_batch or batch) * q_len
     gemm = layer_linear_time_s(shape, hw, prec, par, m) + lm_head_time_s(shape, hw, prec, par, m, lm_head_vocab)
     gemm += gemm_time_s(hw, extra_params / par.tp, m, prec)
     attn = attention_time_s(shape, hw, prec, par, batch, q_len, context)

@@ -126,6 +126,17 @@ def check_mode(path: Path, recipe: Recipe) -> None:
     check_profile_mode(data, recipe, f"acceptance profile {path}")
 
 
+def graph_batch_sizes(recipe: Recipe, hw: Hardware) -> tuple[int, ...]:
+    """The batch sizes the bundle captures CUDA graphs for (deploy/trtllm_options._cuda_graph_config: the planned
+    batch sizes and max_batch_size, padding on); none on a CPU or with engine.cuda_graphs off."""
+    if hw.kind != "gpu" or not recipe.engine.cuda_graphs:
+        return ()
+    sizes = set(recipe.workload.all_batch_sizes())
+    if recipe.engine.max_batch_size:
+        sizes = {b for b in sizes if b <= recipe.engine.max_batch_size} | {recipe.engine.max_batch_size}
+    return tuple(sorted(sizes))
+
+
 def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapping,
                 host_profile: HostProfile | None = None, interval_level: float | None = None) -> PlanInputs:
     """``mechanisms``: the drafter registry (``trtllm_spec.drafters.registry.MECHANISMS``), passed in;
@@ -176,5 +187,6 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         latency_target_ms=recipe.workload.latency_target_ms, target_id=target.hf_id or recipe.target.model,
         mechanisms=mechanisms, host_costs=host_record, compare_acceptance=compared,
         interval_level=level, host_log_sd=host_sd, prior_host_log_sd=prior_sd, prior_host_costs=prior_terms,
+        graph_batch_sizes=graph_batch_sizes(recipe, hw),
     )
     return PlanInputs(req, target, files)

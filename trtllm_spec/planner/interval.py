@@ -3,7 +3,8 @@
 The predicted speedup is S = AL T0 / T1 (plain step T0, speculative step T1 at the same batch). Two sources of
 error, combined in log space (independent, normal in ln S):
 
-1. **host costs**: each host term x_k (iteration_s, spec_iteration_s, draft_step_s) has a log-space standard
+1. **host costs**: each host term x_k (planner/step.py: per iteration, per speculative iteration, per draft step,
+   each with its per-sequence part) has a log-space standard
    deviation sd_k (core/host_costs.py: the fit's resolution for a fitted release, widened by the release rule's
    distance for a derived one, the calibration's residuals after ``plan --calibrate``). ln S moves with ln x_k by
    the elasticity  e_k = c0_k x_k / T0 - c1_k x_k / T1  (c: how many times the term counts in each step,
@@ -24,11 +25,12 @@ from __future__ import annotations
 import math
 import statistics
 
+from trtllm_spec.core.host_costs import HOST_TERMS
 from trtllm_spec.errors import UserError
 from trtllm_spec.planner.calibrate import host_coefficients
 from trtllm_spec.planner.search import Candidate, CostContext, MechanismPlan
 
-TERMS = ("iteration_s", "spec_iteration_s", "draft_step_s")
+TERMS = HOST_TERMS
 DEFAULT_LEVEL = 0.8
 # benchmarks/planner_validation.py (--loso): "model_log_sd" (out of sample) and "model_log_sd_in_sample", the
 # calibration split only, recorded 2026-12-03; MODEL_LOG_SD re-derived (0.19 -> 0.21) after the split rule held
@@ -63,14 +65,14 @@ def calibrated_log_sd(profile: dict) -> dict[str, float]:
     sd = max(CALIBRATED_FLOOR_LOG_SD, rms)
     identified = set(fit.get("identified") or [])  # a single D identifies only the sum of the speculative terms:
     prior = profile.get("prior_uncertainty") or {}  # their split keeps the release's uncertainty
-    return {k: sd if k in identified else prior.get(k, sd) for k in TERMS}
+    return {k: sd if k in identified else prior.get(k, sd) for k in TERMS}  # a sum's split: the prior's
 
 
 def elasticities(ctx: CostContext, main: MechanismPlan, plain: Candidate, spec: Candidate) -> dict[str, float]:
     """d ln S / d ln x_k for each host term at one (batch, D)."""
     ov = ctx.hw.overheads
-    c0 = host_coefficients(ctx.hw, main.cost, 0)
-    c1 = host_coefficients(ctx.hw, main.cost, spec.draft_len)
+    c0 = host_coefficients(ctx.hw, main.cost, 0, plain.batch_size)
+    c1 = host_coefficients(ctx.hw, main.cost, spec.draft_len, spec.batch_size)
     return {k: c0[k] * getattr(ov, k) / plain.step_time_s - c1[k] * getattr(ov, k) / spec.step_time_s
             for k in TERMS}
 

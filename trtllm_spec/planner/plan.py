@@ -19,6 +19,7 @@ from trtllm_spec.planner.interval import DEFAULT_LEVEL
 from trtllm_spec.planner.limits import limit_note, speculation_limit
 from trtllm_spec.planner.robustness import robustness
 from trtllm_spec.planner.schedule import check_schedule, render_schedule
+from trtllm_spec.planner.step import term_sources
 from trtllm_spec.planner.search import (
     Candidate,
     CostContext,
@@ -62,6 +63,8 @@ class PlanRequest:
     host_log_sd: Mapping[str, float] | None = None
     prior_host_log_sd: Mapping[str, float] | None = None
     prior_host_costs: Mapping[str, float] | None = None  # the release profile's Overheads fields (before calibration)
+    # the engine's captured CUDA-graph batch sizes (the bundle's cuda_graph_config.batch_sizes): GEMMs run padded
+    graph_batch_sizes: tuple[int, ...] = ()
 
     def mechanism(self, name: str) -> MechanismModel:
         if name not in self.mechanisms:
@@ -106,8 +109,24 @@ def build_plans(req: PlanRequest) -> tuple[list[MechanismPlan], list[str]]:
     return plans, skipped
 
 
+def plan_context(req: PlanRequest) -> CostContext:
+    """The cost context of a request: its GPU and host terms, captured CUDA-graph sizes and fitted prefill."""
+    return CostContext(req.target, req.hardware, req.par, req.precision, req.workload, req.free_gpu_memory_fraction,
+                       tuple(req.graph_batch_sizes), (req.host_costs or {}).get("prefill"))
+
+
+SPEEDUP_KINDS = {
+    "speedup": "decode (TPOT) speedup: tokens/s per user after the first token, at D over D = 0 at the same batch; "
+               "what the step model predicts, and what the pick maximises",
+    "server_speedup": "server throughput speedup: tokens/s a server delivers to that many users in a closed loop, "
+                      "time to first token (the drafter's prefill included) counted, at D over D = 0",
+    "ttft_s": "time to first token: fitted on the engine's runs where measured (tune), else one prompt's prefill by "
+              "the roofline (a lower bound above batch 1)",
+}
+
+
 def make_plan(req: PlanRequest) -> dict:
-    ctx = CostContext(req.target, req.hardware, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
+    ctx = plan_context(req)
     plans, skipped = build_plans(req)
     cands = evaluate(ctx, plans)
     main = plans[0]
@@ -135,6 +154,9 @@ def make_plan(req: PlanRequest) -> dict:
         "frontier": [{k: v for k, v in c.as_dict().items() if k != "breakdown"} for c in pareto_frontier(cands)],
         "assumptions": assumptions(req, plans, skipped),
         "host_costs": req.host_costs or {"name": "the GPU's overheads", "terms_s": host_terms(req.hardware)},
+        "step_terms": term_sources(req.hardware.overheads, req.host_costs, bool(req.prior_host_log_sd),
+                                   req.graph_batch_sizes),
+        "speedup_kinds": SPEEDUP_KINDS,
         "uncertainty": unc["record"],
         "robustness": robustness(ctx, main, cands, rec, lambda c2, cands2: recommend(req, c2, main, cands2)),
     }
@@ -208,7 +230,9 @@ def interval_of(unc: dict, c: Candidate) -> dict:
 
 
 def host_terms(hw: Hardware) -> dict[str, float]:
-    return {k: getattr(hw.overheads, k) for k in ("iteration_s", "spec_iteration_s", "draft_step_s")}
+    from trtllm_spec.core.host_costs import HOST_TERMS
+
+    return {k: getattr(hw.overheads, k) for k in HOST_TERMS}
 
 
 def one_draft_len(draft_by_batch: dict[int, int], d: int) -> tuple[int, int | None, int | None]:
@@ -268,6 +292,7 @@ def recommend(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands: li
         rule = f"{rule}; {note}" if rule else note  # recipe refuses a max_draft_len it set below the block)
     check_schedule(schedule, max_d, req.trtllm_profile)
     rows = [{"batch_size": b, "draft_len": c.draft_len, "speedup": round(c.speedup, 4),
+             "server_speedup": round(c.server_speedup, 4), "ttft_s": c.ttft_s,
              "acceptance_length": round(c.acceptance_length, 4), "tpot_s": c.tpot_s,
              "tokens_per_s_per_user": c.tokens_per_s_per_user, "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu}
             for b, c in sorted(best.items())]
@@ -368,7 +393,14 @@ def assumptions(req: PlanRequest, plans: list[MechanismPlan], skipped: list[str]
            if hw.overheads.overlap_hides else "")
         + f", {hw.overheads.spec_iteration_s * 1e3:.3f} ms per speculative iteration, "
         f"{hw.overheads.per_layer_s * 1e6:.1f} us per layer per forward, {hw.overheads.draft_step_s * 1e6:.1f} us per "
-        f"draft step (host-cost profile: {(req.host_costs or {}).get('name', 'the GPU file')})",
+        f"draft step (host-cost profile: {(req.host_costs or {}).get('name', 'the GPU file')})"
+        + (f"; per sequence: {hw.overheads.sequence_s * 1e3:.3f} ms per iteration, "
+           f"{hw.overheads.spec_sequence_s * 1e3:.3f} ms per speculative iteration, "
+           f"{hw.overheads.draft_sequence_s * 1e3:.3f} ms per draft step"
+           if any(getattr(hw.overheads, k) for k in ("sequence_s", "spec_sequence_s", "draft_sequence_s")) else
+           "; no per-sequence host terms (the profile has none: 0; calibrate at two batch sizes)")
+        + ("; the step is the engine's measured one (the fitted terms carry the GPU work)"
+           if hw.overheads.measured_step else ""),
         f"attention tile = {hw.attention_tile_rows} query rows per KV head",
     ]
     for mp in plans:

@@ -1,6 +1,7 @@
 """How much the recommendation leans on the host-cost terms: each term halved and doubled, the pick re-made.
 
-For each of iteration_s, spec_iteration_s and draft_step_s (core/host_costs.py) and each factor in FACTORS, the
+For each of iteration_s, spec_iteration_s and draft_step_s (core/host_costs.py), and each per-sequence term that is
+not 0 (a calibration fitted it), and each factor in FACTORS, the
 recipe's mechanism is evaluated again with that one term scaled (search.evaluate), and
 
 - the pick is made again by the plan's own recommend (max_draft_len, draft_len_schedule or max_concurrency by the
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from trtllm_spec.core.host_costs import HOST_TERMS
 from trtllm_spec.planner.search import CostContext, MechanismPlan, evaluate
 
 TERMS = ("iteration_s", "spec_iteration_s", "draft_step_s")
@@ -46,7 +48,8 @@ def robustness(ctx: CostContext, main: MechanismPlan, base_cands, base_rec: dict
     base = pick(base_rec)
     base_speed = _speedups(base_cands, name, base["by_batch"])
     rows = []
-    for term in TERMS:
+    terms = [t for t in HOST_TERMS if t in TERMS or getattr(ctx.hw.overheads, t) > 0]
+    for term in terms:
         for factor in FACTORS:
             c2 = scaled_context(ctx, term, factor)
             cands = evaluate(c2, [main])
@@ -65,7 +68,7 @@ def robustness(ctx: CostContext, main: MechanismPlan, base_cands, base_rec: dict
             })
     changed = [f"{r['term']} x{r['factor']:g}" for r in rows if r["pick_changes"]]
     worst = max(rows, key=lambda r: r["max_abs_speedup_change"]) if rows else None
-    return {"terms_s": {t: getattr(ctx.hw.overheads, t) for t in TERMS}, "factors": list(FACTORS),
+    return {"terms_s": {t: getattr(ctx.hw.overheads, t) for t in terms}, "factors": list(FACTORS),
             "pick": {k: base[k] for k in ("max_draft_len", "draft_len_schedule", "max_concurrency")},
             "rows": rows, "pick_changes_under": changed,
             "note": robustness_note(changed, worst)}

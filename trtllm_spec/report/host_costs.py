@@ -48,6 +48,18 @@ def host_costs_markdown(plan: dict) -> list[str]:
     return lines
 
 
+def step_terms_markdown(plan: dict) -> list[str]:
+    """Every term of the step model, its value and its source (plan.json ``step_terms``, planner/step.py)."""
+    rows = plan.get("step_terms")
+    if not rows:
+        return []
+    lines = ["## Step model terms", "", "| term | what | value ms | source |", "|---|---|---|---|"]
+    for r in rows:
+        v = "-" if r["value_s"] is None else _ms(r["value_s"])
+        lines.append(f"| {r['term']} | {r['what']} | {v} | {r['source']} |")
+    return lines + [""]
+
+
 def robustness_markdown(plan: dict) -> list[str]:
     rob = plan.get("robustness")
     if not rob:

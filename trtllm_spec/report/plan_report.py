@@ -46,10 +46,17 @@ def render_markdown(plan: dict) -> str:
         lines += [f"Where speculation stops paying: {rec['speculation_limit']['note']}.", ""]
     if rec.get("uncertainty_note"):
         lines += [f"Inside the uncertainty: {rec['uncertainty_note']}.", ""]
-    lines += ["| batch | D | AL | speedup | TPOT ms | tok/s/user | tok/s/GPU |", "|---|---|---|---|---|---|---|"]
+    lines += ["| batch | D | AL | speedup (TPOT) | server speedup | TTFT ms | TPOT ms | tok/s/user | tok/s/GPU |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in rec["by_batch"]:
+        server = f"{r['server_speedup']:.2f}x" if r.get("server_speedup") is not None else "-"
+        ttft = _fmt_ms(r["ttft_s"]) if r.get("ttft_s") is not None else "-"
         lines.append(f"| {r['batch_size']} | {r['draft_len']} | {r['acceptance_length']:.2f} | {speedup_cell(r)} | "
-                     f"{_fmt_ms(r['tpot_s'])} | {r['tokens_per_s_per_user']:.1f} | {r['tokens_per_s_per_gpu']:.1f} |")
+                     f"{server} | {ttft} | {_fmt_ms(r['tpot_s'])} | {r['tokens_per_s_per_user']:.1f} | "
+                     f"{r['tokens_per_s_per_gpu']:.1f} |")
+    if plan.get("speedup_kinds"):
+        k = plan["speedup_kinds"]
+        lines += ["", f"Speedup (TPOT): {k['speedup']}. Server speedup: {k['server_speedup']}. TTFT: {k['ttft_s']}."]
     if rec["infeasible_batch_sizes"]:
         lines += ["", f"Batch sizes that do not fit in memory: {rec['infeasible_batch_sizes']} "
                       f"(largest feasible by D: {rec['largest_feasible_batch']})"]
@@ -73,9 +80,15 @@ def render_markdown(plan: dict) -> str:
             lines.append(f"| {c['draft_len']} | {_fmt_ms(tb['gemm_s'])} | {_fmt_ms(tb['attention_s'])} | "
                          f"{_fmt_ms(tb['comm_s'])} | {_fmt_ms(tb['overhead_s'])} | {_fmt_ms(db['total_s'])} | "
                          f"{_fmt_ms(c['step_time_s'])} | {c['acceptance_length']:.2f} | {_cand_speedup(c)} |")
-    from trtllm_spec.report.host_costs import host_costs_markdown, robustness_markdown, uncertainty_markdown
+    from trtllm_spec.report.host_costs import (
+        host_costs_markdown,
+        robustness_markdown,
+        step_terms_markdown,
+        uncertainty_markdown,
+    )
 
-    lines += [""] + uncertainty_markdown(plan) + host_costs_markdown(plan) + robustness_markdown(plan)
+    lines += [""] + uncertainty_markdown(plan) + host_costs_markdown(plan) + step_terms_markdown(plan) \
+        + robustness_markdown(plan)
     lines += ["## Assumptions", ""] + [f"- {a}" for a in plan["assumptions"]]
     names = drawable_plots(plan)
     lines += ["", ("Plots: " + ", ".join(f"`{n}`" for n in names) + ".") if names else

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from trtllm_spec.core.bundle import CALIBRATE_RESULTS as CALIBRATE_RESULTS_DIRS
 from trtllm_spec.core.bundle import DATASET_FILE, RECIPE_FILE, TARGET_DIR
 from trtllm_spec.core.files import write_text_atomic
 from trtllm_spec.deploy import scripts as sc
@@ -93,8 +94,10 @@ def bundle(ctx: BuildContext) -> StageResult:
     write_text_atomic(b / sc.OPTIONS_FILE, render_yaml(ctx.options, profile=r.trtllm_profile,
                                                        note=_engine_note(ctx.options, rec)))
     write_text_atomic(b / "serve.sh", sc.serve_sh(model=model))
+    lo, hi = calibration_batches(batches, max_bs)
     write_text_atomic(b / "bench.sh", sc.bench_sh(model=ctx.recipe.target.hf_id or model, model_path=model
-                                                  if model == "target" else None, concurrency=batches))
+                                                  if model == "target" else None,
+                                                  concurrency=bench_levels(batches, hi)))
     write_text_atomic(b / DATASET_FILE, ctx.bench_dataset.jsonl())
     files = [sc.OPTIONS_FILE, "serve.sh", "bench.sh", "replan.sh", DATASET_FILE]
     spec_d = rec.max_draft_len
@@ -103,10 +106,12 @@ def bundle(ctx: BuildContext) -> StageResult:
         files += alt
     else:
         files += _plain_alternative(ctx, model)
-    second = _calibrate_alternative(ctx, model, spec_model, extra, spec_d) if spec_d else []
+    second = _calibrate_alternative(ctx, model, spec_model, extra, spec_d, (lo, hi)) if spec_d else []
     files += second
-    write_text_atomic(b / "replan.sh", sc.replan_sh(**_replan_reports(rec.max_draft_len, min(batches)),
-                                                    calibrate_report=f"{CALIBRATE_RESULTS}/report_c{min(batches)}.json"
+    write_text_atomic(b / "replan.sh", sc.replan_sh(**_replan_reports(rec.max_draft_len, lo),
+                                                    calibrate_report=f"{CALIBRATE_RESULTS}/report_c{lo}.json"
+                                                    if second else None, high_batch=hi,
+                                                    calibrate_main_report=f"{CALIBRATE_MAIN_RESULTS}/report_c{lo}.json"
                                                     if second else None))
     for f in ("serve.sh", "bench.sh", "replan.sh"):
         (b / f).chmod(0o755)
@@ -159,15 +164,33 @@ def _speculative_alternative(ctx: BuildContext, model: str, spec_model: str | No
     header = (f"# Not recommended by the planner (predicted {best['speedup']:.2f}x at batch {best['batch_size']}, "
               f"D={d}): kept to measure on the GPU against llm_api_options.yaml\n")
     write_text_atomic(b / ALT_OPTIONS_FILE, header + render_yaml(options, profile=r.trtllm_profile))
+    _lo, hi = calibration_batches(batches, r.engine.max_batch_size or max(batches))
     write_text_atomic(b / "bench_speculative.sh", sc.bench_sh(
-        model=r.target.hf_id or model, model_path=model if model == "target" else None, concurrency=batches,
+        model=r.target.hf_id or model, model_path=model if model == "target" else None,
+        concurrency=bench_levels(batches, hi),
         options_file=ALT_OPTIONS_FILE, report_dir="bench_results_speculative"))
     (b / "bench_speculative.sh").chmod(0o755)
     return [ALT_OPTIONS_FILE, "bench_speculative.sh"], d
 
 
 PLAIN_OPTIONS_FILE, CALIBRATE_OPTIONS_FILE = sc.PLAIN_OPTIONS_FILE, sc.CALIBRATE_OPTIONS_FILE
-CALIBRATE_RESULTS = "bench_results_calibrate"
+CALIBRATE_MAIN_OPTIONS_FILE = sc.CALIBRATE_MAIN_OPTIONS_FILE
+CALIBRATE_RESULTS, CALIBRATE_MAIN_RESULTS = (CALIBRATE_RESULTS_DIRS[f] for f in (CALIBRATE_OPTIONS_FILE,
+                                                                                  CALIBRATE_MAIN_OPTIONS_FILE))
+
+
+def calibration_batches(batches: list[int], max_batch_size: int) -> tuple[int, int | None]:
+    """The two concurrencies the host-cost calibration runs at (the step model's per-sequence terms need two,
+    planner/step.py): the smallest planned batch and the largest (or, with one planned batch, 8 times it, within
+    the engine's max_batch_size); None where the engine runs one batch size only."""
+    lo = min(batches)
+    hi = max(batches) if max(batches) > lo else min(8 * lo, max_batch_size)
+    return lo, (hi if hi > lo else None)
+
+
+def bench_levels(batches: list[int], high: int | None) -> list[int]:
+    """The concurrencies a bench script runs: the planned batch sizes and the calibration's second one."""
+    return sorted(set(batches) | ({high} if high else set()))
 
 
 def second_draft_len(d: int, limit: int | None) -> int | None:
@@ -179,16 +202,19 @@ def second_draft_len(d: int, limit: int | None) -> int | None:
     return None
 
 
-def _calibrate_alternative(ctx: BuildContext, model: str, spec_model: str | None, extra: dict, d: int) -> list[str]:
-    """For a chain drafter (host work once per draft step), the speculative options at a second D, fixed (no
-    schedule), and a bench script for the smallest planned batch: with the plain and the speculative runs, three
-    reports that identify all three host-cost terms (two identify only spec_iteration_s + D draft_step_s)."""
+def _calibrate_alternative(ctx: BuildContext, model: str, spec_model: str | None, extra: dict, d: int,
+                           levels: tuple[int, int | None]) -> list[str]:
+    """For a drafter with a model (chain: host work once per draft step; block: one pass per iteration), the
+    speculative options at a second D, fixed (no schedule, so the second concurrency runs that D), and a bench
+    script at the calibration's two concurrencies: with the plain runs at both and the speculative run at the
+    smallest, reports that identify the host-cost terms (one D identifies only spec_iteration_s + D draft_step_s
+    and no per-sequence speculative cost)."""
     from trtllm_spec.deploy.trtllm_options import render_yaml
 
     r = ctx.recipe
     shape = ctx.target.shape if ctx.target is not None else None
-    if shape is None or not ctx.mechanism.cost(shape, r.drafter).sequential:
-        return []
+    if shape is None or not ctx.mechanism.cost(shape, r.drafter).passes:  # a model-free drafter (n-gram, SA): no
+        return []  # pass to price and no schedule in any release, so bench.sh's second concurrency serves
     if ctx.mechanism.only_draft_len(r.drafter) is not None:
         return []
     limit = ctx.mechanism.max_draft_len(shape, r.drafter)
@@ -197,17 +223,23 @@ def _calibrate_alternative(ctx: BuildContext, model: str, spec_model: str | None
         return []
     extra = {k: v for k, v in extra.items() if k != "max_concurrency"}
     options = _options(ctx, spec_model, d2, None, extra)
-    b, batch = ctx.bundle, min(r.workload.all_batch_sizes())
+    b = ctx.bundle
     header = (f"# llm_api_options.yaml's drafter at a second draft length (D={d2}, not a recommendation): the third "
               "run replan.sh fits the host costs with (bench_calibrate.sh)\n")
     write_text_atomic(b / CALIBRATE_OPTIONS_FILE, header + render_yaml(options, profile=r.trtllm_profile))
+    main = _options(ctx, spec_model, d, None, extra)
+    write_text_atomic(b / CALIBRATE_MAIN_OPTIONS_FILE, f"# llm_api_options.yaml's drafter at its D={d} with no "
+                      "draft_len_schedule (not a recommendation): run at the second concurrency it is one D's step, "
+                      "which replan.sh fits the per-sequence host costs with (bench_calibrate.sh)\n"
+                      + render_yaml(main, profile=r.trtllm_profile))
     write_text_atomic(b / "bench_calibrate.sh", sc.bench_sh(
-        model=r.target.hf_id or model, model_path=model if model == "target" else None, concurrency=[batch],
-        options_file=CALIBRATE_OPTIONS_FILE, report_dir=CALIBRATE_RESULTS,
-        purpose=f"Throughput/latency of {{model}} with its drafter at D={d2} (a second draft length for "
-                "replan.sh's host-cost calibration)"))
+        model=r.target.hf_id or model, model_path=model if model == "target" else None,
+        concurrency=[c for c in levels if c], options_file=CALIBRATE_OPTIONS_FILE, report_dir=CALIBRATE_RESULTS,
+        also=[(CALIBRATE_MAIN_OPTIONS_FILE, CALIBRATE_MAIN_RESULTS)],
+        purpose=f"Throughput/latency of {{model}} with its drafter at D={d2} and at D={d} without a schedule (fixed "
+                "draft lengths at two concurrencies for replan.sh's host-cost calibration)"))
     (b / "bench_calibrate.sh").chmod(0o755)
-    return [CALIBRATE_OPTIONS_FILE, "bench_calibrate.sh"]
+    return [CALIBRATE_OPTIONS_FILE, CALIBRATE_MAIN_OPTIONS_FILE, "bench_calibrate.sh"]
 
 
 def _replan_reports(max_draft_len: int, batch: int) -> dict[str, str]:
@@ -229,9 +261,11 @@ def _plain_alternative(ctx: BuildContext, model: str) -> list[str]:
     r, b = ctx.recipe, ctx.bundle
     header = "# llm_api_options.yaml without speculation: the plain run replan.sh calibrates host costs with\n"
     write_text_atomic(b / PLAIN_OPTIONS_FILE, header + render_yaml(options, profile=r.trtllm_profile))
+    batches = r.workload.all_batch_sizes()
+    _lo, hi = calibration_batches(batches, r.engine.max_batch_size or max(batches))
     write_text_atomic(b / "bench_plain.sh", sc.bench_sh(
         model=r.target.hf_id or model, model_path=model if model == "target" else None,
-        concurrency=r.workload.all_batch_sizes(), options_file=PLAIN_OPTIONS_FILE, report_dir="bench_results_plain",
+        concurrency=bench_levels(batches, hi), options_file=PLAIN_OPTIONS_FILE, report_dir="bench_results_plain",
         purpose="Throughput/latency of {model} without speculation (for replan.sh's host-cost calibration)"))
     (b / "bench_plain.sh").chmod(0o755)
     return [PLAIN_OPTIONS_FILE, "bench_plain.sh"]

@@ -13,7 +13,9 @@ from typing import get_args
 
 from trtllm_spec.core.artifacts import SERVED_FILE
 from trtllm_spec.core.bundle import (
+    CALIBRATE_MAIN_OPTIONS_FILE,
     CALIBRATE_OPTIONS_FILE,
+    CALIBRATE_RESULTS,
     OPTIONS_FILE,
     PLAIN_OPTIONS_FILE,
     SPECULATIVE_OPTIONS_FILE,
@@ -67,8 +69,8 @@ def bundle_expectation(bundle: Bundle, recipe: Recipe, target_id: str) -> RunExp
     else:
         spec, plain = options_of(SPECULATIVE_OPTIONS_FILE, load(SPECULATIVE_OPTIONS_FILE)), options_of(
             OPTIONS_FILE, main)
-    others = (options_of(CALIBRATE_OPTIONS_FILE, load(CALIBRATE_OPTIONS_FILE)),) if (
-        CALIBRATE_OPTIONS_FILE in bundle.options) else ()
+    others = tuple(options_of(name, load(name), CALIBRATE_RESULTS[name])
+                   for name in (CALIBRATE_OPTIONS_FILE, CALIBRATE_MAIN_OPTIONS_FILE) if name in bundle.options)
     extra = (TARGET_DIR,) if (bundle.path / TARGET_DIR).is_dir() else ()
     built = str((bundle.recipe.get("target") or {}).get("model") or "")  # the name it was built from
     return RunExpectation(f"bundle {bundle.path}", _model_ids(recipe, target_id, *extra, built, Path(built).name),
@@ -82,9 +84,9 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Bundle | N
     from trtllm_spec import __version__
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.measure.served_calibration import read_served_measurements, served_file
-    from trtllm_spec.planner.calibrate import TERMS, fit_host_costs
+    from trtllm_spec.planner.calibrate import TERMS, DesignError, fit_host_costs
     from trtllm_spec.planner.inputs import plan_inputs
-    from trtllm_spec.planner.search import CostContext
+    from trtllm_spec.planner.plan import plan_context
 
     req = plan_inputs(recipe, mechanisms=MECHANISMS).request  # the prior: the release's profile
     exp = (bundle_expectation(bundle, recipe, req.target_id) if bundle is not None else
@@ -107,10 +109,13 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Bundle | N
         release = SERVED_RELEASE
     else:
         measurements, files = read_measurements(reports, exp)
-    ctx = CostContext(req.target, req.hardware, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
+    ctx = plan_context(req)
     cost = req.mechanism(req.drafter.type).cost(req.target, req.drafter)
     prior = {k: getattr(req.hardware.overheads, k) for k in TERMS}
-    fit = fit_host_costs(ctx, cost, measurements, prior)
+    try:
+        fit = fit_host_costs(ctx, cost, measurements, prior)
+    except DesignError as exc:
+        raise UserError(f"--calibrate: {exc}") from None
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if release == SERVED_RELEASE:
         versions = [f"served runs ({len(files)} files)"]
@@ -145,10 +150,12 @@ def speculative_report(reports: list[Path]) -> Path | None:
 
 def fit_markdown(profile: HostProfile) -> list[str]:
     """replan.md's host-cost section: fitted terms and measured vs modelled TPOT before and after."""
+    from trtllm_spec.planner.step import TERM_TEXT
+
     t = profile.terms()
     lines = ["## Host costs fitted from the reports", "",
-             f"{t['iteration_s'] * 1e3:.3f} ms per iteration, {t['spec_iteration_s'] * 1e3:.3f} ms per speculative "
-             f"iteration, {t['draft_step_s'] * 1e3:.3f} ms per draft step (prior: {profile.fit['prior']}); in "
+             ", ".join(f"{t[k] * 1e3:.3f} ms {TERM_TEXT[k]}" for k in t)
+             + f" (prior: {profile.fit['prior']}; identified: {', '.join(profile.fit.get('identified') or [])}); in "
              f"`{HOST_COSTS_FILE}`.", "",
              "| report | batch | D | AL | measured TPOT ms | prior model ms | fitted model ms |", "|---|---|---|---|---|---|---|"]
     for r in profile.fit["measurements"]:
