@@ -174,3 +174,26 @@ def test_every_14_options_file_and_script_of_a_built_plan_level_recipe(cli, tmp_
     assert any("trtllm-bench" in c for c in calls) and any("trtllm-serve" in c for c in calls)
     for line in calls:
         assert "--config " not in line and "--extra_llm_api_options" in line, line
+
+
+def test_dspark_step_cost_table_has_the_documented_fields_and_shape():
+    """Issue 53 item 3: the step model as DSpark's confidence scheduler prices a step (planner/dspark_table.py):
+    the documented sps.json fields, theta over verified tokens non-decreasing, alpha growing with the batch."""
+    from trtllm_spec.core.recipe_load import recipe_from_dict
+    from trtllm_spec.drafters.registry import MECHANISMS
+    from trtllm_spec.planner.dspark_table import cost_table
+    from trtllm_spec.planner.inputs import plan_inputs
+    from trtllm_spec.planner.plan import plan_context
+
+    r = recipe_from_dict({"target": {"model": "qwen3-8b"}, "drafter": {"type": "dspark"},
+                          "hardware": {"gpu": "b200"}, "engine": {"trtllm_version": "1.4"},
+                          "workload": {"batch_sizes": [1, 8, 64]}})
+    req = plan_inputs(r, mechanisms=MECHANISMS).request
+    block = MECHANISMS["dspark"].only_draft_len(r.drafter)
+    t = cost_table(plan_context(req), MECHANISMS["dspark"].cost(req.target, r.drafter), block, [1, 8, 64])
+    assert set(t) == {"token_counts", "step_time_ms", "fixed_overhead_ms", "batch_sizes", "batch_overhead_ms"}
+    assert t["token_counts"][0] == 2 and t["token_counts"][-1] == 64 * (block + 1)
+    assert all(b >= a for a, b in zip(t["step_time_ms"], t["step_time_ms"][1:], strict=False))
+    assert t["batch_sizes"] == [1, 8, 64] and t["batch_overhead_ms"] == sorted(t["batch_overhead_ms"])
+    assert t["fixed_overhead_ms"] > 0 and MECHANISMS["dspark"].step_cost_table
+    assert not MECHANISMS["dflash"].step_cost_table

@@ -168,15 +168,19 @@ def _settings(engine, target, drafter, drafter_type, servers, concurrency, draft
         if not drafter_type:
             raise UserError("--engine openai needs --drafter-type (the mechanism your servers run, e.g. eagle3)")
     else:
+        from trtllm_spec.drafters.registry import folderless
+
         if not drafter:
-            raise UserError("--engine vllm needs --drafter: 'ngram' or a drafter folder")
-        if drafter != "ngram" and not Path(drafter).is_dir():
-            raise UserError(f"--drafter {drafter!r} is neither 'ngram' nor an existing folder")
-    from trtllm_spec.drafters.registry import MECHANISMS
+            raise UserError(f"--engine vllm needs --drafter: {' or '.join(map(repr, folderless()))}, or a drafter "
+                            "folder")
+        if drafter not in folderless() and not Path(drafter).is_dir():
+            raise UserError(f"--drafter {drafter!r} is neither {' nor '.join(map(repr, folderless()))} nor an "
+                            "existing folder")
+    from trtllm_spec.drafters.registry import MECHANISMS, folderless
 
     if drafter_type is None:
-        if drafter == "ngram":
-            drafter_type = "ngram"
+        if drafter in folderless():
+            drafter_type = drafter
         else:
             from trtllm_spec.drafters.load import folder_kind
 

@@ -78,6 +78,9 @@ class Mechanism:
     # (and on a zero tier), in each of core.trtllm_gates.MAIN_STATES (floor at 1, then keep-warm); () = not
     # read (a mode without a schedule)
     implicit_tier: ClassVar[tuple[int, ...]] = ()
+    # TensorRT-LLM schedules this drafter's verification length from a step-cost table (DSpark's confidence
+    # scheduling): the bundle writes the planner's step model as that table (planner/dspark_table.py)
+    step_cost_table: ClassVar[bool] = False
     # llama.cpp's speculative type that runs this drafter (llama-server --spec-type; common/speculative.cpp), or
     # None with the reason llama.cpp cannot run it ('measure llamacpp' and 'assets serve' refuse it)
     llamacpp_spec_type: ClassVar[str | None] = None

@@ -63,6 +63,10 @@ class PlanRequest:
     host_log_sd: Mapping[str, float] | None = None
     prior_host_log_sd: Mapping[str, float] | None = None
     prior_host_costs: Mapping[str, float] | None = None  # the release profile's Overheads fields (before calibration)
+    # the absolute sd (seconds) of host terms the profile leaves at 0 unmeasured (per-sequence terms of a prior
+    # without a batch sweep: core/host_costs.PER_SEQUENCE_SD_S), now and before a calibration
+    host_sd_s: Mapping[str, float] | None = None
+    prior_host_sd_s: Mapping[str, float] | None = None
     # the engine's captured CUDA-graph batch sizes (the bundle's cuda_graph_config.batch_sizes): GEMMs run padded
     graph_batch_sizes: tuple[int, ...] = ()
 
@@ -154,11 +158,11 @@ def make_plan(req: PlanRequest) -> dict:
         "frontier": [{k: v for k, v in c.as_dict().items() if k != "breakdown"} for c in pareto_frontier(cands)],
         "assumptions": assumptions(req, plans, skipped),
         "host_costs": req.host_costs or {"name": "the GPU's overheads", "terms_s": host_terms(req.hardware)},
+        "uncertainty": unc["record"],
+        "robustness": robustness(ctx, main, cands, rec, lambda c2, cands2: recommend(req, c2, main, cands2)),
         "step_terms": term_sources(req.hardware.overheads, req.host_costs, bool(req.prior_host_log_sd),
                                    req.graph_batch_sizes),
         "speedup_kinds": SPEEDUP_KINDS,
-        "uncertainty": unc["record"],
-        "robustness": robustness(ctx, main, cands, rec, lambda c2, cands2: recommend(req, c2, main, cands2)),
     }
 
 
@@ -173,7 +177,8 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
     # a calibration fitted the host terms on the engine's own reports: the model's in-sample residual; else the
     # out-of-sample one (planner/interval.py)
     model_sd = iv.MODEL_LOG_SD_CALIBRATED if req.prior_host_log_sd else iv.MODEL_LOG_SD
-    bands = iv.annotate(ctx, main, cands, host_sd, level, model_sd)
+    host_sd_s = dict(req.host_sd_s or {})
+    bands = iv.annotate(ctx, main, cands, host_sd, level, model_sd, host_sd_s)
     for r in rec["by_batch"]:
         lo, hi, _sd = bands.get((r["batch_size"], r["draft_len"]), (r["speedup"], r["speedup"], 0.0))
         r["speedup_low"], r["speedup_high"] = round(lo, 4), round(hi, 4)
@@ -197,6 +202,7 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
 
     record = {"level": level, "z": round(iv.z_of(level), 4), "model_log_sd": model_sd,
               "host_log_sd": {k: round(v, 4) for k, v in host_sd.items()},
+              "host_sd_s": {k: v for k, v in host_sd_s.items()},
               "how": "speedup x exp(+-z sd), sd^2 = sum over host terms (elasticity of ln speedup to the term x its "
                      "log sd)^2 + model_log_sd^2 (the model's residual on published measurements: out of sample, "
                      "leave one source out, for a release profile; in sample after a calibration on the engine's "
@@ -212,7 +218,7 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
             prior_ctx = replace(ctx, hw=ctx.hw.model_copy(update={"overheads": ov}))
         prior_cands = evaluate(prior_ctx, [main])
         before = median_width(iv.annotate(prior_ctx, main, prior_cands, dict(req.prior_host_log_sd), level,
-                                          iv.MODEL_LOG_SD),
+                                          iv.MODEL_LOG_SD, dict(req.prior_host_sd_s or {})),
                               prior_cands)
         after = record["median_relative_width"]
         record["calibration"] = {"prior_host_log_sd": {k: round(v, 4) for k, v in req.prior_host_log_sd.items()},

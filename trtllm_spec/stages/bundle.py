@@ -115,6 +115,8 @@ def bundle(ctx: BuildContext) -> StageResult:
                                                     if second else None))
     for f in ("serve.sh", "bench.sh", "replan.sh"):
         (b / f).chmod(0o755)
+    table, table_note = _dspark_cost_table(ctx)
+    files += table
     files += _multinode(ctx, model)
     from trtllm_spec.deploy.data_scripts import write_data_scripts  # issue 15: data.sh / data.sbatch
 
@@ -123,7 +125,8 @@ def bundle(ctx: BuildContext) -> StageResult:
         files += _legacy_engines(ctx, model, spec_model, max_bs)
     return StageResult("bundle", "done", detail=f"{', '.join(files)}; model {model}"
                        + (f", drafter {spec_model}" if spec_model else "")
-                       + f"; dataset.jsonl: {ctx.bench_dataset.summary()}, max_seq_len {ctx.options['max_seq_len']}")
+                       + f"; dataset.jsonl: {ctx.bench_dataset.summary()}, max_seq_len {ctx.options['max_seq_len']}"
+                       + (f"; {table_note}" if table_note else ""))
 
 
 def _engine_note(options: dict, rec) -> str:
@@ -269,6 +272,41 @@ def _plain_alternative(ctx: BuildContext, model: str) -> list[str]:
         purpose="Throughput/latency of {model} without speculation (for replan.sh's host-cost calibration)"))
     (b / "bench_plain.sh").chmod(0o755)
     return [PLAIN_OPTIONS_FILE, "bench_plain.sh"]
+
+
+DSPARK_TABLE_FILE = "dspark_cost_table.json"
+DSPARK_TABLE_NOTE = (
+    "dspark_cost_table.json: the planner's step model as DSpark's confidence scheduler prices a step, T(bs, L) = "
+    "bias + alpha(bs) + theta(bs (L + 1)), in the fields NVIDIA/TensorRT-LLM documents for its step-cost table "
+    "(docs/source/features/dspark-confidence-scheduling.md @2391b203: token_counts, step_time_ms, fixed_overhead_ms, "
+    "batch_sizes, batch_overhead_ms; newest main's confidence_sps_table_path). TensorRT-LLM {release} reads "
+    "confidence_cost_table_path, whose file format no source of that release confirms (its DSparkDecodingConfig "
+    "reference page lists the field without one), so the options leave enable_confidence_scheduling off; check the "
+    "format against the release before pointing confidence_cost_table_path at this file")
+
+
+def _dspark_cost_table(ctx: BuildContext) -> tuple[list[str], str]:
+    """For a drafter TensorRT-LLM schedules from a step-cost table (DSpark) on a release with confidence
+    scheduling: the table (planner/dspark_table.py) beside the options, unconfirmed for the release (said in the
+    bundle stage's record, the manifest), the scheduler left off; (files, the note)."""
+    from trtllm_spec.core.files import write_json_atomic
+    from trtllm_spec.core.releases import get as release_record
+
+    r = ctx.recipe
+    if not ctx.mechanism.step_cost_table or ctx.recipe.trtllm_profile != "1.4" or ctx.target is None:
+        return [], ""
+    from trtllm_spec.drafters.registry import MECHANISMS
+    from trtllm_spec.planner.dspark_table import cost_table
+    from trtllm_spec.planner.inputs import plan_inputs
+    from trtllm_spec.planner.plan import plan_context
+
+    req = plan_inputs(r, mechanisms=MECHANISMS).request
+    cost = ctx.mechanism.cost(req.target, r.drafter)
+    block = ctx.mechanism.only_draft_len(r.drafter) or max(1, ctx.plan.recommendation.max_draft_len)
+    sizes = (ctx.options.get("cuda_graph_config") or {}).get("batch_sizes") or r.workload.all_batch_sizes()
+    table = cost_table(plan_context(req), cost, block, sizes)
+    write_json_atomic(ctx.bundle / DSPARK_TABLE_FILE, table)
+    return [DSPARK_TABLE_FILE], DSPARK_TABLE_NOTE.format(release=release_record(r.trtllm_profile).name)
 
 
 def _multinode(ctx: BuildContext, model: str) -> list[str]:

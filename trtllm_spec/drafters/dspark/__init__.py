@@ -33,6 +33,7 @@ class DSpark(DFlash):
         return DSparkDrafter()
 
     dynamic_draft_len_since = None  # support_dynamic_draft_len() never lists DSpark: one D, no max_concurrency
+    step_cost_table = True  # confidence-scheduled verification reads a step-cost table (planner/dspark_table.py)
 
     def only_draft_len(self, cfg: DSparkDrafter) -> int:
         # TensorRT-LLM's DSparkWorker._lazy_init (cited above) refuses any max_draft_len but the checkpoint's
