@@ -5,9 +5,13 @@ not fitted on. The calibration split's own residuals cannot: every one of its po
 that price it. Here each calibration source is priced as the planner would price a source it has never seen:
 
 - its framework release keeps other calibration sources: that release's host costs are re-fitted on them alone
-  (the same grid search as ``--fit``; MoE kernel costs and the shared GEMM overlap held at their recorded values);
+  (the same six-term fit as ``--fit``; MoE kernel costs and the shared GEMM overlap held at their recorded values);
 - it was its release's only calibration source: the release has no fit left, so it is priced by the release rule
-  (core/host_costs.release_host_profile) from the framework's other fitted releases, as an unfitted release is.
+  (core/host_costs.release_host_profile) from the framework's other fitted releases, as an unfitted release is;
+- its framework has no other fitted release (issue 54: vLLM and SGLang keep one each once the profiles fitted on
+  held-out sources are retired): it is priced by the planner's default prior, TensorRT-LLM's fitted profile -- the
+  host costs of another engine, what a plan for an engine without a profile would be (the MoE kernel costs and
+  overlap of its own release kept).
 
 The held-out split is never used. ``MODEL_LOG_SD`` is the smallest model term (on a 0.005 grid) for which the
 planner's own intervals at the default level (the host part from each point's release profile, the model term
@@ -41,8 +45,10 @@ def robust_log_sd(rows: list[dict]) -> float:
     return 1.4826 * statistics.median(abs(math.log(1 + r["error"])) for r in rows)
 
 
-def loso(points: list, predict, best, grid: dict, overlap: float, profile_of) -> list[dict]:
-    """One result per calibration source: its points predicted without that source in any fit."""
+def loso(points: list, predict, refit, overlap: float, profile_of, default: tuple[str, str]) -> list[dict]:
+    """One result per calibration source: its points predicted without that source in any fit. ``refit(rest,
+    overlap)`` -> the six host terms fitted on ``rest`` (planner_validation.fit_release); ``default``: the
+    (framework, release) whose profile prices a source whose framework has no other fitted release left."""
     calib = [p for p in points if p.split == "calibration"]
     sources = sorted({p.source.split(" (")[0].split(":")[0] for p in calib})
     out = []
@@ -53,14 +59,17 @@ def loso(points: list, predict, best, grid: dict, overlap: float, profile_of) ->
             rest = [p for p in calib if (p.framework, p.release) == rel and p not in held]
             if rest:
                 recorded = profile_of(rest[0])[0]
-                keep = {k: v for k, v in recorded.items() if k not in grid}
-                _score, prof = best(rest, overlap, grid, keep)
                 how = f"re-fitted on {len(rest)} other calibration sweep(s) of {rel[0]} {rel[1]}"
-                results = [predict(p, overlap, recorded | prof) for p in pts]
-            else:
+                results = [predict(p, overlap, recorded | refit(rest, overlap)) for p in pts]
+            elif any(f == rel[0] and r != rel[1] for f, r in host_costs.PUBLISHED_HOST_PROFILES):
                 with without_fit(*rel):
                     how = f"release rule ({profile_of(pts[0])[1]})"
                     results = [predict(p, overlap) for p in pts]
+            else:  # nothing of its framework is left: an engine the planner has no profile of
+                prof = host_costs.PUBLISHED_HOST_PROFILES[default]
+                how = (f"no other fitted {rel[0]} release: the planner's default prior, {prof.name} (another "
+                       "engine's host costs)")
+                results = [predict(p, overlap, profile_of(p)[0] | prof.terms()) for p in pts]
             for res in results:
                 res["loso"] = how
             out.extend(results)

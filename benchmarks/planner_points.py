@@ -93,10 +93,13 @@ POINTS_AS_ASSIGNED = [
           "4x H100 TP4, temperature 0)", "SGLang", "qwen3-30b-a3b", "h100", EAGLE3_32K, Parallelism(tp=4), 4, "bf16",
           128, 512, {4: 2.55}, {(1, 4): 185.64 / 218.89, (4, 4): 476.37 / 507.49, (8, 4): 673.14 / 677.14,
                                 (32, 4): 927.11 / 1128.30, (64, 4): 1307.95 / 1237.84}, "calibration",
-          release="0.5", base_step_s={1: 1 / 218.89}, tree=(4, 4, 16),
+          release="0.5", base_step_s={b: b / t for b, t in zip((1, 4, 8, 32, 64), (218.89, 507.49, 677.14, 1128.30,
+                                                                                      1237.84), strict=True)},
+          tree=(4, 4, 16),
           notes="tree of 16 verified tokens per sequence (steps 4, topk 4); AL 2.54-2.58 by batch, 2.55 used; "
-                "speedup = throughput ratio at the same batch; same reporter as SpecForge #339 (validation), "
-                "another issue, TP and draft configuration"),
+                "speedup = throughput ratio at the same batch; plain step = batch / plain throughput (issue 54: every "
+                "batch, was bs 1 only); same reporter as SpecForge #339 (validation), another issue, TP and draft "
+                "configuration"),
     # ---- validation: never used by --fit ----
     Point("Llama-3.1-8B EAGLE-3 D=2, bs 2-56", "EAGLE-3 paper (arXiv 2503.01840v3) Table 5: vLLM, 1x RTX 3090, "
           "MT-bench, chain of 2", "vLLM", "llama-3.1-8b-instruct", RTX3090, EAGLE3_32K, Parallelism(), 1, "bf16",

@@ -217,7 +217,7 @@ def commit() -> str:
 
 
 def benchmark_json(results: list[dict], st: dict, level: float, command: str, excluded: list[dict],
-                   terms: dict, split_rule: dict | None = None) -> dict:
+                   terms: dict, split_rule: dict | None = None, extra: dict | None = None) -> dict:
     """The benchmark record; ``terms``: the interval's model terms (out of sample and in sample, the LOSO summary);
     ``split_rule``: the split as assigned beside the split after the rule (planner_validation.split_rule_record)."""
     held, cal = st["validation"]["all"], st["calibration"]["all"]
@@ -233,6 +233,7 @@ def benchmark_json(results: list[dict], st: dict, level: float, command: str, ex
             "result": {"level": level, "model_log_sd": round(terms["model_log_sd"], 4),
                        "model_log_sd_in_sample": round(terms["model_log_sd_in_sample"], 4), "loso": terms["loso"],
                        "stats": {k: st[k] for k in SPLITS},
-                       "trends": st["trends"], "points": results, "excluded": excluded, "split_rule": split_rule},
+                       "trends": st["trends"], "points": results, "excluded": excluded, "split_rule": split_rule}
+            | (extra or {}),
             "readme": [{"what": "Planner: predicted vs published speculative-decoding speedups (pure math, no GPU)",
                         "result": row, "where": "benchmarks/planner_validation.md"}]}

@@ -43,7 +43,7 @@ import sys
 
 from trtllm_spec.core import host_costs
 from trtllm_spec.core.hardware import Hardware, load_hardware
-from trtllm_spec.core.host_costs import published_host_profile, release_host_profile
+from trtllm_spec.core.host_costs import HOST_TERMS, published_host_profile, release_host_profile
 from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.acceptance import table
@@ -62,16 +62,15 @@ from trtllm_spec.planner.search import (
 # fitted with --fit on the calibration points of that framework release only; gemm_overlap is shared physics,
 # fitted on all calibration points together.
 GEMM_OVERLAP = 0.0
+# the profile a plan uses when the recipe names no serving engine: TensorRT-LLM's fitted release
+DEFAULT_PRIOR = ("TensorRT-LLM", "0.20-1.0rc")
 # MoE kernel costs (Overheads.moe_layer_units, per_expert_s), fitted per release only where its calibration points
 # include an MoE target (--fit stage 2); a release without one keeps the TensorRT-LLM defaults of core/hardware.py.
 MOE_GRID = {"moe_layer_units": [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0],
             "per_expert_s": [0.0, 5e-7, 1e-6, 1.5e-6, 2e-6, 3e-6, 4e-6]}
-GRID = {"iteration_s": [1e-4, 2e-4, 4e-4, 6e-4, 8e-4, 1.0e-3, 1.25e-3, 1.5e-3, 2e-3, 2.5e-3],
-        "draft_step_s": [5e-5, 1e-4, 2e-4, 3e-4, 4e-4, 6e-4, 8e-4, 1.0e-3, 1.25e-3, 1.5e-3],
-        "spec_iteration_s": [0.0, 2.5e-4, 5e-4, 1e-3, 1.5e-3, 2e-3, 3e-3, 4e-3]}
-OVERLAP_GRID = [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
+import planner_fit as pf  # noqa: E402
 import planner_loso  # noqa: E402
 from planner_points import (  # noqa: E402
     EAGLE3_32K,
@@ -90,7 +89,7 @@ from planner_stats import (  # noqa: E402
     render_stats,
     render_trends,
 )
-from planner_terms import decompose, step_terms  # noqa: E402
+from planner_terms import decompose  # noqa: E402
 
 from trtllm_spec.errors import UserError  # noqa: E402
 from trtllm_spec.planner import interval as iv  # noqa: E402
@@ -181,38 +180,70 @@ def picks(p: Point, cand: dict[tuple[int, int], dict]) -> list[dict]:
     return out
 
 
-def interval(p: Point, hw: Hardware, batch: int, draft_len: int, predicted: float, host_sd: dict[str, float],
-             level: float) -> tuple[float, float, float]:
-    """The planner's interval (planner/interval.py) around one predicted speedup, and its host part (log sd):
-    host-term elasticities from the step terms (planner_terms.step_terms), the release profile's log sd per term,
-    the model's out-of-sample residual sd (every point here is priced as an uncalibrated plan is)."""
-    x0, x1 = step_terms(p, hw, batch, 0), step_terms(p, hw, batch, draft_len)
-    t0, t1 = sum(x0.values()), sum(x1.values())
-    var = sum(((x0[t] / t0 - x1[t] / t1) * host_sd.get(k, 0.0)) ** 2 for t, k in HOST_OF_TERM.items())
-    return (*iv.bounds(predicted, math.sqrt(var + iv.MODEL_LOG_SD ** 2), level), math.sqrt(var))
+def interval(comp: dict, x: dict[str, float], batch: int, draft_len: int, predicted: float,
+             host_sd: dict[str, float], host_sd_s: dict[str, float], level: float,
+             model_sd: float | None = None) -> tuple[float, float, float]:
+    """The planner's interval (planner/interval.py) around one predicted speedup, and its host part (log sd): each
+    host term's elasticity d ln S / d ln x_k = c0_k x_k / T0 - c1_k x_k / T1 times the release profile's log sd, and
+    for a term the profile does not measure (0) its absolute sd (core/host_costs.PER_SEQUENCE_SD_S) times
+    d ln S / d x_k; the model's out-of-sample residual sd on top (every point here is priced as an uncalibrated plan
+    is)."""
+    c0, c1 = comp[(batch, 0)], comp[(batch, draft_len)]
+    t0, t1 = pf.step(c0, x), pf.step(c1, x)
+    var = 0.0
+    for k in HOST_TERMS:
+        d = c0["coef"][k] / t0 - c1["coef"][k] / t1
+        var += (d * x[k] * host_sd.get(k, 0.0)) ** 2 + (d * host_sd_s.get(k, 0.0)) ** 2
+    model = iv.MODEL_LOG_SD if model_sd is None else model_sd
+    return (*iv.bounds(predicted, math.sqrt(var + model ** 2), level), math.sqrt(var))
 
 
-HOST_OF_TERM = {"iteration": "iteration_s", "spec_iteration": "spec_iteration_s", "draft_host": "draft_step_s"}
+def candidates(p: Point, hw: Hardware) -> dict[tuple[int, int], dict]:
+    """(batch, D) -> the planner's candidate (speedup, step_time_s, feasible) at every batch of the point (its
+    speedups' and its plain steps') and every D up to the largest it measured."""
+    batches = tuple(sorted({b for b, _d in p.speedup} | set(p.base_step_s)))
+    if p.tree:
+        return tree_candidates(p, hw, batches)
+    req = PlanRequest(target=resolve_shape(p.target), hardware=hw, drafter=p.drafter,
+                      workload=Workload(batches, p.isl, p.osl), par=p.par, num_gpus=p.num_gpus,
+                      precision=Precision(weight=p.weights), acceptance=table(p.al, p.source, measured=True),
+                      max_draft_len=max(p.al), compare=False, mechanisms=MECHANISMS)
+    ctx = CostContext(req.target, hw, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
+    return {(c.batch_size, c.draft_len): c.as_dict() for c in evaluate(ctx, build_plans(req)[0])}
+
+
+def components(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] | None = None) -> dict:
+    """The point's steps as work + coefficients of the six host terms (planner_fit.components), on the release
+    profile's other fields (MoE kernel costs, overlap)."""
+    prof = profile or profile_of(p)[0]
+    pairs = sorted({(b, 0) for b, _d in p.speedup} | set(p.speedup) | {(b, 0) for b in p.base_step_s})
+
+    def steps(x: dict[str, float]) -> dict[tuple[int, int], float]:
+        cand = candidates(p, hardware_for(p, overlap, prof | x))
+        return {k: cand[k]["step_time_s"] for k in pairs}
+
+    return pf.components(pairs, steps)
+
+
+def release_uncertainty(p: Point) -> tuple[dict[str, float], dict[str, float]]:
+    """(log sd per term, absolute sd in seconds per unmeasured term) of the point's release profile."""
+    prof = release_host_profile(p.framework, p.release)
+    return prof.uncertainty or {}, prof.uncertainty_s or {}
 
 
 def predict(p: Point, overlap: float = GEMM_OVERLAP, profile: dict[str, float] | None = None,
             level: float = iv.DEFAULT_LEVEL) -> dict:
-    hw = hardware_for(p, overlap, profile or profile_of(p)[0])
+    prof = profile or profile_of(p)[0]
+    hw = hardware_for(p, overlap, prof)
     batches = tuple(sorted({b for b, _d in p.speedup}))
-    if p.tree:
-        cand = tree_candidates(p, hw, batches)
-    else:
-        req = PlanRequest(target=resolve_shape(p.target), hardware=hw, drafter=p.drafter,
-                          workload=Workload(batches, p.isl, p.osl), par=p.par, num_gpus=p.num_gpus,
-                          precision=Precision(weight=p.weights), acceptance=table(p.al, p.source, measured=True),
-                          max_draft_len=max(p.al), compare=False, mechanisms=MECHANISMS)
-        ctx = CostContext(req.target, hw, req.par, req.precision, req.workload, req.free_gpu_memory_fraction)
-        cand = {(c.batch_size, c.draft_len): c.as_dict() for c in evaluate(ctx, build_plans(req)[0])}
-    host_sd = release_host_profile(p.framework, p.release).uncertainty or {}
+    cand = candidates(p, hw)
+    comp = components(p, overlap, prof)
+    x = {k: getattr(hw.overheads, k) for k in HOST_TERMS}
+    host_sd, host_sd_s = release_uncertainty(p)
     rows = []
     for (b, d), s in sorted(p.speedup.items()):
         pred = cand[(b, d)]["speedup"]
-        lo, hi, host = interval(p, hw, b, d, pred, host_sd, level)
+        lo, hi, host = interval(comp, x, b, d, pred, host_sd, host_sd_s, level)
         rows.append({"batch": b, "draft_len": d, "al": p.al[d], "measured": s, "predicted": round(pred, 3),
                      "error": round(pred / s - 1, 3), "fits": cand[(b, d)]["feasible"], "low": round(lo, 3),
                      "high": round(hi, 3), "host_log_sd": round(host, 4)})
@@ -245,40 +276,40 @@ def loss(results: list[dict]) -> float:
     return sum(errs) / len(errs)
 
 
-def _best(pts: list[Point], overlap: float, grid: dict[str, list[float]], base: dict[str, float]
-          ) -> tuple[float, dict[str, float]]:
-    """The grid point (over ``grid``'s keys, the rest held at ``base``) with the lowest loss on ``pts``."""
-    scored = []
-    for vals in itertools.product(*grid.values()):
-        prof = base | dict(zip(grid, vals, strict=True))
-        scored.append((loss([predict(p, overlap, prof) for p in pts]) * len(pts), prof))
-    return min(scored, key=lambda t: t[0])
+def fit_release(pts: list[Point], overlap: float = GEMM_OVERLAP, base: dict[str, float] | None = None
+                ) -> pf.ReleaseFit:
+    """The six host terms of one framework release, fitted on ``pts`` (its calibration points) by
+    benchmarks/planner_fit.py: the columns its points identify, non-negative least squares on relative errors. The
+    release profile's other fields (MoE kernel costs, overlap) are held at ``base`` (default: the recorded ones),
+    whose host terms give the ratio a fitted sum is split in."""
+    base = base or profile_of(pts[0])[0]
+    memo: dict[str, dict] = {}
+
+    def comp(p: Point) -> dict:
+        if p.name not in memo:
+            memo[p.name] = components(p, overlap, base)
+        return memo[p.name]
+
+    def n_steps(p: Point, d: int) -> float:
+        b = min(bb for bb, dd in p.speedup if dd == d)
+        return comp(p)[(b, d)]["coef"]["draft_step_s"]
+
+    cols, notes = pf.columns(pts, base, n_steps)
+    return pf.fit(pf.equations(pts, comp), cols, notes, base)
 
 
-def fit(overlaps: list[float] = OVERLAP_GRID) -> tuple[float, dict[str, dict[str, float]]]:
-    """Grid search on calibration points only: per framework release its host costs; where that release's
-    calibration points include an MoE target, then alternately its MoE kernel costs (host costs held) and its host
-    costs (MoE held) until neither moves; finally the shared GEMM overlap."""
+def fit(overlap: float = GEMM_OVERLAP) -> dict[str, dict]:
+    """Per framework release, its six host terms on its calibration points only (fit_release); MoE kernel costs and
+    the shared GEMM overlap held at their recorded values (issue 54: the structure changed, not the physics)."""
     calib = [p for p in POINTS if p.split == "calibration"]
-    best_overlap, best_profiles, best_total = None, {}, math.inf
-    for overlap in overlaps:
-        profiles, total = {}, 0.0
-        for fw in sorted({(p.framework, p.release) for p in calib}):
-            pts = [p for p in calib if (p.framework, p.release) == fw]
-            score, prof = _best(pts, overlap, GRID, {})
-            for _round in range(4):  # coordinate descent, MoE costs <-> host costs, until neither moves
-                if not any(resolve_shape(p.target).moe is not None for p in pts):
-                    break
-                before = prof
-                score, prof = _best(pts, overlap, MOE_GRID, prof)
-                score, prof = _best(pts, overlap, GRID, {k: prof[k] for k in MOE_GRID})
-                if prof == before:
-                    break
-            profiles[f"{fw[0]} {fw[1]}"], total = prof, total + score
-        print(f"overlap {overlap}: calibration loss {total:.4f}", file=sys.stderr)
-        if total < best_total:
-            best_overlap, best_profiles, best_total = overlap, profiles, total
-    return best_overlap, best_profiles
+    out = {}
+    for fw in sorted({(p.framework, p.release) for p in calib}):
+        pts = [p for p in calib if (p.framework, p.release) == fw]
+        f = fit_release(pts, overlap)
+        out[f"{fw[0]} {fw[1]}"] = {"terms_s": {k: float(f"{v:.4g}") for k, v in f.terms.items()},
+                                   "columns": f.columns, "notes": f.notes, "equations": f.rows,
+                                   "loss": round(f.loss, 5), "fitted_on": sorted({p.source_id for p in pts})}
+    return out
 
 
 def by_release(results: list[dict]) -> list[dict]:
@@ -304,6 +335,58 @@ def render_by_release(results: list[dict]) -> list[str]:
                  for v in (r["calibration"], r["validation"])]
         lines.append(f"| {r['framework']} | {r['release']} | {r['profile']} | {cells[0]} | {cells[1]} |")
     return lines + [""]
+
+
+def retired_record() -> dict:
+    """Issue 54: the profiles fitted on sources the split rule holds out (core/host_costs.RETIRED_HOST_PROFILES),
+    judged on the held-out points of their release that no profile was ever fitted on: each such point priced with
+    the retired profile (put back for the call, its per-sequence terms 0) beside the release rule that prices it now."""
+    from trtllm_spec.core.host_costs import RETIRED_HOST_PROFILES, HostProfile
+
+    out = []
+    for (fw, rel), ret in RETIRED_HOST_PROFILES.items():
+        pts = [p for p in POINTS if (p.framework, p.release) == (fw, rel) and p.name not in ret["fitted_sweeps"]]
+        rule = [predict(p) for p in pts]
+        prof = HostProfile(name=f"{fw.lower()}-{rel} (retired)", framework=fw, release=rel, **ret["terms_s"],
+                           **ret.get("moe", {}), measured_release=rel, fitted_on=[ret["fitted_on"]], fitted="retired")
+        host_costs.PUBLISHED_HOST_PROFILES[(fw, rel)] = prof
+        try:
+            kept = [predict(p) for p in pts]
+        finally:
+            host_costs.PUBLISHED_HOST_PROFILES.pop((fw, rel))
+
+        def st(res: list[dict]) -> dict:
+            errs = [r["error"] for x in res for r in x["rows"]]
+            return {"points": len(errs), "median_abs_error": round(statistics.median(abs(e) for e in errs), 4),
+                    "mean_signed_error": round(statistics.fmean(errs), 4)}
+
+        out.append({"release": f"{fw} {rel}", "fitted_on": ret["fitted_on"], "judged_on": [p.name for p in pts],
+                    "kept": st(kept), "retired": st(rule), "rule_profile": rule[0]["profile"]})
+    return {"rule": "a shipped profile is fitted on the calibration split; neither release has another calibration "
+                    "source, so 're-fit without it' has nothing to fit: retired, priced by the release rule",
+            "releases": out}
+
+
+def render_fit_and_retired(extra: dict) -> str:
+    lines = ["### Host terms per release (--fit: the six terms, calibration split only)", "",
+             "| release | iteration ms | per seq us | spec iteration ms | spec per seq us | draft step ms | draft per seq "
+             "us | unknowns the points identify | equations | fitted on |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for rel, f in extra["fit"].items():
+        t = f["terms_s"]
+        lines.append(f"| {rel} | {t['iteration_s'] * 1e3:.3f} | {t['sequence_s'] * 1e6:.1f} | "
+                     f"{t['spec_iteration_s'] * 1e3:.3f} | {t['spec_sequence_s'] * 1e6:.1f} | "
+                     f"{t['draft_step_s'] * 1e3:.3f} | {t['draft_sequence_s'] * 1e6:.1f} | {'; '.join(f['columns'])} | "
+                     f"{f['equations']} | {'; '.join(f['fitted_on'])} |")
+    lines += ["", "### Retired profiles (fitted on held-out sources), on the held-out points never fitted", "",
+              f"Rule: {extra['retired']['rule']}.", "",
+              "| release | fitted on | judged on | with the retired profile: points, median abs, mean signed | by the "
+              "release rule (now) |", "|---|---|---|---|---|"]
+    for r in extra["retired"]["releases"]:
+        k, n = r["kept"], r["retired"]
+        lines.append(f"| {r['release']} | {r['fitted_on']} | {'; '.join(r['judged_on'])} | {k['points']}, "
+                     f"{k['median_abs_error']:.1%}, {k['mean_signed_error']:+.1%} | {n['median_abs_error']:.1%}, "
+                     f"{n['mean_signed_error']:+.1%} ({r['rule_profile']}) |")
+    return "\n".join(lines) + "\n"
 
 
 def split_rule_record(before: list[dict], after: list[dict]) -> dict:
@@ -467,7 +550,8 @@ def selected(points: list[Point], argv: list[str]) -> list[Point]:
 
 def out_of_sample() -> list[dict]:
     """Each calibration source priced without itself (benchmarks/planner_loso.py)."""
-    return planner_loso.loso(POINTS, predict, _best, GRID, GEMM_OVERLAP, profile_of)
+    return planner_loso.loso(POINTS, predict, lambda rest, overlap: fit_release(rest, overlap).terms, GEMM_OVERLAP,
+                             profile_of, DEFAULT_PRIOR)
 
 
 def main() -> None:
@@ -485,9 +569,8 @@ def main() -> None:
         calib = [predict(p) for p in POINTS if p.split == "calibration"]
         print(planner_loso.render(out_of_sample(), model_log_sd(calib), iv.DEFAULT_LEVEL))
         return
-    if "--fit" in sys.argv:  # --keep-overlap: host costs per release only, the shared GEMM overlap held
-        overlap, profiles = fit([GEMM_OVERLAP] if "--keep-overlap" in sys.argv else OVERLAP_GRID)
-        print(json.dumps({"gemm_overlap": overlap, "frameworks": profiles}, indent=2))
+    if "--fit" in sys.argv:  # the six host terms per release, on the calibration split only
+        print(json.dumps({"gemm_overlap": GEMM_OVERLAP, "frameworks": fit()}, indent=2))
         return
     raw = _arg("--level") or str(iv.DEFAULT_LEVEL)
     try:
@@ -506,11 +589,13 @@ def main() -> None:
     loso = out_of_sample()  # with the recorded profiles (those the planner ships), as an unseen source is priced
     out_sd = planner_loso.calibrated_sd(loso, iv.DEFAULT_LEVEL)
     terms = {"model_log_sd": out_sd, "model_log_sd_in_sample": sd, "loso": planner_loso.summary(loso)}
+    extra = {"fit": fit(), "retired": retired_record()}
     if "--json" in sys.argv:
         print(json.dumps({"results": results, "stats": st, **terms, "by_release": by_release(results),
-                          "split_rule": rule}, indent=2, default=str))
+                          "split_rule": rule, **extra}, indent=2, default=str))
         return
     print(render(results, st, level, rule))
+    print(render_fit_and_retired(extra))
     print("\n### The interval's model term, out of sample (--loso)\n")
     print(planner_loso.render(loso, sd, iv.DEFAULT_LEVEL))
     print(f"\nplanner/interval.MODEL_LOG_SD = {iv.MODEL_LOG_SD} (out of sample), MODEL_LOG_SD_CALIBRATED = "
@@ -523,8 +608,8 @@ def main() -> None:
         command = "PYTHONPATH=$PWD .venv/bin/python benchmarks/planner_validation.py" + \
             (f" --level {level}" if level != iv.DEFAULT_LEVEL else "")
         out = Path(__file__).with_suffix(".json")
-        out.write_text(json.dumps(benchmark_json(results, st, level, command, EXCLUDED, terms, rule), indent=1,
-                                  default=str) + "\n", encoding="utf-8")
+        out.write_text(json.dumps(benchmark_json(results, st, level, command, EXCLUDED, terms, rule, extra),
+                                  indent=1, default=str) + "\n", encoding="utf-8")
 
 
 def _arg(flag: str) -> str | None:

@@ -76,6 +76,9 @@ def test_plan_every_recipe(cli):
     (["--target", "qwen3-8b", "--drafter", "draft_model", "--draft-model", "llama-3.2-1b-instruct"], "vocab"),
     (["--target", "qwen3-8b", "--set", "workload.isll=3"], "did you mean 'isl'"),
     ([], "needs --target"),
+    (["--target", "qwen3-8b", "--serving", "vllm"], "--serving 'vllm': expected FRAMEWORK:VERSION"),
+    (["--target", "qwen3-8b", "--serving", "tgi:1.0"], "--serving: Input should be 'vllm' or 'sglang'"),
+    (["--target", "qwen3-8b", "--serving", "vllm:next"], "'next' is not a release number"),
 ])
 def test_plan_bad_input(cli, tmp_path, args, match):
     out = tmp_path / "out"
@@ -196,3 +199,27 @@ def test_plan_dspark_one_draft_len(cli, tmp_path):
     md = (out / "plan.md").read_text()
     assert "max_concurrency:" not in md.replace("draft_len_schedule or max_concurrency", "")
     assert "applies no draft_len_schedule or max_concurrency to DSpark" in md and "separate deployment" in md
+
+
+def test_plan_prices_the_engine_the_user_serves(cli):
+    """Issue 54: --serving (engine.serving) picks the host-cost profile of that engine's release, by the release rule
+    where it has no fit of its own; the plan names it, the rule and every term's source."""
+    args = ("plan", "--target", "llama-3.1-8b-instruct", "--gpu", "h100", "--batch-sizes", "1,16", "--json",
+            "--no-compare")
+    trt = json.loads(cli(*args).stdout)
+    assert trt["host_costs"]["framework"] == "TensorRT-LLM" and trt["host_costs"]["rule"]["base_release"] == "0.20-1.0rc"
+    r = cli(*args, "--serving", "vllm:0.10.2")
+    assert r.exit_code == 0, r.output
+    vllm = json.loads(r.stdout)
+    hc = vllm["host_costs"]
+    assert (hc["framework"], hc["release"], hc["rule"]["base_release"]) == ("vLLM", "0.10.2", "0.8.5")
+    assert vllm["uncertainty"]["rule"]["base"] == "vllm-0.8.5"
+    src = {t["term"]: t["source"] for t in vllm["step_terms"]}
+    assert "by the release rule from vllm-0.8.5" in src["iteration_s"]
+    assert "no per-sequence measurements" in src["sequence_s"]  # vLLM's fit has no batch sweep
+    assert vllm["uncertainty"]["host_sd_s"]["sequence_s"] > 0
+    sgl = json.loads(cli(*args, "--serving", "sglang:0.5.2").stdout)
+    src = {t["term"]: t["source"] for t in sgl["step_terms"]}
+    assert "no per-sequence" not in src["spec_sequence_s"] and sgl["step_terms"][4]["value_s"] > 0  # fitted
+    assert sgl["uncertainty"]["host_sd_s"] == {}
+    assert {c["speedup"] for c in vllm["candidates"]} != {c["speedup"] for c in trt["candidates"]}

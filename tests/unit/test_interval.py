@@ -47,10 +47,16 @@ def test_the_interval_is_the_stated_formula(cli):
     b, d = 8, plan["recommendation"]["by_batch"][1]["draft_len"]
     plain, spec = cands[(b, 0)], cands[(b, d)]
     hides = ov["overlap_hides"]
-    c0 = {"iteration_s": 1 - hides, "spec_iteration_s": 0.0, "draft_step_s": 0.0}
-    c1 = {"iteration_s": 1 - hides, "spec_iteration_s": 1 - hides, "draft_step_s": d}
-    var = sum(((c0[k] / plain["step_time_s"] - c1[k] / spec["step_time_s"]) * ov[k] * u["host_log_sd"][k]) ** 2
-              for k in c0)
+    c0 = {"iteration_s": 1 - hides, "spec_iteration_s": 0.0, "draft_step_s": 0.0,
+          "sequence_s": (1 - hides) * b, "spec_sequence_s": 0.0, "draft_sequence_s": 0.0}
+    c1 = {"iteration_s": 1 - hides, "spec_iteration_s": 1 - hides, "draft_step_s": d,
+          "sequence_s": (1 - hides) * b, "spec_sequence_s": (1 - hides) * b, "draft_sequence_s": d * b}
+    g = {k: c0[k] / plain["step_time_s"] - c1[k] / spec["step_time_s"] for k in c0}
+    var = sum((g[k] * ov[k] * u["host_log_sd"][k]) ** 2 for k in c0)
+    # issue 54: the per-sequence terms the release prior leaves at 0 (no published batch sweep) carry an absolute sd
+    assert set(u["host_sd_s"]) == {"sequence_s", "spec_sequence_s", "draft_sequence_s"}
+    assert all(ov[k] == 0.0 for k in u["host_sd_s"])
+    var += sum((g[k] * v) ** 2 for k, v in u["host_sd_s"].items())
     sd = math.sqrt(var + u["model_log_sd"] ** 2)
     lo, hi = spec["speedup_interval"]
     assert lo == pytest.approx(spec["speedup"] * math.exp(-u["z"] * sd), rel=1e-3)
@@ -104,7 +110,7 @@ def _calibrated(cli, tmp_path):
     r = cli("plan", "--recipe", recipe, "--out", out, "--calibrate",
             *(F / f[d] for f in (fakes.FILES, fakes.FILES_HIGH) for d in (0, 3, 2)))
     assert r.exit_code == 0, r.output
-    assert "speedup intervals narrowed from 63% to 12% of the prediction" in r.output
+    assert "speedup intervals narrowed from 64% to 15% of the prediction" in r.output
     return recipe, out
 
 

@@ -186,3 +186,21 @@ def test_measure_draft_len_is_what_the_build_measures_at(tmp_path: Path):
     dspark = {"drafter": {"type": "dspark"}, "measure": {"draft_len": 3}}
     with pytest.raises(UserError, match="runs at D = .* only"):
         measure_draft_len(ctx_for(dspark))
+
+
+def test_the_engine_the_plan_prices_is_named_by_the_user():
+    """Issue 54: engine.serving names vLLM or SGLang and a release (quoted text); unset, TensorRT-LLM at the bundle's
+    release. A strict section: unknown keys, frameworks and numbers are refused naming the field."""
+    assert recipe_from_dict(BASE).serving_engine == ("TensorRT-LLM", "1.3")
+    r = recipe_from_dict({**BASE, "engine": {"serving": {"framework": "vllm", "version": "0.10.2"}}})
+    assert r.serving_engine == ("vLLM", "0.10.2") and r.trtllm_profile == "1.3"
+    assert recipe_from_dict({**BASE, "engine": {"serving": {"framework": "sglang", "version": "0.5.1.post3"}}}
+                            ).serving_engine == ("SGLang", "0.5.1.post3")
+    for serving, match in [({"framework": "tgi", "version": "1.0"}, "engine.serving.framework: Input should be "
+                                                                     "'vllm' or 'sglang'"),
+                           ({"framework": "vllm", "version": 0.10}, "is a number; write the release as quoted"),
+                           ({"framework": "vllm", "version": "latest"}, "'latest' is not a release number"),
+                           ({"framework": "vllm"}, "engine.serving.version"),
+                           ({"framework": "vllm", "version": "0.10.2", "verison": "x"}, "engine.serving.verison")]:
+        with pytest.raises(RecipeError, match=match):
+            recipe_from_dict({**BASE, "engine": {"serving": serving}}, "r.yaml")

@@ -45,6 +45,8 @@ def flag_origins(flags: dict, overrides: tuple[str, ...] = (), with_recipe: bool
         origins["planner.compare_mechanisms"] = "--no-compare"
     if flags.get("compare_acceptance"):  # its keys are the user's NAMEs, not fields: the section is the flag
         origins["planner.compare_acceptance"] = "--compare-acceptance"
+    if flags.get("serving") is not None:
+        origins |= {f"engine.serving.{k}": "--serving" for k in ("framework", "version")}
     for item in overrides:
         origins.pop(item.partition("=")[0].strip(), None)
     return origins
@@ -71,6 +73,15 @@ def apply_flags(data: dict, flags: dict) -> dict:
         set_path(data, ["target", "dtype"], dtype, "--dtype")
     if flags.get("no_compare"):
         set_path(data, ["planner", "compare_mechanisms"], False, "--no-compare")
+    serving = flags.get("serving")
+    if serving is not None:
+        framework, sep, version = str(serving).partition(":")
+        if not sep or not framework or not version:
+            from trtllm_spec.errors import UserError
+
+            raise UserError(f"--serving {serving!r}: expected FRAMEWORK:VERSION, the engine you serve (vllm or sglang) "
+                            "and its release, e.g. --serving vllm:0.10.2")
+        set_path(data, ["engine", "serving"], {"framework": framework.lower(), "version": version}, "--serving")
     for item in flags.get("compare_acceptance") or ():
         name, sep, file = item.partition("=")
         if not sep or not name or not file:
@@ -111,6 +122,9 @@ def apply_flags(data: dict, flags: dict) -> dict:
               help="KV-cache precision (quantization.kv_cache_dtype).")
 @click.option("--trtllm-version", type=release_choice(),
               help="Schedule rules of this release.")
+@click.option("--serving", metavar="FRAMEWORK:VERSION", help="Price the step for the engine you serve, vllm:VERSION or "
+              "sglang:VERSION (engine.serving: its release's host-cost profile); default TensorRT-LLM at "
+              "--trtllm-version.")
 @click.option("--no-compare", is_flag=True, help="Only the chosen mechanism (skip guideline 5's comparison).")
 @click.option("--host-costs", type=click.Path(path_type=Path),
               help="A host_costs.json from an earlier --calibrate / replan.sh (planner.host_costs).")

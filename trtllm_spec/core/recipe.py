@@ -296,6 +296,40 @@ class QuantizationConfig(StrictModel):
     calib_size: int = Field(64, ge=1, le=100_000)
 
 
+SERVING_FRAMEWORKS = {"vllm": "vLLM", "sglang": "SGLang"}  # engine.serving.framework -> core/host_costs Framework
+
+
+class ServingEngine(StrictModel):
+    """The engine the plan prices when it is not TensorRT-LLM (issue 54): its release's host-cost profile
+    (core/host_costs.release_host_profile: its own fit, else the release rule from the nearest fitted one)."""
+
+    framework: Literal["vllm", "sglang"] = Field(description="the serving engine the user runs")
+    version: str = Field(description="its release, as text (e.g. '0.10.2'); a release without a fitted host-cost "
+                         "profile is priced by the release rule from the nearest fitted one, and the plan says so")
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            raise ValueError(f"engine.serving.version {value!r} is a number; write the release as quoted text, e.g. "
+                             "version: '0.10.2' (0.10 unquoted reads as 0.1)")
+        return value
+
+    @field_validator("version")
+    @classmethod
+    def _release_number(cls, value: str) -> str:
+        import re
+
+        if not re.fullmatch(r"\d+\.\d+(\.\d+)*([.+-]?[a-z0-9]+)*", value):
+            raise ValueError(f"engine.serving.version {value!r} is not a release number; write one such as '0.10.2' "
+                             "or '0.5.1.post3'")
+        return value
+
+    @property
+    def host_cost_framework(self) -> str:
+        return SERVING_FRAMEWORKS[self.framework]
+
+
 class EngineConfig(StrictModel):
     trtllm_version: str = Field(
         "auto", description="TensorRT-LLM release profile (core/releases.py); auto = the newest stable release that "
@@ -306,6 +340,10 @@ class EngineConfig(StrictModel):
     max_batch_size: int | None = Field(None, ge=1)
     max_seq_len: int | None = Field(None, ge=1)
     cuda_graphs: bool = True
+    serving: ServingEngine | None = Field(None, description="the engine the plan predicts when you serve vLLM or "
+                                          "SGLang (framework and version; its host-cost profile prices the step); "
+                                          "unset: TensorRT-LLM at trtllm_version. The bundle's TensorRT-LLM options "
+                                          "are written either way")
 
     @field_validator("trtllm_version", mode="before")
     @classmethod
@@ -459,6 +497,13 @@ class Recipe(StrictModel):
         if self.engine.trtllm_version != "auto":
             return self.engine.trtllm_version
         return releases.auto_release(self.drafter.required_trtllm(), self.engine.backend == "tensorrt")
+
+    @property
+    def serving_engine(self) -> tuple[str, str]:
+        """(framework, release) of the engine the plan prices (core/host_costs): ``engine.serving`` when set, else
+        TensorRT-LLM at the bundle's release."""
+        s = self.engine.serving
+        return (s.host_cost_framework, s.version) if s is not None else ("TensorRT-LLM", self.trtllm_profile)
 
     @property
     def base_dir(self) -> Path:

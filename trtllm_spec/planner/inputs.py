@@ -11,6 +11,7 @@ from trtllm_spec.core.host_costs import (
     HOST_TERMS,
     HostProfile,
     load_host_profile,
+    release_host_profile,
     trtllm_host_profile,
     with_host_costs,
 )
@@ -51,11 +52,19 @@ def precision_for(recipe: Recipe, target: ResolvedTarget, hw: Hardware) -> Preci
     return Precision(weight=weight, kv=kv, act_bytes=act)
 
 
+def engine_profile(recipe: Recipe) -> HostProfile:
+    """The release profile of the engine the plan prices: ``engine.serving`` (vLLM / SGLang and a version) when
+    set, else TensorRT-LLM's ``engine.trtllm_version`` (core/host_costs: fitted, or by the release rule)."""
+    if recipe.engine.serving is None:
+        return trtllm_host_profile(recipe.trtllm_profile)
+    return release_host_profile(*recipe.serving_engine)
+
+
 def host_profile_for(recipe: Recipe, hw: Hardware, calibrated: HostProfile | None, files: list[Path],
                      hw_file: Path | None = None) -> HostProfile | None:
     """The host-cost profile to plan with: a calibrated one (``--calibrate`` or ``planner.host_costs``), else the
-    release's (``engine.trtllm_version``); None for a hardware file (``hw probe`` or your own), whose overheads
-    are its own."""
+    release profile of the engine the plan prices (``engine.serving``, else ``engine.trtllm_version``); None for a
+    hardware file (``hw probe`` or your own), whose overheads are its own."""
     path = recipe.resolve_path(recipe.planner.host_costs)
     if calibrated is not None and path is not None:
         raise UserError(f"--calibrate and planner.host_costs ({path}) both give host costs; drop one")
@@ -67,12 +76,14 @@ def host_profile_for(recipe: Recipe, hw: Hardware, calibrated: HostProfile | Non
 
         if calibrated.release == SERVED_RELEASE:  # fitted on another engine's served runs: that engine's costs
             return calibrated
-        if calibrated.framework != "TensorRT-LLM" or calibrated.release != recipe.trtllm_profile:
+        framework, release = recipe.serving_engine
+        if (calibrated.framework, calibrated.release) != (framework, release):
+            field = "engine.serving" if recipe.engine.serving is not None else "engine.trtllm_version"
             raise UserError(f"host costs {calibrated.name!r} were fitted on {calibrated.framework} "
-                            f"{calibrated.release}; this recipe plans for TensorRT-LLM {recipe.trtllm_profile} "
-                            "(engine.trtllm_version): calibrate with reports of that release")
+                            f"{calibrated.release}; this recipe plans for {framework} {release} ({field}): "
+                            "calibrate with reports of that release")
         return calibrated
-    return None if hw_file is not None else trtllm_host_profile(recipe.trtllm_profile)
+    return None if hw_file is not None else engine_profile(recipe)
 
 
 def hardware_with_host_costs(recipe: Recipe, hw: Hardware, profile: HostProfile | None) -> tuple[Hardware, dict]:
@@ -106,10 +117,25 @@ def interval_inputs(recipe: Recipe, profile: HostProfile | None
     if profile is None:
         return None, None, None
     if profile.fit is not None or profile.rule is None:  # a calibration (--calibrate, planner.host_costs)
-        release = trtllm_host_profile(recipe.trtllm_profile)
+        release = engine_profile(recipe)
         data = profile.model_dump(mode="json", by_alias=True) | {"prior_uncertainty": release.uncertainty}
         return calibrated_log_sd(data), release.uncertainty, release.overhead_fields()
     return profile.uncertainty, None, None
+
+
+def interval_abs_inputs(recipe: Recipe, profile: HostProfile | None
+                        ) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+    """(the absolute sd, seconds, of each term the profile leaves at 0 unmeasured; the release profile's before a
+    calibration): a release profile's ``uncertainty_s`` (per-sequence terms no published sweep identified); after a
+    calibration, those of its terms the runs did not identify."""
+    if profile is None:
+        return None, None
+    if profile.fit is not None or profile.rule is None:
+        release = engine_profile(recipe).uncertainty_s or {}
+        identified = " ".join((profile.fit or {}).get("identified") or [])
+        left = {k: v for k, v in release.items() if k not in identified and getattr(profile, k) == 0.0}
+        return left or None, release or None
+    return profile.uncertainty_s, None
 
 
 def check_mode(path: Path, recipe: Recipe) -> None:
@@ -159,6 +185,7 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         hw = load_hardware(gpu)
     profile = host_profile_for(recipe, hw, host_profile, files, gpu_path)
     host_sd, prior_sd, prior_terms = interval_inputs(recipe, profile)
+    host_sd_s, prior_sd_s = interval_abs_inputs(recipe, profile)
     hw, host_record = hardware_with_host_costs(recipe, hw, profile)
     acceptance: AcceptanceModel | None = None
     acc_path = recipe.resolve_path(recipe.planner.acceptance)
@@ -187,6 +214,7 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         latency_target_ms=recipe.workload.latency_target_ms, target_id=target.hf_id or recipe.target.model,
         mechanisms=mechanisms, host_costs=host_record, compare_acceptance=compared,
         interval_level=level, host_log_sd=host_sd, prior_host_log_sd=prior_sd, prior_host_costs=prior_terms,
+        host_sd_s=host_sd_s, prior_host_sd_s=prior_sd_s,
         graph_batch_sizes=graph_batch_sizes(recipe, hw),
     )
     return PlanInputs(req, target, files)

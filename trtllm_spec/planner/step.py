@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from trtllm_spec.core.hardware import Overheads
 from trtllm_spec.core.host_costs import HOST_TERMS as TERMS
 from trtllm_spec.core.host_costs import PER_SEQUENCE_TERMS as PER_SEQUENCE
+
 TERM_TEXT = {
     "iteration_s": "per iteration",
     "sequence_s": "per sequence per iteration",
@@ -102,9 +103,15 @@ def term_sources(ov: Overheads, profile: dict | None, calibrated: bool, graph_ba
                    "the prior's ratio")
         elif calibrated:
             src = "not identified by the runs: the prior's value"
-        elif k in PER_SEQUENCE and v == 0.0:
-            src = f"0: the prior ({name}) has no per-sequence measurements; calibrate at two batch sizes"
+        elif k in PER_SEQUENCE and v == 0.0 and (k in ((profile or {}).get("uncertainty_s") or {})
+                                                  or not (profile or {}).get("rule")):  # else: a fitted 0
+            sd = ((profile or {}).get("uncertainty_s") or {}).get(k)
+            src = (f"0: the prior ({name}) has no per-sequence measurements"
+                   + (f" (the interval carries +-{sd * 1e6:.1f} us for it)" if sd else "")
+                   + "; calibrate at two batch sizes")
         else:
-            src = f"release prior ({name})" if profile and profile.get("rule") else f"prior ({name})"
+            rule = (profile or {}).get("rule") or {}
+            how = "" if rule.get("rule") in (None, "fitted") else f", by the release rule from {rule.get('base')}"
+            src = f"release prior ({name}{how})" if rule else f"prior ({name})"
         rows.append({"term": k, "what": TERM_TEXT[k], "value_s": v, "source": src})
     return rows

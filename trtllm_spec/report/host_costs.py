@@ -3,6 +3,8 @@ each host-cost term halved and doubled (plan.json ``host_costs`` / ``robustness`
 
 from __future__ import annotations
 
+PER_SEQUENCE = ("sequence_s", "spec_sequence_s", "draft_sequence_s")
+
 
 def _ms(s: float) -> str:
     return f"{s * 1e3:.3f}"
@@ -35,10 +37,12 @@ def host_costs_markdown(plan: dict) -> list[str]:
         return []
     t = hc.get("terms_s") or {}
     lines = ["## Host costs", "", f"Profile **{hc['name']}**"
-             + (f" (TensorRT-LLM {hc['release']}; measurements from {hc['measured_release']})"
-                if hc.get("measured_release") else "")
+             + (f" ({hc.get('framework', 'TensorRT-LLM')} {hc['release']}; measurements from "
+                f"{hc['measured_release']})" if hc.get("measured_release") else "")
              + f": {_ms(t.get('iteration_s', 0))} ms per iteration, {_ms(t.get('spec_iteration_s', 0))} ms per "
-             f"speculative iteration, {_ms(t.get('draft_step_s', 0))} ms per draft step.", ""]
+             f"speculative iteration, {_ms(t.get('draft_step_s', 0))} ms per draft step"
+             + (f"; per sequence: {_ms(t.get('sequence_s', 0))} / {_ms(t.get('spec_sequence_s', 0))} / "
+                f"{_ms(t.get('draft_sequence_s', 0))} ms" if any(t.get(k) for k in PER_SEQUENCE) else "") + ".", ""]
     if hc.get("fitted_on"):
         lines += ["Fitted on: " + "; ".join(hc["fitted_on"]) + f" ({hc.get('fitted', '')}).", ""]
     if hc.get("overridden_by_recipe"):
@@ -92,6 +96,8 @@ def uncertainty_markdown(plan: dict) -> list[str]:
     lines = ["## Uncertainty of the predicted speedups", "",
              f"Every predicted speedup carries its {u['level']:.0%} interval: {u['how']}. Host-term log sd: "
              + ", ".join(f"{k} {v:.2f}" for k, v in u["host_log_sd"].items())
+             + ("; unmeasured terms (0 in the profile), absolute sd: "
+                + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in u["host_sd_s"].items()) if u.get("host_sd_s") else "")
              + f"; model residual sd {u['model_log_sd']:.3f}. Median interval width: "
              + (f"{u['median_relative_width']:.0%} of the prediction." if u.get("median_relative_width") is not None
                 else "-."), ""]
