@@ -300,3 +300,40 @@ def test_the_schedule_server_is_measured_when_given(cli, tiny_target, tiny_suite
     rec = json.loads((tmp_path / "tune" / "tune.json").read_text())
     assert rec["schedule"]["vllm_ranges"] and len(rec["schedule"]["measured"]) == 3
     assert (tmp_path / "tune" / "vllm_speculative_config.json").is_file()
+
+
+def test_a_suite_file_and_a_request_timeout(cli, tiny_target, tmp_path):
+    """--suite FILE: the user's prompts (JSONL of messages) are what every cell sends; --request-timeout: a server
+    slower than it is one line, exit 2, the runs kept."""
+    suite = tmp_path / "prompts.jsonl"
+    suite.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"w{i} w{i + 1} w{i + 2}"}],
+                                         "category": "mine"}) + "\n" for i in range(3)))
+    servers = {d: FakeSpecServer(d, scale=0.02) for d in (0, 1, 2)}
+    try:
+        base = ["tune", "--engine", "openai", "--target", str(tiny_target), "--drafter-type", "eagle3",
+                "--concurrency", "1,2", "--draft-lens", "0-2", "--max-tokens", "8", "--suite", str(suite), "--num-prompts", "10",
+                "--rounds", "1", "--verify", "none", *(f"--server={d}={s.url}" for d, s in servers.items())]
+        r = cli(*base, "--out", str(tmp_path / "a"))
+        assert r.exit_code == 0, r.output
+        assert "3 prompts x 8 tokens" in r.output and servers[1].chats >= 3
+        slow = {d: FakeSpecServer(d, scale=2.0) for d in (0, 1, 2)}  # ~0.5 s to the first token
+        try:
+            r = cli(*base[:-3], *(f"--server={d}={s.url}" for d, s in slow.items()), "--request-timeout", "1",
+                    "--out", str(tmp_path / "b"))
+        finally:
+            for s in slow.values():
+                s.stop()
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+def test_a_full_disk_is_refused_before_anything_starts(cli, tiny_target, tiny_suite, fakes, tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**9, 10**9 - 2**20, 2**20))
+    r = cli(*tune_args(tiny_target, fakes, tmp_path / "tune"))
+    assert r.exit_code == 2 and "MB free" in r.output and all(s.chats == 0 for s in fakes.values())

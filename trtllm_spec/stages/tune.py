@@ -499,10 +499,11 @@ def budget(s: TuneSettings, n_items: int, log) -> dict:
     vruns = s.rounds * (sum(len(cs) for cs in worst.values()) + len(s.concurrency))
     reqs = {c: len(cell_items(list(range(n_items)), c)) for c in s.concurrency}
     tokens = s.max_tokens * s.rounds * sum(reqs[c] * (1 + sum(1 for cs in cal.values() if c in cs)) for c in reqs)
-    need_gib = (min(s.max_servers, 1 + len(cal) - (0 in cal)) * VLLM_SERVER_GIB) if s.engine == "vllm" else 0.0
+    at_once = min(s.max_servers, 1 + len([k for k in cal if k != 0])) if s.engine == "vllm" else 0
+    need_gib = at_once * VLLM_SERVER_GIB
     free = _free_gib()
     b = {"calibration_runs": runs, "verification_runs_at_most": vruns, "calibration_tokens_at_most": tokens,
-         "requests_per_cell": reqs, "servers_at_once": min(s.max_servers, 1 + len(cal)) if s.engine == "vllm" else 0,
+         "requests_per_cell": reqs, "servers_at_once": at_once,
          "memory_gib": round(need_gib, 1), "free_memory_gib": round(free, 1)}
     log(f"tune budget: calibration {runs} runs ({len(s.calibration)} cells x {s.rounds} rounds, plain runs "
         f"included), up to {tokens:,} generated tokens; verification up to {vruns} runs; requests per cell "
@@ -543,8 +544,11 @@ def run_tune(s: TuneSettings, out: Path, *, force: bool, dry_run: bool, log: Cal
 
     check_design(s.concurrency, s.draft_lens, s.calibration)
     target_dir, target_cfg = target_checkpoint(s.target)
+    if s.engine == "vllm":
+        check_drafter(s, target_cfg)
     mech_plan, ctx = tune_context(s, target_cfg)
     check_output_dir(out, force, (target_dir,))
+    check_disk(out)
     tok = load_tokenizer(target_dir)
     items = suite_items(s, tok, log)
     log(f"tune: {s.engine} x {s.drafter_type}; grid concurrency {','.join(map(str, s.concurrency))} x D "
@@ -570,6 +574,31 @@ def run_tune(s: TuneSettings, out: Path, *, force: bool, dry_run: bool, log: Cal
             from None
     finally:
         servers.close_all()
+
+
+DISK_NEEDED_MB = 64  # the runs, the servers' logs and the record: a few MB; refused well before a full disk
+
+
+def check_disk(out: Path) -> None:
+    """Refuse to start where the record and the servers' logs cannot be written."""
+    parent = out.resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    free_mb = shutil.disk_usage(parent).free / 2**20
+    if free_mb < DISK_NEEDED_MB:
+        raise UserError(f"{parent} has {free_mb:.0f} MB free; tune writes its runs, the servers' logs and the record "
+                        f"there (needs about {DISK_NEEDED_MB} MB): free some space or choose another --out")
+
+
+def check_drafter(s: TuneSettings, target_cfg: dict) -> None:
+    """The drafter folder belongs to the target and runs every D of the grid (the drafter's own limit, e.g. a
+    DFlash block), before any server starts; vLLM's own refusal of a D is named when its server fails to start."""
+    from trtllm_spec.measure.run import inspect_drafter
+
+    try:
+        inspect_drafter(s.drafter, target_cfg, max(s.draft_lens))
+    except UserError as exc:
+        raise UserError(str(exc).replace("--draft-len ", "--draft-lens: D = ")) from None
 
 
 def tune_context(s: TuneSettings, target_cfg: dict):
