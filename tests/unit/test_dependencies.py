@@ -24,7 +24,7 @@ RANKS: dict[int, tuple[str, ...]] = {
     7: ("stages",),
     6: ("measure", "deploy", "train"),
     5: ("drafters", "serve"),
-    4: ("llamacpp",),
+    4: ("llamacpp", "silicon"),
     3: ("data",),
     2: ("runtime",),
     1: ("planner", "report"),

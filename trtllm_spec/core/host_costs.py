@@ -166,6 +166,30 @@ RETIRED_HOST_PROFILES = {
                         "fitted_sweeps": ["Qwen3-30B-A3B EAGLE-3 tree (4, 4, 16), bs 1-64"]},
 }
 
+# With AIConfigurator's kernel tables as the target's work (planner.work: aiconfigurator, trtllm_spec/silicon/aic.py)
+# the host terms beside them are fitted again, on the same calibration points (benchmarks/planner_vs_aic.py, recorded
+# in planner_vs_aic.json "silicon_host_terms"). Only the families whose calibration points the tables price closer
+# than the roofline (TensorRT-LLM 0.8% vs 4.0% median |error|, SGLang 4.5% vs 5.0%; vLLM 3.0% vs 2.6%: roofline).
+_SILICON_FIT = ("2026-12-07, benchmarks/planner_vs_aic.py (AIConfigurator 0.12.0's kernel tables as the target's work), "
+                "calibration split only, per release")
+
+
+def _silicon(p: HostProfile, terms: dict[str, float], note: str = "") -> HostProfile:
+    per_sequence = any(terms.get(k) for k in PER_SEQUENCE_TERMS) or "per-sequence terms fitted" in note
+    return p.model_copy(update=dict.fromkeys(HOST_TERMS, 0.0) | terms | {
+        "name": f"{p.name}-aiconfigurator", "fitted": _SILICON_FIT,
+        "note": note if per_sequence else "; ".join(x for x in (note, NOT_PER_SEQUENCE) if x),
+        "uncertainty_s": None if per_sequence else dict(PER_SEQUENCE_SD_S)})
+
+
+SILICON_HOST_PROFILES: dict[tuple[str, str], HostProfile] = {
+    ("TensorRT-LLM", "0.20-1.0rc"): _silicon(PUBLISHED_HOST_PROFILES[("TensorRT-LLM", "0.20-1.0rc")], {
+        "iteration_s": 2.74e-3, "spec_iteration_s": 0.0, "draft_step_s": 3.21e-4}),
+    ("SGLang", "0.4.4"): _silicon(PUBLISHED_HOST_PROFILES[("SGLang", "0.4.4")], {"draft_step_s": 1.06e-3},
+                                  note="per-sequence terms fitted on the bs 2-64 sweep: 0 with these kernels; one D "
+                                       "only: spec_iteration_s + 3 draft_step_s identified, split in the prior's ratio"),
+}
+
 # ---- releases without a fitted profile: the rule (issue 36) ------------------------------------------------------
 # Host-cost uncertainty, log-space standard deviation per term:
 # - a fitted profile: 0.25, set in i36 as the resolution of the grid search that fitted the terms then (adjacent grid
@@ -241,20 +265,27 @@ def _distance(a: str, b: str) -> float:
     return float(minor) if minor else (0.5 if ka[2] != kb[2] else 0.0)
 
 
-def release_host_profile(framework: str, release: str) -> HostProfile:
+def release_host_profile(framework: str, release: str, work: str = "roofline") -> HostProfile:
     """The host-cost profile for a framework release: its own fitted one, else RELEASE_RULE from the nearest fitted
-    one. The result's ``rule`` says which, and ``uncertainty`` holds each term's log-space standard deviation."""
+    one. The result's ``rule`` says which, and ``uncertainty`` holds each term's log-space standard deviation.
+    ``work``: what prices the GPU work the terms sit beside (planner.work): the roofline's profiles, or those fitted
+    with AIConfigurator's kernel tables (SILICON_HOST_PROFILES)."""
+    table = SILICON_HOST_PROFILES if work == "aiconfigurator" else PUBLISHED_HOST_PROFILES
     sd = dict.fromkeys(HOST_TERMS, HOST_TERM_LOG_SD)
-    if (framework, release) in PUBLISHED_HOST_PROFILES:
-        prof = PUBLISHED_HOST_PROFILES[(framework, release)]
+    if (framework, release) in table:
+        prof = table[(framework, release)]
         return prof.model_copy(update={"rule": {"rule": "fitted", "base": prof.name, "distance": 0, "features": []},
                                        "uncertainty": sd})
-    fitted = [r for f, r in PUBLISHED_HOST_PROFILES if f == framework]
+    fitted = [r for f, r in table if f == framework]
+    if work == "aiconfigurator" and not fitted:
+        raise UserError(f"planner.work: aiconfigurator prices {' and '.join(sorted({f for f, _r in table}))} (its "
+                        f"kernel tables were closer than the roofline on their calibration points, "
+                        f"benchmarks/planner_vs_aic.md); for {framework} the roofline was: use planner.work: roofline")
     if not fitted or not _key(release):
-        known = ", ".join(f"{f} {r}" for f, r in PUBLISHED_HOST_PROFILES)
+        known = ", ".join(f"{f} {r}" for f, r in table)
         raise UserError(f"no host-cost profile for {framework} {release}; known: {known}")
     base_rel = min(fitted, key=lambda r: (_distance(r, release), _key(r.split("-")[-1]) < _key(release)))
-    base = PUBLISHED_HOST_PROFILES[(framework, base_rel)]
+    base = table[(framework, base_rel)]
     dist = _distance(base_rel, release)
     added = sorted(release_features(framework, release) - release_features(framework, base_rel))
     sd = {k: (HOST_TERM_LOG_SD ** 2 + (dist * RELEASE_STEP_LOG_SD) ** 2) ** 0.5 for k in HOST_TERMS}
@@ -274,34 +305,35 @@ def release_host_profile(framework: str, release: str) -> HostProfile:
             + (f"; features applied: {', '.join(added)}" if added else "; no documented host-cost feature differs")
             + "). Fit your engine's with `trtllm-spec plan --calibrate` (plain and speculative runs at two "
             "concurrencies) or `trtllm-spec tune`." + (f" {base.name}: {NOT_PER_SEQUENCE}" if base.uncertainty_s else ""))
-    return base.model_copy(update={"name": f"{framework.lower()}-{release}", "release": release,
+    suffix = "-aiconfigurator" if work == "aiconfigurator" else ""
+    return base.model_copy(update={"name": f"{framework.lower()}-{release}{suffix}", "release": release,
                                    "measured_release": base_rel, "note": note, "rule": rule, "uncertainty": sd,
                                    **effects})
 
 
-def published_host_profile(framework: str, release: str) -> tuple[HostProfile, str]:
+def published_host_profile(framework: str, release: str, work: str = "roofline") -> tuple[HostProfile, str]:
     """(the profile, how it was chosen) for a framework release (release_host_profile)."""
-    prof = release_host_profile(framework, release)
+    prof = release_host_profile(framework, release, work)
     r = prof.rule or {}
     return prof, ("its own" if r.get("rule") == "fitted" else
                   f"rule: nearest fitted {r['base_release']}, {r['distance']} minor away"
                   + (f", + {', '.join(f['feature'] for f in r['features'])}" if r["features"] else ""))
 
 
-def host_cost_profile(release: str) -> HostProfile:
+def host_cost_profile(release: str, work: str = "roofline") -> HostProfile:
     """The host-cost profile of a TensorRT-LLM release (engine.trtllm_version), by its record's ``host_cost_key``
     (core/releases.py; an unknown release is refused there). Fitted where measurements exist, else derived by
     RELEASE_RULE (the profile's ``rule`` says which)."""
     if ("TensorRT-LLM", release) not in PUBLISHED_HOST_PROFILES:
         release = get_release(release, "TensorRT-LLM release of the host-cost profile").host_cost_key
-    return release_host_profile("TensorRT-LLM", release)
+    return release_host_profile("TensorRT-LLM", release, work)
 
 
 TRTLLM_HOST_PROFILES: dict[str, HostProfile] = {r.host_cost_key: host_cost_profile(r.name) for r in RELEASES.values()}
 
 
-def trtllm_host_profile(release: str) -> HostProfile:
-    return host_cost_profile(release)
+def trtllm_host_profile(release: str, work: str = "roofline") -> HostProfile:
+    return host_cost_profile(release, work)
 
 
 def load_host_profile(path: Path) -> HostProfile:

@@ -377,6 +377,10 @@ class PlannerConfig(StrictModel):
     max_draft_len: int = Field(8, ge=1, le=MAX_DRAFT_LEN_LIMIT, description="largest D the search considers (a "
                                "drafter TensorRT-LLM runs at one D only, DSpark, is planned at that D: block_size)")
     acceptance: str | None = Field(None, description="acceptance / speculation_profile.json to plan with")
+    work: Literal["roofline", "aiconfigurator"] = Field(
+        "roofline", description="what prices the target's GPU work in the step model: the roofline, or NVIDIA "
+        "AIConfigurator's measured kernel tables (scripts/setup_aic.sh installs it in its own venv; TensorRT-LLM and "
+        "SGLang on the GPUs it covers: closer on the published calibration points, benchmarks/planner_vs_aic.md)")
     host_costs: str | None = Field(None, description="host_costs.json fitted from your engine's trtllm-bench reports "
                                    "(plan --calibrate, replan.sh) instead of the release's host-cost profile")
     compare_mechanisms: bool = Field(True, description="also evaluate the other mechanisms (guideline 5)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,9 +55,10 @@ def precision_for(recipe: Recipe, target: ResolvedTarget, hw: Hardware) -> Preci
 def engine_profile(recipe: Recipe) -> HostProfile:
     """The release profile of the engine the plan prices: ``engine.serving`` (vLLM / SGLang and a version) when
     set, else TensorRT-LLM's ``engine.trtllm_version`` (core/host_costs: fitted, or by the release rule)."""
+    work = recipe.planner.work
     if recipe.engine.serving is None:
-        return trtllm_host_profile(recipe.trtllm_profile)
-    return release_host_profile(*recipe.serving_engine)
+        return trtllm_host_profile(recipe.trtllm_profile, work)
+    return release_host_profile(*recipe.serving_engine, work)
 
 
 def host_profile_for(recipe: Recipe, hw: Hardware, calibrated: HostProfile | None, files: list[Path],
@@ -71,6 +72,9 @@ def host_profile_for(recipe: Recipe, hw: Hardware, calibrated: HostProfile | Non
     if path is not None:
         calibrated = load_host_profile(path)
         files.append(path)
+    if calibrated is not None and recipe.planner.work != "roofline":
+        raise UserError(f"planner.work: {recipe.planner.work} with fitted host costs ({calibrated.name!r}): the fit "
+                        "priced the GPU work by the roofline; set planner.work: roofline or drop the calibration")
     if calibrated is not None:
         from trtllm_spec.core.host_costs import SERVED_RELEASE
 
@@ -163,9 +167,39 @@ def graph_batch_sizes(recipe: Recipe, hw: Hardware) -> tuple[int, ...]:
     return tuple(sorted(sizes))
 
 
+def silicon_work(recipe: Recipe, target: ResolvedTarget, hw: Hardware, precision: Precision, hw_file: Path | None,
+                 target_steps: Callable | None) -> tuple[dict | None, dict | None]:
+    """planner.work: aiconfigurator -> (batch, D) -> the target's pass from AIConfigurator's kernel tables, and what
+    priced it (``target_steps``: trtllm_spec/silicon/aic.target_steps, passed in by the stage, which imports it only
+    then); roofline -> (None, None)."""
+    if recipe.planner.work == "roofline":
+        return None, None
+    if hw_file is not None:
+        raise UserError(f"planner.work: aiconfigurator prices the GPUs of its tables, not a hardware file "
+                        f"({hw_file}); give hardware.gpu by name or set planner.work: roofline")
+    if target_steps is None:
+        raise UserError("planner.work: aiconfigurator is priced by 'trtllm-spec plan' and the build's plan stage; "
+                        "this command plans with planner.work: roofline only")
+    from trtllm_spec.planner.search import CostContext, max_feasible_batch
+
+    h, w = recipe.hardware, recipe.workload
+    # the batch sizes the plan prices: the planned ones and the powers of two up to the memory capacity (where
+    # speculation stops paying, planner/limits.py)
+    ctx = CostContext(target.shape, hw, Parallelism(h.tp, h.pp, h.ep), precision,
+                      Workload(tuple(w.all_batch_sizes()), w.isl, w.osl), recipe.engine.free_gpu_memory_fraction)
+    cap = max_feasible_batch(ctx, None, 0)
+    batches = tuple(sorted(set(w.all_batch_sizes()) | {1 << i for i in range(20) if (1 << i) <= cap}))
+    return target_steps(target.config, hw.name, recipe.serving_engine[0], precision.weight, precision.kv, h.tp, h.pp,
+                        h.ep, w.isl, w.osl, batches, recipe.planner.max_draft_len, target.shape.num_layers,
+                        target.shape.moe is not None)
+
+
 def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapping,
-                host_profile: HostProfile | None = None, interval_level: float | None = None) -> PlanInputs:
+                host_profile: HostProfile | None = None, interval_level: float | None = None,
+                target_steps: Callable | None = None) -> PlanInputs:
     """``mechanisms``: the drafter registry (``trtllm_spec.drafters.registry.MECHANISMS``), passed in;
+    ``target_steps``: AIConfigurator's pricing of the target's pass (``trtllm_spec.silicon.aic.target_steps``),
+    passed in where ``planner.work: aiconfigurator`` may be planned;
     ``host_profile``: host costs fitted by ``plan --calibrate`` (else the recipe's / the release's);
     ``interval_level``: the speedup interval's coverage (``plan --interval-level``, default 0.8)."""
     from trtllm_spec.planner.interval import DEFAULT_LEVEL, check_level
@@ -202,10 +236,12 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
     h = recipe.hardware
     if h.tp > 1 and hw.interconnect_bytes_per_s <= 0:
         raise UserError(f"hardware.tp = {h.tp} needs an interconnect; {hw.name} has none; set hardware.tp: 1")
+    precision = precision_for(recipe, target, hw)
+    target_work, work_source = silicon_work(recipe, target, hw, precision, gpu_path, target_steps)
     req = PlanRequest(
         target=target.shape, hardware=hw, drafter=recipe.drafter,
         workload=Workload(tuple(recipe.workload.all_batch_sizes()), recipe.workload.isl, recipe.workload.osl),
-        par=Parallelism(h.tp, h.pp, h.ep), num_gpus=h.num_gpus, precision=precision_for(recipe, target, hw),
+        par=Parallelism(h.tp, h.pp, h.ep), num_gpus=h.num_gpus, precision=precision,
         acceptance=acceptance, max_draft_len=recipe.planner.max_draft_len,
         fixed_draft_len=recipe.draft_len if isinstance(recipe.draft_len, int) else None,
         compare=recipe.planner.compare_mechanisms,
@@ -214,7 +250,7 @@ def plan_inputs(recipe: Recipe, category: str | None = None, *, mechanisms: Mapp
         latency_target_ms=recipe.workload.latency_target_ms, target_id=target.hf_id or recipe.target.model,
         mechanisms=mechanisms, host_costs=host_record, compare_acceptance=compared,
         interval_level=level, host_log_sd=host_sd, prior_host_log_sd=prior_sd, prior_host_costs=prior_terms,
-        host_sd_s=host_sd_s, prior_host_sd_s=prior_sd_s,
+        host_sd_s=host_sd_s, prior_host_sd_s=prior_sd_s, target_work=target_work, work_source=work_source,
         graph_batch_sizes=graph_batch_sizes(recipe, hw),
     )
     return PlanInputs(req, target, files)

@@ -19,7 +19,6 @@ from trtllm_spec.planner.interval import DEFAULT_LEVEL
 from trtllm_spec.planner.limits import limit_note, speculation_limit
 from trtllm_spec.planner.robustness import robustness
 from trtllm_spec.planner.schedule import check_schedule, render_schedule
-from trtllm_spec.planner.step import term_sources
 from trtllm_spec.planner.search import (
     Candidate,
     CostContext,
@@ -30,6 +29,7 @@ from trtllm_spec.planner.search import (
     evaluate,
     pareto_frontier,
 )
+from trtllm_spec.planner.step import term_sources
 
 
 @dataclass
@@ -67,6 +67,10 @@ class PlanRequest:
     # without a batch sweep: core/host_costs.PER_SEQUENCE_SD_S), now and before a calibration
     host_sd_s: Mapping[str, float] | None = None
     prior_host_sd_s: Mapping[str, float] | None = None
+    # the target's pass from AIConfigurator's kernel tables (planner.work: aiconfigurator): (batch, D) -> seconds by
+    # kind, and what priced it; None: the roofline
+    target_work: dict | None = None
+    work_source: dict | None = None
     # the engine's captured CUDA-graph batch sizes (the bundle's cuda_graph_config.batch_sizes): GEMMs run padded
     graph_batch_sizes: tuple[int, ...] = ()
 
@@ -116,7 +120,7 @@ def build_plans(req: PlanRequest) -> tuple[list[MechanismPlan], list[str]]:
 def plan_context(req: PlanRequest) -> CostContext:
     """The cost context of a request: its GPU and host terms, captured CUDA-graph sizes and fitted prefill."""
     return CostContext(req.target, req.hardware, req.par, req.precision, req.workload, req.free_gpu_memory_fraction,
-                       tuple(req.graph_batch_sizes), (req.host_costs or {}).get("prefill"))
+                       tuple(req.graph_batch_sizes), (req.host_costs or {}).get("prefill"), req.target_work)
 
 
 SPEEDUP_KINDS = {
@@ -161,7 +165,7 @@ def make_plan(req: PlanRequest) -> dict:
         "uncertainty": unc["record"],
         "robustness": robustness(ctx, main, cands, rec, lambda c2, cands2: recommend(req, c2, main, cands2)),
         "step_terms": term_sources(req.hardware.overheads, req.host_costs, bool(req.prior_host_log_sd),
-                                   req.graph_batch_sizes),
+                                   req.graph_batch_sizes, req.work_source),
         "speedup_kinds": SPEEDUP_KINDS,
     }
 
@@ -176,7 +180,8 @@ def add_intervals(req: PlanRequest, ctx: CostContext, main: MechanismPlan, cands
     host_sd = dict(req.host_log_sd) if req.host_log_sd else dict.fromkeys(iv.TERMS, HOST_SD_DEFAULT)
     # a calibration fitted the host terms on the engine's own reports: the model's in-sample residual; else the
     # out-of-sample one (planner/interval.py)
-    model_sd = iv.MODEL_LOG_SD_CALIBRATED if req.prior_host_log_sd else iv.MODEL_LOG_SD
+    model_sd = iv.MODEL_LOG_SD_CALIBRATED if req.prior_host_log_sd else \
+        iv.MODEL_LOG_SD_SILICON if req.work_source else iv.MODEL_LOG_SD
     host_sd_s = dict(req.host_sd_s or {})
     bands = iv.annotate(ctx, main, cands, host_sd, level, model_sd, host_sd_s)
     for r in rec["by_batch"]:

@@ -120,6 +120,9 @@ class CostContext:
     graph_batch_sizes: tuple[int, ...] = ()
     # time to first token fitted on the engine's runs (HostProfile.prefill); None: priced by the roofline
     prefill: dict | None = None
+    # the target's pass from measured kernel tables (planner.work: aiconfigurator, trtllm_spec/silicon/aic.py):
+    # (batch, D) -> seconds by kind {gemm, attention, comm, other}; None: the roofline
+    target_work: dict | None = None
 
     def gemm_batch(self, batch: int) -> int:
         return snap_batch(batch, self.graph_batch_sizes)
@@ -133,6 +136,15 @@ def target_step(ctx: CostContext, batch: int, draft_len: int) -> Breakdown:
     host = target_host_s(hw.overheads, batch, draft_len)
     if hw.overheads.measured_step:
         return Breakdown(overhead_s=host)
+    if ctx.target_work is not None:
+        w = ctx.target_work.get((batch, draft_len))
+        if w is None:
+            from trtllm_spec.errors import UserError
+
+            raise UserError(f"planner.work: aiconfigurator priced no step at batch {batch}, D {draft_len}; plan those "
+                            "batch sizes (workload.batch_sizes) or use planner.work: roofline")
+        return Breakdown(gemm_s=w["gemm"], attention_s=w["attention"], comm_s=w["comm"],
+                         overhead_s=w["other"] + host)
     b = forward_time(ctx.target, hw, ctx.prec, ctx.par, batch, 1 + draft_len, ctx.workload.mean_context,
                      gemm_batch=ctx.gemm_batch(batch))
     b.overhead_s += host

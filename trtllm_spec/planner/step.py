@@ -82,16 +82,21 @@ def snap_batch(batch: int, captured: Sequence[int]) -> int:
     return sizes[i] if i < len(sizes) else batch
 
 
-def term_sources(ov: Overheads, profile: dict | None, calibrated: bool, graph_batch_sizes: Sequence[int] = ()
-                 ) -> list[dict]:
+def term_sources(ov: Overheads, profile: dict | None, calibrated: bool, graph_batch_sizes: Sequence[int] = (),
+                 work_source: dict | None = None) -> list[dict]:
     """The plan's term table: every term of the step, its value and where it comes from (the roofline, a release
     prior, a fit on the engine's own runs, or the engine's measured step)."""
     name = (profile or {}).get("name", "the hardware file's overheads")
     identified = set((profile or {}).get("identified") or [])
+    w = work_source or {}
     rows = [{"term": "work", "what": "GPU work: the target's verify pass and the drafter's passes",
              "value_s": None,
              "source": ("measured: inside the fitted terms (the engine's own step; the roofline is not used)"
-                        if ov.measured_step else "roofline (planner/cost.py; a hw probe file's measured curve where "
+                        if ov.measured_step else
+                        f"the target's pass: AIConfigurator {w.get('aiconfigurator')} kernel tables ({w.get('system')}, "
+                        f"{w.get('framework')} {w.get('framework_release')}: measured GEMM, attention, MoE and "
+                        "communication kernels; trtllm_spec/silicon/aic.py); the drafter's: roofline (planner/cost.py)"
+                        if work_source else "roofline (planner/cost.py; a hw probe file's measured curve where "
                         "the hardware is one)" + (f"; GEMMs at the captured CUDA-graph batch sizes "
                                                   f"{list(graph_batch_sizes)} (padded)" if graph_batch_sizes else ""))}]
     for k in TERMS:

@@ -88,6 +88,9 @@ def calibrate_host_costs(recipe: Recipe, reports: list[Path], bundle: Bundle | N
     from trtllm_spec.planner.inputs import plan_inputs
     from trtllm_spec.planner.plan import plan_context
 
+    if recipe.planner.work != "roofline":
+        raise UserError(f"--calibrate fits the host terms beside the roofline's work; planner.work is "
+                        f"{recipe.planner.work!r}: set planner.work: roofline to calibrate")
     req = plan_inputs(recipe, mechanisms=MECHANISMS).request  # the prior: the release's profile
     exp = (bundle_expectation(bundle, recipe, req.target_id) if bundle is not None else
            recipe_expectation(recipe, req.target_id, f"recipe {recipe.name!r}"))

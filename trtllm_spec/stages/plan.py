@@ -30,8 +30,11 @@ def compute_plan(recipe: Recipe, category: str | None = None, host_profile=None,
     from trtllm_spec.planner.inputs import plan_inputs
     from trtllm_spec.planner.plan import make_plan
 
+    steps = None
+    if recipe.planner.work == "aiconfigurator":  # AIConfigurator's kernel tables (its own venv): imported only then
+        from trtllm_spec.silicon.aic import target_steps as steps
     inputs = plan_inputs(recipe, category, mechanisms=MECHANISMS, host_profile=host_profile,
-                         interval_level=interval_level)
+                         interval_level=interval_level, target_steps=steps)
     return Plan.from_json(make_plan(inputs.request)), inputs.input_files
 
 
