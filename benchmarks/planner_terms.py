@@ -2,8 +2,8 @@
 
 For a point (batch B, draft length D, measured speedup S_m, acceptance AL) the model's plain step T0 and
 speculative step T1 are sums of terms x0_k and x1_k: target GEMMs, attention, communication, kernel gaps (per-layer
-launch units + sampling), the three host terms (iteration_s and spec_iteration_s as exposed, n(D) draft_step_s) and the
-drafter's GPU work. The predicted speedup is AL T0 / T1. Two readings per term k:
+launch units + sampling), the host terms (iteration_s and spec_iteration_s as exposed, n(D) draft_step_s, and the three
+per-sequence ones together, issue 54) and the drafter's GPU work. The predicted speedup is AL T0 / T1. Two readings per term k:
 
 - its share of what speculation adds, (x1_k - x0_k) / (T1 - T0);
 - the residual R = T1 - AL T0 / S_m (the model's speculative step minus the one the measurement implies with the
@@ -16,14 +16,16 @@ drafter's GPU work. The predicted speedup is AL T0 / T1. Two readings per term k
 from __future__ import annotations
 
 from trtllm_spec.core.hardware import Hardware
+from trtllm_spec.core.host_costs import HOST_TERMS
 from trtllm_spec.core.targets import resolve_shape
 from trtllm_spec.drafters.registry import MECHANISMS
 from trtllm_spec.planner.cost import Precision
 from trtllm_spec.planner.search import CostContext, Workload, draft_step, target_step
+from trtllm_spec.planner.step import coefficients
 
 TERMS = ("target_gemm", "attention", "communication", "kernel_gaps", "iteration", "spec_iteration", "draft_host",
-         "drafting_gpu")
-HOST = ("iteration_s", "spec_iteration_s", "draft_step_s")
+         "per_sequence", "drafting_gpu")
+HOST = HOST_TERMS  # the six host terms of planner/step.py (issue 54): zeroed for the GPU part, added back by name
 
 
 def _no_host(hw: Hardware) -> Hardware:
@@ -45,10 +47,13 @@ def step_terms(p, hw: Hardware, batch: int, draft_len: int) -> dict[str, float]:
     drf = draft_step(ctx, cost, draft_rows, steps) if draft_len else None
     ov = hw.overheads
     n = (steps if cost.sequential else 1) if draft_len else 0
+    c = coefficients(ov, cost.sequential, batch, draft_len)
+    per_seq = c["sequence_s"] * ov.sequence_s + c["spec_sequence_s"] * ov.spec_sequence_s \
+        + n * draft_rows * ov.draft_sequence_s
     return {"target_gemm": tgt.gemm_s, "attention": tgt.attention_s, "communication": tgt.comm_s,
             "kernel_gaps": tgt.overhead_s, "iteration": ov.exposed_iteration_s(draft_len > 0),
             "spec_iteration": ov.exposed_spec_iteration_s() if draft_len else 0.0, "draft_host": n * ov.draft_step_s,
-            "drafting_gpu": drf.total_s if drf is not None else 0.0}
+            "per_sequence": per_seq, "drafting_gpu": drf.total_s if drf is not None else 0.0}
 
 
 def decompose(p, hw: Hardware, batch: int, draft_len: int, measured: float) -> dict:

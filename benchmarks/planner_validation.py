@@ -454,7 +454,8 @@ def render(results: list[dict], st: dict, level: float, rule: dict | None = None
 
 
 SHORT = {"target_gemm": "GEMM", "attention": "attn", "communication": "comm", "kernel_gaps": "gaps",
-         "iteration": "iter", "spec_iteration": "spec_it", "draft_host": "draft_host", "drafting_gpu": "draft_gpu"}
+         "iteration": "iter", "spec_iteration": "spec_it", "draft_host": "draft_host", "per_sequence": "per_seq",
+         "drafting_gpu": "draft_gpu"}
 
 
 def terms_rows(points: list[Point]) -> list[dict]:
@@ -479,7 +480,7 @@ def render_terms(rows: list[dict]) -> str:
         added = ", ".join(f"{SHORT[k]} {b - a:+.2f}" for k, (a, b) in r["terms_ms"].items() if abs(b - a) >= 0.005)
         cf = r["closing_factor"]
         host = "; ".join(f"{SHORT[k]} x{cf[k]:.2f}" if cf[k] is not None else f"{SHORT[k]} -"
-                         for k in ("iteration", "spec_iteration", "draft_host", "drafting_gpu"))
+                         for k in ("iteration", "spec_iteration", "draft_host", "per_sequence", "drafting_gpu"))
         c = r["carrier"]
         lines.append(f"| {r['split'][:3]} | {r['point']} | {r['release']} | {r['batch']} | {r['draft_len']} | "
                      f"{r['error']:+.1%} | {r['plain_step_ms']:.2f} / {r['spec_step_ms']:.2f} / "
