@@ -123,3 +123,22 @@ def test_a_calibration_is_refused_beside_the_kernel_tables(cli, tmp_path):
         f.write_text("{}")
     r = cli(*ARGS, "--calibrate", *reports)
     assert r.exit_code == 2 and "set planner.work: roofline to calibrate" in r.stderr
+
+
+def test_recipe_validate_checks_the_setting_without_asking_aiconfigurator(cli, tmp_path, monkeypatch):
+    """recipe validate neither needs nor starts AIConfigurator: it checks that the GPU has tables and that the engine
+    is one the tables price (vLLM is refused, naming the record)."""
+    import yaml
+
+    monkeypatch.setenv("TRTLLM_SPEC_AIC_VENV", str(tmp_path / "no-venv"))
+    monkeypatch.setenv("TRTLLM_SPEC_CACHE", str(tmp_path / "cache"))
+    base = {"name": "w", "target": {"model": "llama-3.1-8b-instruct"}, "drafter": {"type": "eagle3"},
+            "hardware": {"gpu": "h100"}, "planner": {"work": "aiconfigurator"}}
+    ok, bad = tmp_path / "ok.yaml", tmp_path / "bad.yaml"
+    ok.write_text(yaml.safe_dump(base))
+    bad.write_text(yaml.safe_dump(base | {"engine": {"serving": {"framework": "vllm", "version": "0.10.2"}}}))
+    r = cli("recipe", "validate", ok)
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "cache" / "aic" / "answers").exists()  # nothing was asked
+    r = cli("recipe", "validate", bad)
+    assert r.exit_code == 2 and "for vLLM the roofline was" in r.output

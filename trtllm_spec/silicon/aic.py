@@ -146,3 +146,10 @@ def target_steps(config: dict, gpu: str, framework: str, weight: str, kv: str, t
             sources[tag] = sources.get(tag, 0) + n
     return table, {"aiconfigurator": AIC_VERSION, "system": system_of(gpu), "framework": framework,
                    "framework_release": ", ".join(sorted(versions)), "op_sources": sources}
+
+
+def covered_steps(config: dict, gpu: str, framework: str, *_args, **_kwargs) -> tuple[dict, dict]:
+    """What ``recipe validate`` checks of ``planner.work: aiconfigurator`` without asking anything: the GPU has
+    tables (else one line naming the GPUs covered) and the framework has a backend; no step is priced."""
+    return {}, {"aiconfigurator": AIC_VERSION, "system": system_of(gpu), "framework": framework,
+                "framework_release": "not asked (recipe validate)", "backend": BACKENDS[framework]}

@@ -10,7 +10,10 @@ def check_recipe_inputs(recipe: Recipe) -> list[str]:
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.inputs import plan_inputs
 
-    inputs = plan_inputs(recipe, mechanisms=MECHANISMS)
+    steps = None
+    if recipe.planner.work == "aiconfigurator":  # the GPU has tables; nothing is asked (no AIConfigurator run)
+        from trtllm_spec.silicon.aic import covered_steps as steps
+    inputs = plan_inputs(recipe, mechanisms=MECHANISMS, target_steps=steps)
     notes = []
     t = inputs.target
     if t.kind == "preset":
