@@ -174,7 +174,7 @@ def markdown(rec: dict) -> str:
                    f"{s['median_abs_error_tpot']:.1%} | {s['noise_floor']['server']:.1%} / "
                    f"{s['noise_floor']['tpot']:.1%} | {s['margin']:.1%} | {s['right']}/{s['judged']} | "
                    + (f"{s['schedule_over_best_min']:.3f}" if s["schedule_over_best_min"] else "no schedule") + " |")
-    for g, x in res["groups"].items():
+    for x in res["groups"].values():
         out += ["", "---", "", tune_markdown(x["tune"], None).replace("\n# ", "\n## ", 1).replace("# trtllm-spec tune",
                                                                                                    "## trtllm-spec tune", 1)]
     return "\n".join(out) + "\n"

@@ -13,8 +13,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_tune_on_vllm_tiny_grid(cli, smollm2_hf, tmp_path):
-    from trtllm_spec.serve.vllm import session_pids  # noqa: F401  (the venv is there: find_vllm below says why not)
-    from trtllm_spec.serve.vllm import find_vllm
+    from trtllm_spec.serve.vllm import (
+        find_vllm,
+        session_pids,  # noqa: F401  (the venv is there: find_vllm below says why not)
+    )
 
     find_vllm()
     out = tmp_path / "tune"

@@ -110,6 +110,10 @@ class Release:
     # cuda_graph_config.max_batch_size may be written beside batch_sizes (1.2: the 1.2-era parser A refuses the two
     # together, TorchLlmArgs.validate_cuda_graph_config; R12 derives it as max(batch_sizes))
     cuda_graph_max_batch_size: bool = True
+    # DSparkDecodingConfig has confidence-scheduled verification (enable_confidence_scheduling and its step-cost
+    # table, confidence_cost_table_path; the 1.4.0rc4 reference page): a bundle carries the table (planner/
+    # dspark_table.py)
+    confidence_scheduling: bool = False
     # how this release spells what every release has (the options builder writes these): the EAGLE-3 tag, the
     # drafter folder key, MTP's draft-length knob
     spelling: dict[str, str] = field(default_factory=lambda: dict(_SPELLING))
@@ -179,7 +183,7 @@ register(Release(
 register(Release(
     "1.4", image="nvcr.io/nvidia/tensorrt-llm/release:1.4.0rc4", final=False, stable=False,
     read_from="the 1.4.0rc1 and 1.4.0rc4 LLM API reference pages",
-    renamed=_ACCEPTANCE_RENAMES, schedule_switches_off=False,
+    renamed=_ACCEPTANCE_RENAMES, schedule_switches_off=False, confidence_scheduling=True,
     removed={("eagle3_one_model", False): "TensorRT-LLM 1.4 removed the two-model EAGLE-3 path (PR #18721); drop "
                                           "eagle3_one_model (one-model is the only path)",
              ("mtp_eagle_one_model", False): "TensorRT-LLM 1.4 removed the two-model MTP-Eagle path (PR #18721); "

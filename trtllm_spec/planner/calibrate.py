@@ -37,7 +37,6 @@ from trtllm_spec.planner.search import CostContext, Workload, draft_step, target
 from trtllm_spec.planner.step import TERMS, coefficients, draft_steps
 
 
-
 @dataclass(frozen=True)
 class StepMeasurement:
     """One engine run: TPOT at batch B and draft length D (0 = no speculation) with the run's AL."""

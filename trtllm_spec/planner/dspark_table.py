@@ -25,7 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trtllm_spec.planner.cost import attention_time_s, forward_time, layer_linear_time_s, lm_head_time_s, sampling_time_s
+from trtllm_spec.planner.cost import (
+    attention_time_s,
+    forward_time,
+    layer_linear_time_s,
+    lm_head_time_s,
+    sampling_time_s,
+)
 from trtllm_spec.planner.mechanism import DraftCost
 from trtllm_spec.planner.search import CostContext
 from trtllm_spec.planner.step import coefficients

@@ -293,7 +293,8 @@ def _dspark_cost_table(ctx: BuildContext) -> tuple[list[str], str]:
     from trtllm_spec.core.releases import get as release_record
 
     r = ctx.recipe
-    if not ctx.mechanism.step_cost_table or ctx.recipe.trtllm_profile != "1.4" or ctx.target is None:
+    if not ctx.mechanism.step_cost_table or not release_record(r.trtllm_profile).confidence_scheduling \
+            or ctx.target is None:
         return [], ""
     from trtllm_spec.drafters.registry import MECHANISMS
     from trtllm_spec.planner.dspark_table import cost_table

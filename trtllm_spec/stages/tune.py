@@ -21,6 +21,7 @@ Servers listen on 127.0.0.1 only and are stopped by the command (serve/vllm.py's
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -391,7 +392,7 @@ def measure_chunk(name: str, plan: dict[int | str, list[int]], servers: Servers,
     if not all(state.done(name, rnd, c, k) for rnd, c in todo for k in keys if k == 0 or c in plan[k]):
         servers.open(keys, ranges)
     for rnd, c in todo:
-        run_round(name, rnd, c, keys, plan, servers, state, s, items, count, log, prog)
+        run_round(name, rnd, c, keys, plan, servers, state, s, items, count, log, prog, ranges)
     chunk_runs = [r for r in state.runs if r["chunk"] == name]
     for o in outlier_rounds(chunk_runs):
         tag = {"chunk": name, "round": o["round"], "concurrency": o["concurrency"]}
@@ -407,16 +408,16 @@ def measure_chunk(name: str, plan: dict[int | str, list[int]], servers: Servers,
             f"{o['tokens_per_s']:.1f} tok/s, {o['deviation']:.0%} from the other rounds' {o['others_median']:.1f} "
             f"(threshold {o['threshold']:.0%}): dropped and measured again")
         servers.open(keys, ranges)
-        run_round(name, o["round"], o["concurrency"], keys, plan, servers, state, s, items, count, log, prog)
+        run_round(name, o["round"], o["concurrency"], keys, plan, servers, state, s, items, count, log, prog, ranges)
 
 
-def run_round(name, rnd, c, keys, plan, servers, state, s, items, count, log, prog) -> None:
+def run_round(name, rnd, c, keys, plan, servers, state, s, items, count, log, prog, ranges=None) -> None:
     order = keys[rnd % len(keys):] + keys[:rnd % len(keys)]
     for k in order:
         if (k != 0 and c not in plan[k]) or state.done(name, rnd, c, k):
             continue
         if k not in servers.up:
-            servers.open(keys)
+            servers.open(keys, ranges)
         t0 = time.monotonic()
         try:
             row = run_cell(servers.up[k], items, c, s, count)
@@ -471,7 +472,7 @@ def plan_runs(part: dict[int | str, list[int]], rounds: int) -> int:
 def calibration_plan(s: TuneSettings) -> dict[int | str, list[int]]:
     every = s.verify == "all"
     out: dict[int | str, list[int]] = {}
-    for c, d in s.calibration:
+    for _c, d in s.calibration:
         out.setdefault(d, [])
     for d in out:
         out[d] = sorted(s.concurrency) if every else sorted({c for c, dd in s.calibration if dd == d})
@@ -645,7 +646,6 @@ def _mem_total() -> int:
 
 def _loop(s: TuneSettings, out: Path, state: State, servers: Servers, items: list, count, b: dict, mech_plan,
           ctx, log) -> dict:
-    from trtllm_spec.planner import tune as tm
 
     # 2. the rate for the time estimate: a short warm-up of the plain server (not recorded)
     servers.warm = lambda ep: warm_up(ep, items, s, count)
@@ -825,11 +825,9 @@ def machine() -> dict:
     except OSError:
         pass
     model = ""
-    try:
+    with contextlib.suppress(OSError):
         model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                       if ln.startswith("model name")), "")
-    except OSError:
-        pass
     return {"cpu": model or platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "cpu_flags": flags, "memory_gib": round(_mem_total() / 2**30, 1), "platform": platform.platform(terse=True)}
 
