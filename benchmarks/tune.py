@@ -15,7 +15,10 @@ Groups (each one `trtllm-spec tune --engine vllm ... --verify all` run, resumabl
   speed-lite.
 
 Every group: concurrency 1, 2, 4, 8, 16 x D 0..5, three interleaved rounds, the six calibration cells tune chooses
-(concurrency 1 and 8 x D 0, 1, 5), every other cell measured (``--verify all``) and the picked schedule served.
+(concurrency 1 and 8 x D 0, 1, 5), every other cell measured (``--verify all``) and the picked schedule served; five
+servers up at once (four for the self-draft, whose servers hold two models), so most cells share the calibration
+chunk's plain runs. Run it on a quiet machine: a process beside it slows vLLM's OpenMP steps unevenly (the first
+n-gram run, beside other work, inflated one chunk's plain steps by up to 2.5x).
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ def group_command(group: str, args, work: Path) -> list[str]:
     cmd = [str(TRTLLM_SPEC), "tune", "--engine", "vllm", "--target", "smollm2-135m", "--concurrency",
            args.concurrency, "--draft-lens", args.draft_lens, "--rounds", str(args.rounds), "--verify", "all",
            "--max-tokens", str(args.max_tokens), "--out", str(work / group)]
+    # servers up at once (the plain one included): five fit in 24 GiB with one model each (~3.5 GiB), four with the
+    # self-draft's two (the grid's other cells then share the calibration chunk's plain runs: fewer references)
+    cmd += ["--max-servers", "4" if group == "selfdraft" else "5"]
     if group == "ngram":
         cmd += ["--drafter", "ngram", "--suite", str(requote_suite(work, args.tasks)), "--categories",
                 "requote,repeat", "--num-prompts", "1000"]

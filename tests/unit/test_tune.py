@@ -121,6 +121,21 @@ def test_picks_take_the_smallest_d_within_the_margin_and_vllm_ranges_cover_every
     assert tm.vllm_ranges({1: 2, 4: 2}, 8) == [(1, 8, 2)]
 
 
+def test_chunks_before_the_fit_fill_the_servers_memory_allows():
+    from dataclasses import replace
+
+    from trtllm_spec.stages.tune import prefit_chunks
+
+    s = TuneSettings(engine="vllm", target="x", drafter="ngram", drafter_type="ngram", servers={}, concurrency=CS,
+                     draft_lens=DS, calibration=choose_calibration(CS, DS), verify="all", max_servers=5)
+    parts = prefit_chunks(s)
+    assert [sorted(p) for p in parts] == [[1, 2, 3, 5]] and parts[0][2] == list(CS)  # D 1, 5 then 2, 3
+    assert [sorted(p) for p in prefit_chunks(replace(s, verify="picks"))] == [[1, 5]]
+    assert parts[0][1] == list(CS) and prefit_chunks(replace(s, verify="picks"))[0][1] == [1, 8]
+    assert [sorted(p) for p in prefit_chunks(replace(s, max_servers=2))] == [[1], [5]]
+    assert [sorted(p) for p in prefit_chunks(replace(s, engine="openai"))] == [[1, 2, 3, 4, 5]]
+
+
 def test_design_refusals():
     assert parse_draft_lens("0-3") == (0, 1, 2, 3) and parse_draft_lens("3,0,1") == (0, 1, 3)
     for bad in ("1-3", "0", "a-b", "0;1"):
@@ -166,6 +181,8 @@ def test_tune_measures_fits_picks_and_writes_the_record(cli, tiny_target, tiny_s
     assert json.loads(r.stdout)["picks"] == rec["picks"]
     assert rec["calibration_cells"] == [[1, 0], [1, 1], [1, 2], [2, 0], [2, 1], [2, 2]]
     assert len(rec["cells"]) == 9 and all(c["measured"] for c in rec["cells"])  # --verify all
+    runs = json.loads((out / "runs.json").read_text())["runs"]
+    assert {r["chunk"] for r in runs if r["key"] != "schedule"} == {"cal0"}  # your servers are all up: one chunk
     assert rec["held_out"]["cells"] == 2 and rec["noise_floor"]["server"] is not None
     assert set(rec["judged"]) == {"1", "2", "4"} and 0.01 <= rec["margin"] <= 0.05
     host = json.loads((out / "host_costs.json").read_text())

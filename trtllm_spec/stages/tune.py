@@ -461,6 +461,25 @@ def chunks(plan: dict[int | str, list[int]], per_chunk: int) -> list[dict[int | 
     return [{k: plan[k] for k in keys[i:i + per_chunk]} for i in range(0, len(keys), per_chunk)] or [{}]
 
 
+def servers_per_chunk(s: TuneSettings) -> int:
+    """Speculative servers measured beside the plain one: the user's are all up (one chunk, one plain reference
+    per round); vLLM's as many as ``--max-servers`` allows."""
+    return max(1, s.max_servers - 1) if s.engine == "vllm" else len(s.draft_lens) + 1
+
+
+def prefit_chunks(s: TuneSettings) -> list[dict[int | str, list[int]]]:
+    """The chunks measured before the fit: the calibration D's first; with ``--verify all`` the room left beside
+    them takes the grid's other D's too (fewer chunks, fewer plain references to drift between)."""
+    per_chunk = servers_per_chunk(s)
+    cal_keys = {k: v for k, v in calibration_plan(s).items() if k != 0}
+    out = chunks(cal_keys, per_chunk)
+    room = per_chunk * len(out) - len(cal_keys)
+    if s.verify == "all" and room > 0:
+        extra = [d for d in s.draft_lens if d and d not in cal_keys][:room]
+        out = chunks(cal_keys | {d: sorted(s.concurrency) for d in extra}, per_chunk)
+    return out
+
+
 def plan_runs(part: dict[int | str, list[int]], rounds: int) -> int:
     """Runs of one chunk: each key at its concurrencies and the plain server at every concurrency any key needs."""
     levels = {c for cs in part.values() for c in cs}
@@ -477,12 +496,16 @@ def calibration_plan(s: TuneSettings) -> dict[int | str, list[int]]:
     return out
 
 
-def verification_plan(s: TuneSettings, picks: dict[int, int], schedule: bool) -> dict[int | str, list[int]]:
+def verification_plan(s: TuneSettings, picks: dict[int, int], schedule: bool,
+                      measured: set[int] = frozenset()) -> dict[int | str, list[int]]:
+    """What is measured after the fit: the schedule, and the picked (or, with ``--verify all``, every) cell not
+    measured before it (``measured``: the D whose servers the calibration chunks already ran at every
+    concurrency)."""
     cal = calibration_plan(s)
     out: dict[int | str, list[int]] = {}
     if s.verify == "all":
         for d in s.draft_lens:
-            if d not in cal:
+            if d and d not in cal and d not in measured:
                 out[d] = sorted(s.concurrency)
     elif s.verify == "picks":
         for c, d in picks.items():
@@ -649,9 +672,8 @@ def _loop(s: TuneSettings, out: Path, state: State, servers: Servers, items: lis
     servers.warm = lambda ep: warm_up(ep, items, s, count)
     servers.open([0])
     time_check(s, b, warm_up(servers.up[0], items, s, count), log)
-    cal_plan = calibration_plan(s)
-    per_chunk = max(1, s.max_servers - 1)
-    cal_chunks = chunks({k: v for k, v in cal_plan.items() if k != 0}, per_chunk)
+    per_chunk = servers_per_chunk(s)
+    cal_chunks = prefit_chunks(s)
     prog = Progress(sum(plan_runs(part, s.rounds) for part in cal_chunks))
     prog.done = len(state.runs)
     # 3. calibration
@@ -662,7 +684,8 @@ def _loop(s: TuneSettings, out: Path, state: State, servers: Servers, items: lis
     # 5. verification: the schedule and the picked (or every) cell
     schedule_ok = bool(result["schedule"]["vllm_ranges"]) and (
         s.engine == "vllm" or "schedule" in s.servers) and s.serve_schedule
-    vplan = verification_plan(s, result["picks"], schedule_ok)
+    done = {k for part in cal_chunks for k in part if isinstance(k, int)}
+    vplan = verification_plan(s, result["picks"], schedule_ok, done)
     ranges = result["schedule"]["vllm_ranges"]
     ver_chunks = [part for part in chunks(vplan, per_chunk) if part]
     prog.total = len(state.runs) + sum(plan_runs(part, s.rounds) for part in ver_chunks)
@@ -686,9 +709,11 @@ def analyse(s: TuneSettings, state: State, mech_plan, ctx, log, final: bool = Fa
     cells = tm.group(runs)  # every measured cell: what the prediction is judged against
     # the fit sees the calibration chunks' runs only (their plain runs included): the same fit before and after the
     # verification, on at most the calibration cells
-    fit_runs = [r for r in runs if str(r["chunk"]).startswith("cal")]
-    fit_cells = tm.group(fit_runs)
     cal = [x for x in s.calibration]
+    cal_chunks = {r["chunk"] for r in runs if r["key"] != 0 and (r["concurrency"], r["key"]) in cal
+                  and str(r["chunk"]).startswith("cal")}
+    fit_runs = [r for r in runs if r["chunk"] in cal_chunks]
+    fit_cells = tm.group(fit_runs)
     missing = [x for x in cal if x not in fit_cells]
     if missing:
         raise UserError(f"calibration cells {missing} have no runs beside a plain run of the same round: rerun the "
