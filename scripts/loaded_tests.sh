@@ -4,6 +4,10 @@
 #
 #   scripts/loaded_tests.sh            # three runs of HEAD; stops at the first failure
 #   RUNS=1 scripts/loaded_tests.sh     # one run
+#   FRESH=1 RUNS=1 scripts/loaded_tests.sh
+#       a fresh machine (issue 55): empty caches (trtllm-spec's: models, llama.cpp build, the vLLM and Triton venvs;
+#       pip's), and the hog already running during scripts/setup.sh --dev: README's whole test command under load,
+#       setup and tests timed apart, pytest's 20 slowest tests listed (PYTEST_ADDOPTS=--durations=20)
 #
 # It clones this checkout's HEAD into a temporary folder, runs `scripts/setup.sh --dev` there once, then per run
 # starts Debian's `stress-ng --cpu $(nproc) --timeout 0` (one busy worker per core, at the tests' priority), runs
@@ -26,7 +30,17 @@ echo "results in $OUT"
 git clone -q . "$CLONE/repo"
 cd "$CLONE/repo"
 commit="$(git rev-parse --short HEAD)"
+if [ "${FRESH:-0}" = 1 ]; then
+  export TRTLLM_SPEC_CACHE="$CLONE/cache" PIP_CACHE_DIR="$CLONE/pip-cache" PYTEST_ADDOPTS="--durations=20"
+  unset TRTLLM_SPEC_VLLM_VENV TRTLLM_SPEC_TRITON_VENV
+  stress-ng --cpu "$(nproc)" --timeout 0 > "$OUT/stress-setup.log" 2>&1 &
+  HOG=$!
+fi
+start=$(date +%s)
 scripts/setup.sh --dev > "$OUT/setup.log" 2>&1 || { echo "setup failed: $OUT/setup.log" >&2; exit 1; }
+echo "commit $commit setup $(( $(date +%s) - start )) s (fresh: ${FRESH:-0}, load $(cut -d' ' -f1-3 /proc/loadavg))" \
+  | tee -a "$OUT/summary.txt"
+if [ -n "$HOG" ]; then kill "$HOG"; wait "$HOG" 2>/dev/null || true; HOG=""; fi
 for i in $(seq 1 "$RUNS"); do
   stress-ng --cpu "$(nproc)" --timeout 0 > "$OUT/stress$i.log" 2>&1 &
   HOG=$!
