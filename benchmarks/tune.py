@@ -12,7 +12,10 @@ Groups (each one `trtllm-spec tune --engine vllm ... --verify all` run, resumabl
 - ``selfdraft``: the target drafting for itself (vLLM's draft-model proposer with SmolLM2-135M as its own draft:
   every draft is accepted, AL = 1 + D), the case where the drafter costs as much as the target;
 - ``eagle3``: an EAGLE-3 head trained here long enough that speculation pays somewhere (``--eagle3``), on
-  speed-lite.
+  speed-lite. The record's head (2,500 steps, 37 minutes of training on the 2-core EPYC after the regeneration):
+  ``.venv/bin/trtllm-spec train recipes/smollm2-135m-eagle3-cpu-long.yaml --out out/eagle3-long
+  --set drafter.training.data.num_conversations=2048 --set drafter.training.data.regen_max_new_tokens=192
+  --set drafter.training.time_budget_minutes=240 --set drafter.training.max_steps=2500``.
 
 Every group: concurrency 1, 2, 4, 8, 16 x D 0..5, three interleaved rounds, the six calibration cells tune chooses
 (concurrency 1 and 8 x D 0, 1, 5), every other cell measured (``--verify all``) and the picked schedule served; five
@@ -101,15 +104,40 @@ def summary(rec: dict) -> dict:
             "speculates_at": [int(c) for c, d in rec["picks"].items() if d]}
 
 
+def portable(obj):
+    """A group's tune.json without this machine's paths: the repository's relative, the home folder as ``~``."""
+    if isinstance(obj, dict):
+        return {k: portable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [portable(v) for v in obj]
+    if isinstance(obj, str):
+        return obj.replace(f"{REPO}/", "").replace(str(REPO), ".").replace(f"{Path.home()}/", "~/")
+    return obj
+
+
+def with_schedule_at_zero(rec: dict) -> dict:
+    """A tune.json written before the schedule's D = 0 rows were judged (stages/tune.schedule_at_zero): the same
+    judgement from its own picks, margin and served rows."""
+    from trtllm_spec.stages.tune import schedule_at_zero
+
+    sch = rec["schedule"]
+    if "at_zero" not in sch and sch["measured"]:
+        for r in sch["measured"]:
+            r.setdefault("scheduled_draft_len", rec["picks"].get(str(r["concurrency"])))
+        sch["at_zero"] = schedule_at_zero(sch["measured"], rec["margin"])
+    return rec
+
+
 def record(args, work: Path) -> None:
     groups = {}
     for g in GROUPS:
         p = work / g / "tune.json"
         if p.is_file():
-            groups[g] = json.loads(p.read_text())
+            groups[g] = with_schedule_at_zero(portable(json.loads(p.read_text())))
     if not groups:
         raise SystemExit(f"no group has a tune.json in {work}")
     result = {"groups": {g: {"summary": summary(r), "tune": r} for g, r in groups.items()},
+              "groups_not_run": [g for g in GROUPS if g not in groups],
               "settings": {"concurrency": args.concurrency, "draft_lens": args.draft_lens, "rounds": args.rounds,
                            "max_tokens": args.max_tokens, "engine": next(iter(groups.values()))["engine"]}}
     rows = []
@@ -174,12 +202,19 @@ def markdown(rec: dict) -> str:
            "prediction, and the schedule served.", "",
            "| group | held-out cells | median abs error, server / TPOT speedup | noise floor, server / TPOT | margin "
            "| D right | schedule / best fixed D (min over c) |", "|---|---|---|---|---|---|---|"]
+    for g in res.get("groups_not_run", []):
+        out.append(f"| {g} | not run in this record | | | | | |")
     for g, x in res["groups"].items():
         s = x["summary"]
         out.append(f"| {g} | {s['held_out_cells']} | {s['median_abs_error_server']:.1%} / "
                    f"{s['median_abs_error_tpot']:.1%} | {s['noise_floor']['server']:.1%} / "
                    f"{s['noise_floor']['tpot']:.1%} | {s['margin']:.1%} | {s['right']}/{s['judged']} | "
                    + (f"{s['schedule_over_best_min']:.3f}" if s["schedule_over_best_min"] else "no schedule") + " |")
+    if res.get("groups_not_run"):
+        missing = ",".join(res["groups_not_run"])
+        out += ["", f"Not run in this record: {missing} (each group is about an hour of a quiet machine here). "
+                f"`.venv/bin/python benchmarks/tune.py --groups {missing}` runs it into the same work folder; "
+                "`--record` then rebuilds this record with every group."]
     for x in res["groups"].values():
         out += ["", "---", "", tune_markdown(x["tune"], None).replace("\n# ", "\n## ", 1).replace("# trtllm-spec tune",
                                                                                                    "## trtllm-spec tune", 1)]

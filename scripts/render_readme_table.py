@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 # the table's order; a record not named here follows, by name
 ORDER = ["build", "drafter_training", "learning_curve", "regen_engines", "ecosystem", "reference_decoder",
-         "planner_validation", "planner_vs_aic", "engine_parity", "dflash2_parity", "dflash2_vs_dflash", "vllm_engine", "codesign_loop",
+         "planner_validation", "planner_vs_aic", "engine_parity", "dflash2_parity", "dflash2_vs_dflash", "vllm_engine", "tune",
          "suffix"]
 
 

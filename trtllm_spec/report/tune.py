@@ -65,8 +65,22 @@ def tune_markdown(r: dict, plot: str | None) -> str:
     right = [j["right"] for j in judged.values() if j.get("measured")]
     if right:
         lines += ["", f"Right at {sum(right)} of {len(right)} concurrencies."]
-    sch = r["schedule"]
-    lines += ["", "## The schedule", ""]
+    lines += ["", "## The schedule", ""] + schedule_markdown(r["schedule"])
+    if r.get("dropped_rounds"):
+        lines += ["", "## Rounds dropped and measured again", ""]
+        for d in r["dropped_rounds"]:
+            w = d["why"]
+            lines.append(f"- {d['chunk']} round {d['round'] + 1} at concurrency {d['concurrency']}: plain "
+                         f"{w['tokens_per_s']:.1f} tok/s, {w['deviation']:.0%} from the others' {w['others_median']:.1f} "
+                         f"(threshold {w['threshold']:.0%})")
+    return "\n".join(lines) + "\n"
+
+
+
+def schedule_markdown(sch: dict) -> list[str]:
+    """tune.md's schedule section: the engine's forms, the served schedule per concurrency, and where its D = 0 is
+    not the plain server."""
+    lines: list[str] = []
     if not sch["vllm_ranges"]:
         lines += ["No speculation pays at any concurrency by the prediction: nothing to schedule (serve without a "
                   "speculative config)."]
@@ -82,14 +96,16 @@ def tune_markdown(r: dict, plot: str | None) -> str:
             for x in sch["measured"]:
                 lines.append(f"| {x['concurrency']} | {x['speedup']:.3f} ({x['spread'][0]:.2f}-{x['spread'][1]:.2f}) | "
                              f"{_x(x.get('over_best_fixed'))} |")
-    if r.get("dropped_rounds"):
-        lines += ["", "## Rounds dropped and measured again", ""]
-        for d in r["dropped_rounds"]:
-            w = d["why"]
-            lines.append(f"- {d['chunk']} round {d['round'] + 1} at concurrency {d['concurrency']}: plain "
-                         f"{w['tokens_per_s']:.1f} tok/s, {w['deviation']:.0%} from the others' {w['others_median']:.1f} "
-                         f"(threshold {w['threshold']:.0%})")
-    return "\n".join(lines) + "\n"
+        z = sch.get("at_zero")
+        if z and z["slower_than_plain"]:
+            lo, hi = min(z["speedups"]), max(z["speedups"])
+            lines += ["", f"Where the schedule asks for D = 0 (concurrency {', '.join(map(str, z['concurrencies']))}) "
+                      f"the speculative server measured {lo:.2f}-{hi:.2f}x the plain one, below it beyond the margin at "
+                      f"{', '.join(map(str, z['slower_than_plain']))}: on this engine D = 0 in the schedule is not the "
+                      "plain server (the drafter stays loaded and its per-step work goes on), a cost the step model "
+                      "prices at D > 0 only. Where those concurrencies matter, serve the plain server there (route by "
+                      "load) or compare the fixed D over the load you expect."]
+    return lines
 
 
 def tune_plot(r: dict, path: Path) -> bool:

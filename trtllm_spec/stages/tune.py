@@ -798,7 +798,23 @@ def analyse(s: TuneSettings, state: State, mech_plan, ctx, log, final: bool = Fa
         for r in sched_rows:
             best = fixed_best.get(r["concurrency"])
             r["over_best_fixed"] = round(r["speedup"] / best, 4) if best else None
+            r["scheduled_draft_len"] = per_c.get(r["concurrency"])
+        record["schedule"]["at_zero"] = schedule_at_zero(sched_rows, margin)
     return record
+
+
+def schedule_at_zero(rows: list[dict], margin: float) -> dict | None:
+    """The served schedule where it asks for D = 0: whether the speculative server there is the plain one.
+
+    vLLM's ``num_speculative_tokens_per_batch_size`` with 0 keeps the drafter loaded and its per-step work running
+    (vllm#49548 measured +6.6% TPOT at concurrency 2 from enabling dynamic speculation at K = 0 on a GPU); a row below
+    the plain server by more than the pick margin is that cost, measured."""
+    zero = [r for r in rows if r.get("scheduled_draft_len") == 0]
+    if not zero:
+        return None
+    slower = [r for r in zero if r["speedup"] < 1.0 - margin]
+    return {"concurrencies": [r["concurrency"] for r in zero], "speedups": [r["speedup"] for r in zero],
+            "slower_than_plain": [r["concurrency"] for r in slower]}
 
 
 def statistics_median(values):
