@@ -102,8 +102,8 @@ def schedule_markdown(sch: dict) -> list[str]:
             lines += ["", f"Where the schedule asks for D = 0 (concurrency {', '.join(map(str, z['concurrencies']))}) "
                       f"the speculative server measured {lo:.2f}-{hi:.2f}x the plain one, below it beyond the margin at "
                       f"{', '.join(map(str, z['slower_than_plain']))}: on this engine D = 0 in the schedule is not the "
-                      "plain server (the drafter stays loaded and its per-step work goes on), a cost the step model "
-                      "prices at D > 0 only. Where those concurrencies matter, serve the plain server there (route by "
+                      "plain server (what inside the engine pays it is not traced here), a cost the step model prices "
+                      "at D > 0 only. Where those concurrencies matter, serve the plain server there (route by "
                       "load) or compare the fixed D over the load you expect."]
     return lines
 

@@ -806,9 +806,9 @@ def analyse(s: TuneSettings, state: State, mech_plan, ctx, log, final: bool = Fa
 def schedule_at_zero(rows: list[dict], margin: float) -> dict | None:
     """The served schedule where it asks for D = 0: whether the speculative server there is the plain one.
 
-    vLLM's ``num_speculative_tokens_per_batch_size`` with 0 keeps the drafter loaded and its per-step work running
-    (vllm#49548 measured +6.6% TPOT at concurrency 2 from enabling dynamic speculation at K = 0 on a GPU); a row below
-    the plain server by more than the pick margin is that cost, measured."""
+    A speculative server asked for 0 draft tokens still holds the drafter and runs its speculative path (vllm#49548
+    measured +6.6% TPOT at concurrency 2 from enabling dynamic speculation at K = 0 on a GPU); a row below the plain
+    server by more than the pick margin is that cost, measured (what inside the engine pays it is not traced here)."""
     zero = [r for r in rows if r.get("scheduled_draft_len") == 0]
     if not zero:
         return None
