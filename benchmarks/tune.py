@@ -122,9 +122,7 @@ def with_schedule_at_zero(rec: dict) -> dict:
 
     sch = rec["schedule"]
     if "at_zero" not in sch and sch["measured"]:
-        for r in sch["measured"]:
-            r.setdefault("scheduled_draft_len", rec["picks"].get(str(r["concurrency"])))
-        sch["at_zero"] = schedule_at_zero(sch["measured"], rec["margin"])
+        sch["at_zero"] = schedule_at_zero(sch["measured"], {int(c): d for c, d in rec["picks"].items()}, rec["margin"])
     return rec
 
 

@@ -125,20 +125,21 @@ def test_picks_take_the_smallest_d_within_the_margin_and_vllm_ranges_cover_every
 def test_the_schedule_where_it_asks_for_d_0_is_judged_against_the_plain_server():
     from trtllm_spec.report.tune import schedule_markdown
 
-    rows = [{"concurrency": 1, "scheduled_draft_len": 2, "speedup": 1.2, "spread": [1.1, 1.3], "over_best_fixed": 1.0},
-            {"concurrency": 4, "scheduled_draft_len": 0, "speedup": 0.98, "spread": [0.96, 1.0], "over_best_fixed": 0.98},
-            {"concurrency": 16, "scheduled_draft_len": 0, "speedup": 0.75, "spread": [0.73, 0.79],
-             "over_best_fixed": 0.75}]
-    z = schedule_at_zero(rows, 0.05)
+    picks = {1: 2, 4: 0, 16: 0}
+    rows = [{"concurrency": 1, "speedup": 1.2, "spread": [1.1, 1.3], "over_best_fixed": 1.0},
+            {"concurrency": 4, "speedup": 0.98, "spread": [0.96, 1.0], "over_best_fixed": 0.98},
+            {"concurrency": 16, "speedup": 0.75, "spread": [0.73, 0.79], "over_best_fixed": 0.75}]
+    z = schedule_at_zero(rows, picks, 0.05)
     assert z == {"concurrencies": [4, 16], "speedups": [0.98, 0.75], "slower_than_plain": [16]}
-    assert schedule_at_zero(rows[:1], 0.05) is None  # D > 0 everywhere: nothing to judge
-    assert schedule_at_zero(rows[:2], 0.05)["slower_than_plain"] == []  # within the margin: the plain server's
+    assert [r["scheduled_draft_len"] for r in rows] == [2, 0, 0]
+    assert schedule_at_zero(rows[:1], picks, 0.05) is None  # D > 0 everywhere: nothing to judge
+    assert schedule_at_zero(rows[:2], picks, 0.05)["slower_than_plain"] == []  # within the margin: the plain server's
     sch = {"vllm_ranges": [[1, 1, 2], [2, 16, 0]], "vllm_num_speculative_tokens": 2, "trtllm_rules": "1.3",
            "trtllm_max_draft_len": 2, "trtllm_max_concurrency": 1, "trtllm_rule": "x", "measured": rows, "at_zero": z}
     text = "\n".join(schedule_markdown(sch))
     assert "D = 0 (concurrency 4, 16) the speculative server measured 0.75-0.98x the plain one" in text
     assert "beyond the margin at 16:" in text
-    sch["at_zero"] = schedule_at_zero(rows[:2], 0.05)
+    sch["at_zero"] = schedule_at_zero(rows[:2], picks, 0.05)
     assert "is not the plain server" not in "\n".join(schedule_markdown(sch))
 
 

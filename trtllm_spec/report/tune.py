@@ -76,7 +76,6 @@ def tune_markdown(r: dict, plot: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-
 def schedule_markdown(sch: dict) -> list[str]:
     """tune.md's schedule section: the engine's forms, the served schedule per concurrency, and where its D = 0 is
     not the plain server."""

